@@ -1,0 +1,23 @@
+//! Postgres state for wc.
+//!
+//! Everything wc remembers lives in Postgres and every piece of SQL lives in this crate. The
+//! modules are the pool and its typed configuration ([`config`], [`pool`]), the embedded schema
+//! migrations ([`migrate`]), the compare-and-swap mutation helper every aggregate uses ([`cas`]),
+//! one repository module per aggregate ([`credentials`], [`projects`]), database health
+//! ([`health`]) and a local PostgreSQL cluster manager for the embedded default ([`cluster`]).
+#![warn(missing_docs)]
+
+pub mod cas;
+pub mod cluster;
+pub mod config;
+pub mod credentials;
+mod error;
+pub mod health;
+pub mod migrate;
+pub mod pool;
+pub mod projects;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use deadpool_postgres::{GenericClient, Pool, Transaction};
+pub use error::StoreError;

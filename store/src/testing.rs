@@ -1,0 +1,308 @@
+//! Test support: a fresh, migrated database per test, and a probe aggregate for exercising the
+//! compare-and-swap helper. Compiled only with the `testing` feature.
+//!
+//! The server is `TEST_DATABASE_URL`, else `DATABASE_URL`, else 127.0.0.1:5432 if it answers,
+//! else a throwaway cluster started from the installed binaries and shared by later test
+//! processes. Each test database is copied from a template migrated once per migration set, so
+//! tests do not re-run migrations, and is dropped when the handle goes away.
+
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use tokio::sync::OnceCell;
+use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
+
+use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cluster::{ClusterOptions, LocalCluster};
+use crate::config::{DatabaseConfig, DatabaseUrl};
+use crate::{StoreError, migrate, pool};
+
+static ADMIN_URL: OnceCell<DatabaseUrl> = OnceCell::const_new();
+static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+
+/// Advisory lock key for template creation ("wc-tmpl").
+const TEMPLATE_LOCK_KEY: i64 = 0x7763_2d74_6d70_6c;
+
+/// The server tests run against, as a superuser URL of its `postgres` database.
+pub async fn admin_url() -> DatabaseUrl {
+    ADMIN_URL
+        .get_or_init(|| async {
+            resolve_admin_url()
+                .await
+                .unwrap_or_else(|e| panic!("no PostgreSQL server for tests: {e}"))
+        })
+        .await
+        .clone()
+}
+
+async fn resolve_admin_url() -> Result<DatabaseUrl, String> {
+    for var in ["TEST_DATABASE_URL", "DATABASE_URL"] {
+        if let Ok(url) = std::env::var(var) {
+            return DatabaseUrl::parse(&url).map_err(|e| format!("{var}: {e}"));
+        }
+    }
+    let default = DatabaseUrl::parse("postgres://postgres@127.0.0.1:5432/postgres")
+        .expect("well-formed default url");
+    if answers(&default).await {
+        return Ok(default);
+    }
+    let root = std::env::temp_dir().join(format!("wc-test-pg-{}", nix::unistd::geteuid()));
+    if let Ok(port) = std::fs::read_to_string(root.join("port")) {
+        let url = DatabaseUrl::parse(&format!("postgres://postgres@127.0.0.1:{}/postgres", port.trim()))
+            .map_err(|e| e.to_string())?;
+        if answers(&url).await {
+            return Ok(url);
+        }
+    }
+    let opts = ClusterOptions {
+        die_with_parent: false,
+        max_connections: 300,
+    };
+    let cluster = LocalCluster::start(&root, &opts).await.map_err(|e| e.to_string())?;
+    let url = cluster.url("postgres");
+    cluster.detach();
+    Ok(url)
+}
+
+async fn answers(url: &DatabaseUrl) -> bool {
+    let mut cfg = url.pg_config();
+    cfg.connect_timeout(Duration::from_secs(2));
+    match cfg.connect(NoTls).await {
+        Ok((client, conn)) => {
+            let task = tokio::spawn(conn);
+            let ok = client.simple_query("SELECT 1").await.is_ok();
+            drop(client);
+            let _ = task.await;
+            ok
+        }
+        Err(_) => false,
+    }
+}
+
+async fn admin_client() -> (tokio_postgres::Client, tokio::task::JoinHandle<()>) {
+    let (client, conn) = admin_url()
+        .await
+        .pg_config()
+        .connect(NoTls)
+        .await
+        .expect("connect to the test server");
+    let task = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (client, task)
+}
+
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// The migrated template for the current migration set, created once per server.
+async fn template() -> String {
+    TEMPLATE
+        .get_or_init(|| async {
+            let name = format!("wc_tpl_{}", &migrate::fingerprint()[..16]);
+            let (client, task) = admin_client().await;
+            client
+                .execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK_KEY])
+                .await
+                .expect("template lock");
+            let ready: Option<bool> = client
+                .query_opt("SELECT datistemplate FROM pg_database WHERE datname = $1", &[&name])
+                .await
+                .expect("look up template")
+                .map(|r| r.get(0));
+            if ready != Some(true) {
+                // Absent, or left half-made by an interrupted run: build it afresh.
+                client
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote(&name)))
+                    .await
+                    .expect("drop stale template");
+                client
+                    .batch_execute(&format!("CREATE DATABASE {}", quote(&name)))
+                    .await
+                    .expect("create template");
+                migrate::migrate(&admin_url().await.with_database(&name))
+                    .await
+                    .expect("migrate template");
+                client
+                    .batch_execute(&format!("ALTER DATABASE {} WITH IS_TEMPLATE true", quote(&name)))
+                    .await
+                    .expect("mark template");
+            }
+            client
+                .execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY])
+                .await
+                .expect("template unlock");
+            drop(client);
+            let _ = task.await;
+            name
+        })
+        .await
+        .clone()
+}
+
+/// A database of its own for one test, dropped when this handle is dropped.
+pub struct TestDatabase {
+    name: String,
+    url: DatabaseUrl,
+    pool: Pool,
+}
+
+impl TestDatabase {
+    /// A fresh database with the current schema.
+    pub async fn new() -> TestDatabase {
+        let template = template().await;
+        Self::create(Some(&template)).await
+    }
+
+    /// A fresh database with no schema at all.
+    pub async fn empty() -> TestDatabase {
+        Self::create(None).await
+    }
+
+    async fn create(template: Option<&str>) -> TestDatabase {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let sql = match template {
+            Some(t) => format!("CREATE DATABASE {} TEMPLATE {}", quote(&name), quote(t)),
+            None => format!("CREATE DATABASE {}", quote(&name)),
+        };
+        let (client, task) = admin_client().await;
+        let mut tries = 0;
+        loop {
+            match client.batch_execute(&sql).await {
+                Ok(()) => break,
+                // Copying a template fails while another session is connected to it.
+                Err(e) if e.code() == Some(&SqlState::OBJECT_IN_USE) && tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("create test database: {e}"),
+            }
+        }
+        drop(client);
+        let _ = task.await;
+        let url = admin_url().await.with_database(&name);
+        let pool = pool::build_pool(&DatabaseConfig::new(url.clone())).expect("test pool");
+        TestDatabase { name, url, pool }
+    }
+
+    /// The database's URL.
+    pub fn url(&self) -> &DatabaseUrl {
+        &self.url
+    }
+
+    /// A configuration for this database.
+    pub fn config(&self) -> DatabaseConfig {
+        DatabaseConfig::new(self.url.clone())
+    }
+
+    /// The shared pool of this test.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Another, independent pool: a second "instance" of a stateless server.
+    pub fn new_pool(&self) -> Pool {
+        pool::build_pool(&self.config()).expect("second pool")
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        self.pool.close();
+        let name = self.name.clone();
+        let admin = ADMIN_URL.get().cloned();
+        // Drop runs outside async context guarantees; use a private runtime on its own thread.
+        let _ = std::thread::spawn(move || {
+            let Some(admin) = admin else { return };
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok((client, conn)) = admin.pg_config().connect(NoTls).await {
+                    let task = tokio::spawn(conn);
+                    let _ = client
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote(&name)))
+                        .await;
+                    drop(client);
+                    let _ = task.await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A minimal aggregate for exercising [`compare_and_swap`]: a counter row with a version.
+pub mod probe {
+    use super::*;
+    use deadpool_postgres::GenericClient;
+
+    /// Creates the probe table and rows `1..=rows` at value 0, version 0.
+    pub async fn setup(client: &impl GenericClient, rows: i64) -> Result<(), StoreError> {
+        client
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS cas_probe (\
+                   id bigint PRIMARY KEY, value bigint NOT NULL DEFAULT 0, \
+                   version bigint NOT NULL DEFAULT 0)",
+            )
+            .await?;
+        client
+            .execute(
+                "INSERT INTO cas_probe (id) SELECT generate_series(1, $1::bigint) ON CONFLICT DO NOTHING",
+                &[&rows],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Reads `(value, version)` of row `id`.
+    pub async fn read(client: &impl GenericClient, id: i64) -> Result<(i64, i64), StoreError> {
+        let row = client
+            .query_one("SELECT value, version FROM cas_probe WHERE id = $1", &[&id])
+            .await?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    /// Adds one to row `id`; the applied value is the version the write produced.
+    pub async fn increment(pool: &Pool, policy: &CasPolicy, id: i64) -> Result<CasOutcome<i64>, StoreError> {
+        increment_injecting(pool, policy, id, None).await
+    }
+
+    /// Like [`increment`], but the first attempt fails with the given SQLSTATE raised by the
+    /// server, to prove transient failures are retried.
+    pub async fn increment_injecting(
+        pool: &Pool,
+        policy: &CasPolicy,
+        id: i64,
+        first_attempt_sqlstate: Option<&'static str>,
+    ) -> Result<CasOutcome<i64>, StoreError> {
+        let mut attempt = 0u32;
+        compare_and_swap(pool, policy, move |tx| {
+            attempt += 1;
+            let inject = first_attempt_sqlstate.filter(|_| attempt == 1);
+            Box::pin(async move {
+                let row = tx
+                    .query_one("SELECT value, version FROM cas_probe WHERE id = $1", &[&id])
+                    .await?;
+                let (value, version): (i64, i64) = (row.get(0), row.get(1));
+                if let Some(code) = inject {
+                    tx.batch_execute(&format!(
+                        "DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '{code}'; END $$"
+                    ))
+                    .await?;
+                }
+                let rows = tx
+                    .execute(
+                        "UPDATE cas_probe SET value = $3, version = version + 1 \
+                         WHERE id = $1 AND version = $2",
+                        &[&id, &version, &(value + 1)],
+                    )
+                    .await?;
+                Ok(Step::from_rows_updated(rows, version + 1))
+            })
+        })
+        .await
+    }
+}
