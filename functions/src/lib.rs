@@ -1,1 +1,25 @@
-//! placeholder
+//! The stateless HTTP functions of wc.
+//!
+//! [`app`] builds the one axum [`Router`](axum::Router) every entry point serves: the Lambda
+//! binary hands it to `lambda_http::run`, `wc-local` to `axum::serve`. Nothing here survives
+//! between requests except what is in Postgres (through `wc-store`).
+//!
+//! Modules: [`config`] (typed configuration), [`http`] (request context, body limit, error
+//! shaping), [`auth`] (bearer credentials and principals), [`health`] (the health check),
+//! [`telemetry`] (JSON logs), [`admin`] (the `wc-admin` commands) and [`local`] (the embedded
+//! `wc-local` stack).
+#![warn(missing_docs)]
+
+pub mod admin;
+mod app;
+pub mod auth;
+pub mod config;
+pub mod health;
+pub mod http;
+pub mod local;
+pub mod telemetry;
+
+pub use app::{AppState, app};
+
+/// The version every surface reports.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

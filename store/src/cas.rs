@@ -35,7 +35,11 @@ pub enum Step<T> {
 impl<T> Step<T> {
     /// `Done(value)` when exactly one row was written, `Stale` when none was.
     pub fn from_rows_updated(rows: u64, value: T) -> Step<T> {
-        if rows == 1 { Step::Done(value) } else { Step::Stale }
+        if rows == 1 {
+            Step::Done(value)
+        } else {
+            Step::Stale
+        }
     }
 }
 
@@ -131,7 +135,12 @@ where
         let tx = client.transaction().await?;
         match step(&tx).await {
             Ok(Step::Done(value)) => match tx.commit().await {
-                Ok(()) => return Ok(CasOutcome::Applied { value, attempts: attempt }),
+                Ok(()) => {
+                    return Ok(CasOutcome::Applied {
+                        value,
+                        attempts: attempt,
+                    });
+                }
                 Err(e) => {
                     let e = StoreError::from(e);
                     if e.is_transient_conflict() {

@@ -79,13 +79,22 @@ pub struct PgBinaries {
     pub postgres: PathBuf,
 }
 
-/// Finds `initdb` and `postgres`: `WC_PG_BIN`, then `PATH`, then the newest
-/// `/usr/lib/postgresql/<version>/bin`.
+/// Finds `initdb` and `postgres`: in `WC_PG_BIN` alone when it is set, else on `PATH`, else in
+/// the newest `/usr/lib/postgresql/<version>/bin`.
 pub fn find_binaries() -> Result<PgBinaries, ClusterError> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
+    // An explicit WC_PG_BIN is authoritative: look nowhere else.
     if let Some(dir) = std::env::var_os("WC_PG_BIN") {
-        dirs.push(dir.into());
+        let dir = PathBuf::from(dir);
+        return if dir.join("initdb").is_file() && dir.join("postgres").is_file() {
+            Ok(PgBinaries {
+                initdb: dir.join("initdb"),
+                postgres: dir.join("postgres"),
+            })
+        } else {
+            Err(ClusterError::BinariesNotFound)
+        };
     }
+    let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(path) = std::env::var_os("PATH") {
         dirs.extend(std::env::split_paths(&path));
     }
@@ -97,7 +106,7 @@ pub fn find_binaries() -> Result<PgBinaries, ClusterError> {
                 Some((v, e.path().join("bin")))
             })
             .collect();
-        versions.sort_by(|a, b| b.0.cmp(&a.0));
+        versions.sort_by_key(|v| std::cmp::Reverse(v.0));
         dirs.extend(versions.into_iter().map(|(_, p)| p));
     }
     dirs.into_iter()
@@ -157,8 +166,9 @@ impl LocalCluster {
         fs::create_dir_all(&run).map_err(io("cannot create the socket directory"))?;
         if let Some(user) = &owner {
             for p in [root, run.as_path()] {
-                nix::unistd::chown(p, Some(user.uid), Some(user.gid))
-                    .map_err(|e| io(format!("cannot hand {} to postgres", p.display()))(e.into()))?;
+                nix::unistd::chown(p, Some(user.uid), Some(user.gid)).map_err(|e| {
+                    io(format!("cannot hand {} to postgres", p.display()))(e.into())
+                })?;
             }
         }
         let data = root.join("data");
@@ -335,7 +345,11 @@ async fn stop_orphan(data: &Path) {
     let Ok(pidfile) = fs::read_to_string(data.join("postmaster.pid")) else {
         return;
     };
-    let Some(pid) = pidfile.lines().next().and_then(|l| l.trim().parse::<i32>().ok()) else {
+    let Some(pid) = pidfile
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse::<i32>().ok())
+    else {
         return;
     };
     let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -343,7 +357,10 @@ async fn stop_orphan(data: &Path) {
         return;
     }
     let pid = Pid::from_raw(pid);
-    tracing::warn!(pid = pid.as_raw(), "stopping a postgres left running by an earlier run");
+    tracing::warn!(
+        pid = pid.as_raw(),
+        "stopping a postgres left running by an earlier run"
+    );
     let _ = kill(pid, Signal::SIGINT);
     let deadline = Instant::now() + Duration::from_secs(30);
     while kill(pid, None).is_ok() {

@@ -92,7 +92,11 @@ impl fmt::Debug for DatabaseUrl {
             host,
             cfg.get_ports().first().copied().unwrap_or(5432),
             cfg.get_dbname().unwrap_or("?"),
-            if cfg.get_password().is_some() { "<redacted>" } else { "none" }
+            if cfg.get_password().is_some() {
+                "<redacted>"
+            } else {
+                "none"
+            }
         )
     }
 }

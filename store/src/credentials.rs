@@ -76,8 +76,7 @@ pub struct Credential {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
-const COLUMNS: &str =
-    "id, kind, label, authority_group, scopes, projects, created_at, revoked_at";
+const COLUMNS: &str = "id, kind, label, authority_group, scopes, projects, created_at, revoked_at";
 
 fn from_row(row: &Row) -> Result<Credential, StoreError> {
     Ok(Credential {
@@ -93,7 +92,10 @@ fn from_row(row: &Row) -> Result<Credential, StoreError> {
 }
 
 /// Inserts a credential and returns it.
-pub async fn insert(client: &impl GenericClient, new: &NewCredential) -> Result<Credential, StoreError> {
+pub async fn insert(
+    client: &impl GenericClient,
+    new: &NewCredential,
+) -> Result<Credential, StoreError> {
     let id = Uuid::now_v7();
     let group = new
         .authority_group
@@ -143,9 +145,16 @@ pub async fn find_active_by_digest(
 /// Every credential, oldest first.
 pub async fn list(client: &impl GenericClient) -> Result<Vec<Credential>, StoreError> {
     let stmt = client
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM credentials ORDER BY created_at, id"))
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM credentials ORDER BY created_at, id"
+        ))
         .await?;
-    client.query(&stmt, &[]).await?.iter().map(from_row).collect()
+    client
+        .query(&stmt, &[])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect()
 }
 
 /// What revoking did.

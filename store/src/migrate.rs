@@ -14,7 +14,7 @@ mod embedded {
 }
 
 /// Advisory lock key shared by every migrator ("wc-migr" in ASCII).
-const MIGRATION_LOCK_KEY: i64 = 0x7763_2d6d_6967_72;
+const MIGRATION_LOCK_KEY: i64 = 0x0077_632d_6d69_6772;
 
 /// What a migration run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +55,9 @@ pub async fn migrate(url: &DatabaseUrl) -> Result<MigrationReport, StoreError> {
     result
 }
 
-async fn migrate_locked(client: &mut tokio_postgres::Client) -> Result<MigrationReport, StoreError> {
+async fn migrate_locked(
+    client: &mut tokio_postgres::Client,
+) -> Result<MigrationReport, StoreError> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
         .await?;

@@ -58,5 +58,10 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<Project>, StoreErro
             "SELECT id, name, client_id, registered_at, updated_at FROM projects ORDER BY id",
         )
         .await?;
-    Ok(client.query(&stmt, &[]).await?.iter().map(from_row).collect())
+    Ok(client
+        .query(&stmt, &[])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect())
 }

@@ -22,7 +22,7 @@ static ADMIN_URL: OnceCell<DatabaseUrl> = OnceCell::const_new();
 static TEMPLATE: OnceCell<String> = OnceCell::const_new();
 
 /// Advisory lock key for template creation ("wc-tmpl").
-const TEMPLATE_LOCK_KEY: i64 = 0x7763_2d74_6d70_6c;
+const TEMPLATE_LOCK_KEY: i64 = 0x0077_632d_746d_706c;
 
 /// The server tests run against, as a superuser URL of its `postgres` database.
 pub async fn admin_url() -> DatabaseUrl {
@@ -49,8 +49,11 @@ async fn resolve_admin_url() -> Result<DatabaseUrl, String> {
     }
     let root = std::env::temp_dir().join(format!("wc-test-pg-{}", nix::unistd::geteuid()));
     if let Ok(port) = std::fs::read_to_string(root.join("port")) {
-        let url = DatabaseUrl::parse(&format!("postgres://postgres@127.0.0.1:{}/postgres", port.trim()))
-            .map_err(|e| e.to_string())?;
+        let url = DatabaseUrl::parse(&format!(
+            "postgres://postgres@127.0.0.1:{}/postgres",
+            port.trim()
+        ))
+        .map_err(|e| e.to_string())?;
         if answers(&url).await {
             return Ok(url);
         }
@@ -59,7 +62,9 @@ async fn resolve_admin_url() -> Result<DatabaseUrl, String> {
         die_with_parent: false,
         max_connections: 300,
     };
-    let cluster = LocalCluster::start(&root, &opts).await.map_err(|e| e.to_string())?;
+    let cluster = LocalCluster::start(&root, &opts)
+        .await
+        .map_err(|e| e.to_string())?;
     let url = cluster.url("postgres");
     cluster.detach();
     Ok(url)
@@ -108,14 +113,20 @@ async fn template() -> String {
                 .await
                 .expect("template lock");
             let ready: Option<bool> = client
-                .query_opt("SELECT datistemplate FROM pg_database WHERE datname = $1", &[&name])
+                .query_opt(
+                    "SELECT datistemplate FROM pg_database WHERE datname = $1",
+                    &[&name],
+                )
                 .await
                 .expect("look up template")
                 .map(|r| r.get(0));
             if ready != Some(true) {
                 // Absent, or left half-made by an interrupted run: build it afresh.
                 client
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote(&name)))
+                    .batch_execute(&format!(
+                        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                        quote(&name)
+                    ))
                     .await
                     .expect("drop stale template");
                 client
@@ -126,7 +137,10 @@ async fn template() -> String {
                     .await
                     .expect("migrate template");
                 client
-                    .batch_execute(&format!("ALTER DATABASE {} WITH IS_TEMPLATE true", quote(&name)))
+                    .batch_execute(&format!(
+                        "ALTER DATABASE {} WITH IS_TEMPLATE true",
+                        quote(&name)
+                    ))
                     .await
                     .expect("mark template");
             }
@@ -216,14 +230,20 @@ impl Drop for TestDatabase {
         // Drop runs outside async context guarantees; use a private runtime on its own thread.
         let _ = std::thread::spawn(move || {
             let Some(admin) = admin else { return };
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             rt.block_on(async move {
                 if let Ok((client, conn)) = admin.pg_config().connect(NoTls).await {
                     let task = tokio::spawn(conn);
                     let _ = client
-                        .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote(&name)))
+                        .batch_execute(&format!(
+                            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                            quote(&name)
+                        ))
                         .await;
                     drop(client);
                     let _ = task.await;
@@ -266,7 +286,11 @@ pub mod probe {
     }
 
     /// Adds one to row `id`; the applied value is the version the write produced.
-    pub async fn increment(pool: &Pool, policy: &CasPolicy, id: i64) -> Result<CasOutcome<i64>, StoreError> {
+    pub async fn increment(
+        pool: &Pool,
+        policy: &CasPolicy,
+        id: i64,
+    ) -> Result<CasOutcome<i64>, StoreError> {
         increment_injecting(pool, policy, id, None).await
     }
 

@@ -32,10 +32,17 @@ async fn hammer(pools: Vec<Pool>) -> Tally {
     for t in 0..TASKS {
         let pool = pools[t % pools.len()].clone();
         handles.push(tokio::spawn(async move {
-            let mut tally = Tally { versions: Vec::new(), retries: 0, conflicts: 0 };
+            let mut tally = Tally {
+                versions: Vec::new(),
+                retries: 0,
+                conflicts: 0,
+            };
             for _ in 0..INCREMENTS {
                 loop {
-                    match probe::increment(&pool, &policy, 1).await.expect("increment") {
+                    match probe::increment(&pool, &policy, 1)
+                        .await
+                        .expect("increment")
+                    {
                         CasOutcome::Applied { value, attempts } => {
                             tally.versions.push(value);
                             tally.retries += u64::from(attempts - 1);
@@ -51,7 +58,11 @@ async fn hammer(pools: Vec<Pool>) -> Tally {
             tally
         }));
     }
-    let mut all = Tally { versions: Vec::new(), retries: 0, conflicts: 0 };
+    let mut all = Tally {
+        versions: Vec::new(),
+        retries: 0,
+        conflicts: 0,
+    };
     for h in handles {
         let t = h.await.expect("task");
         all.versions.extend(t.versions);
@@ -69,7 +80,11 @@ async fn assert_exact(db: &TestDatabase, tally: Tally) {
     assert_eq!(version, total, "final version");
     assert_eq!(tally.versions.len() as i64, total, "applied outcomes");
     let distinct: BTreeSet<i64> = tally.versions.iter().copied().collect();
-    assert_eq!(distinct.len() as i64, total, "each version observed exactly once");
+    assert_eq!(
+        distinct.len() as i64,
+        total,
+        "each version observed exactly once"
+    );
     assert_eq!(distinct.first(), Some(&1));
     assert_eq!(distinct.last(), Some(&total));
     // 64 writers on one row cannot all win first time: the helper must have retried.
@@ -80,7 +95,9 @@ async fn assert_exact(db: &TestDatabase, tally: Tally) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hot_row_contention_one_pool() {
     let db = TestDatabase::new().await;
-    probe::setup(&db.pool().get().await.unwrap(), 1).await.unwrap();
+    probe::setup(&db.pool().get().await.unwrap(), 1)
+        .await
+        .unwrap();
     let tally = hammer(vec![db.pool().clone()]).await;
     assert_exact(&db, tally).await;
 }
@@ -88,7 +105,9 @@ async fn hot_row_contention_one_pool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hot_row_contention_two_instances() {
     let db = TestDatabase::new().await;
-    probe::setup(&db.pool().get().await.unwrap(), 1).await.unwrap();
+    probe::setup(&db.pool().get().await.unwrap(), 1)
+        .await
+        .unwrap();
     let tally = hammer(vec![db.pool().clone(), db.new_pool()]).await;
     assert_exact(&db, tally).await;
 }
@@ -96,8 +115,13 @@ async fn hot_row_contention_two_instances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn single_attempt_policy_reports_conflict_and_writes_nothing_for_it() {
     let db = TestDatabase::new().await;
-    probe::setup(&db.pool().get().await.unwrap(), 1).await.unwrap();
-    let policy = CasPolicy { max_attempts: 1, ..CasPolicy::default() };
+    probe::setup(&db.pool().get().await.unwrap(), 1)
+        .await
+        .unwrap();
+    let policy = CasPolicy {
+        max_attempts: 1,
+        ..CasPolicy::default()
+    };
     let pools = [db.pool().clone(), db.new_pool()];
     let mut handles = Vec::new();
     for t in 0..32 {
@@ -136,39 +160,64 @@ async fn single_attempt_policy_reports_conflict_and_writes_nothing_for_it() {
 #[tokio::test]
 async fn serialization_failure_and_deadlock_are_retried() {
     let db = TestDatabase::new().await;
-    probe::setup(&db.pool().get().await.unwrap(), 1).await.unwrap();
+    probe::setup(&db.pool().get().await.unwrap(), 1)
+        .await
+        .unwrap();
     for (i, code) in ["40001", "40P01"].into_iter().enumerate() {
         let outcome = probe::increment_injecting(db.pool(), &CasPolicy::default(), 1, Some(code))
             .await
             .expect("retried, not failed");
-        assert_eq!(outcome, CasOutcome::Applied { value: i as i64 + 1, attempts: 2 }, "{code}");
+        assert_eq!(
+            outcome,
+            CasOutcome::Applied {
+                value: i as i64 + 1,
+                attempts: 2
+            },
+            "{code}"
+        );
     }
 }
 
 #[tokio::test]
 async fn other_errors_are_not_retried() {
     let db = TestDatabase::new().await;
-    probe::setup(&db.pool().get().await.unwrap(), 1).await.unwrap();
+    probe::setup(&db.pool().get().await.unwrap(), 1)
+        .await
+        .unwrap();
     // 23505 (unique violation) is a real error, not contention.
     let err = probe::increment_injecting(db.pool(), &CasPolicy::default(), 1, Some("23505"))
         .await
         .expect_err("must surface");
     assert!(err.is_unique_violation(), "{err}");
     let client = db.pool().get().await.unwrap();
-    assert_eq!(probe::read(&client, 1).await.unwrap(), (0, 0), "nothing written");
+    assert_eq!(
+        probe::read(&client, 1).await.unwrap(),
+        (0, 0),
+        "nothing written"
+    );
 }
 
 #[tokio::test]
 async fn distinct_rows_never_conflict() {
     let db = TestDatabase::new().await;
-    probe::setup(&db.pool().get().await.unwrap(), 32).await.unwrap();
+    probe::setup(&db.pool().get().await.unwrap(), 32)
+        .await
+        .unwrap();
     let mut handles = Vec::new();
     for id in 1..=32i64 {
         let pool = db.pool().clone();
         handles.push(tokio::spawn(async move {
             for n in 1..=10 {
-                let out = probe::increment(&pool, &CasPolicy::default(), id).await.unwrap();
-                assert_eq!(out, CasOutcome::Applied { value: n, attempts: 1 });
+                let out = probe::increment(&pool, &CasPolicy::default(), id)
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    out,
+                    CasOutcome::Applied {
+                        value: n,
+                        attempts: 1
+                    }
+                );
             }
         }));
     }

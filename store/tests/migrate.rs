@@ -28,7 +28,11 @@ async fn racing_migrators_both_succeed_and_apply_each_migration_once() {
         applied.extend(r.await.unwrap().expect("every migrator succeeds").applied);
     }
     let expected = (1..=migrate::expected_level()).count();
-    assert_eq!(applied.len(), expected, "each migration applied by exactly one run: {applied:?}");
+    assert_eq!(
+        applied.len(),
+        expected,
+        "each migration applied by exactly one run: {applied:?}"
+    );
     let client = db.pool().get().await.unwrap();
     let rows: i64 = client
         .query_one("SELECT count(*) FROM refinery_schema_history", &[])

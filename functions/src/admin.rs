@@ -1,0 +1,259 @@
+//! `wc-admin`: operator commands run against the database directly.
+//!
+//! `migrate` applies the embedded migrations (a one-off at deploy time, never per cold start).
+//! `credential create|revoke|list` manages bearer credentials; `create` prints the token once,
+//! alone on the last line of stdout, and nothing ever prints a stored secret.
+
+use std::io::Write;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use uuid::Uuid;
+use wc_store::config::{DatabaseConfig, DatabaseUrl};
+use wc_store::credentials::{self, CredentialKind, NewCredential, Revocation};
+use wc_store::{cas::CasOutcome, migrate, pool};
+
+use crate::auth::{Scope, ScopeSet, token};
+
+/// Command line of `wc-admin`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "wc-admin",
+    version,
+    about = "Operate a wc deployment: migrations and credentials"
+)]
+pub struct AdminCli {
+    /// PostgreSQL URL of the wc database.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, global = true)]
+    database_url: Option<String>,
+    #[command(subcommand)]
+    command: AdminCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Apply pending schema migrations (safe to run concurrently; each applies once).
+    Migrate,
+    /// Manage bearer credentials.
+    #[command(subcommand)]
+    Credential(CredentialCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum CredentialCommand {
+    /// Create a credential and print its token once, alone on the last line of stdout.
+    Create {
+        /// Kind of credential.
+        #[arg(long, value_enum)]
+        kind: KindArg,
+        /// Scope to grant (repeatable). Default: every scope for shared keys,
+        /// project:read and project:write for project credentials.
+        #[arg(long = "scope", value_name = "SCOPE")]
+        scopes: Vec<String>,
+        /// Project id to grant (repeatable; required for project credentials).
+        #[arg(long = "project", value_name = "PROJECT")]
+        projects: Vec<String>,
+        /// Operator-facing label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Authority group shared with other credentials (default: a group of its own).
+        #[arg(long)]
+        authority_group: Option<String>,
+    },
+    /// Revoke a credential by id.
+    Revoke {
+        /// Credential id.
+        id: Uuid,
+    },
+    /// List credentials (never their secrets).
+    List {
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KindArg {
+    SharedKey,
+    Project,
+}
+
+impl From<KindArg> for CredentialKind {
+    fn from(k: KindArg) -> Self {
+        match k {
+            KindArg::SharedKey => CredentialKind::SharedKey,
+            KindArg::Project => CredentialKind::Project,
+        }
+    }
+}
+
+/// Default scopes of a newly created credential of `kind`.
+pub fn default_scopes(kind: CredentialKind) -> ScopeSet {
+    match kind {
+        CredentialKind::SharedKey => ScopeSet::all(),
+        CredentialKind::Project => [Scope::ProjectRead, Scope::ProjectWrite]
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Runs one `wc-admin` invocation, writing its report to `out`.
+pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
+    let url = cli
+        .database_url
+        .as_deref()
+        .context("no database: pass --database-url or set DATABASE_URL")?;
+    let url = DatabaseUrl::parse(url)?;
+    match cli.command {
+        AdminCommand::Migrate => {
+            let report = migrate::migrate(&url).await?;
+            if report.applied.is_empty() {
+                writeln!(out, "schema is current at level {}", report.level)?;
+            } else {
+                for m in &report.applied {
+                    writeln!(out, "applied {m}")?;
+                }
+                writeln!(out, "schema is now at level {}", report.level)?;
+            }
+        }
+        AdminCommand::Credential(cmd) => {
+            let pool = pool::build_pool(&DatabaseConfig::new(url))?;
+            credential(&pool, cmd, out).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn credential(
+    pool: &wc_store::Pool,
+    cmd: CredentialCommand,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    match cmd {
+        CredentialCommand::Create {
+            kind,
+            scopes,
+            projects,
+            label,
+            authority_group,
+        } => {
+            let kind = CredentialKind::from(kind);
+            let scopes = if scopes.is_empty() {
+                default_scopes(kind)
+            } else {
+                ScopeSet::parse_all(&scopes)?
+            };
+            if kind == CredentialKind::Project && projects.is_empty() {
+                bail!("a project credential needs at least one --project");
+            }
+            if kind == CredentialKind::SharedKey && !projects.is_empty() {
+                bail!(
+                    "a shared key reaches every project; --project applies to project credentials only"
+                );
+            }
+            for p in &projects {
+                if p.is_empty() || p.len() > 300 || p.chars().any(char::is_control) {
+                    bail!("invalid project id {p:?}: 1-300 characters, no control characters");
+                }
+            }
+            if let Some(l) = &label
+                && (l.len() > 200 || l.chars().any(char::is_control))
+            {
+                bail!("invalid label: at most 200 characters, no control characters");
+            }
+            if let Some(g) = &authority_group
+                && (g.is_empty() || g.len() > 200 || g.chars().any(char::is_control))
+            {
+                bail!("invalid authority group: 1-200 characters, no control characters");
+            }
+            let secret = token::generate(kind);
+            let client = pool.get().await?;
+            let cred = credentials::insert(
+                &client,
+                &NewCredential {
+                    kind,
+                    label,
+                    authority_group,
+                    scopes: scopes.to_strings(),
+                    projects,
+                    secret_sha256: token::digest(&secret),
+                },
+            )
+            .await?;
+            writeln!(out, "created {} credential {}", kind.as_str(), cred.id)?;
+            writeln!(out, "scopes: {}", cred.scopes.join(" "))?;
+            if !cred.projects.is_empty() {
+                writeln!(out, "projects: {}", cred.projects.join(" "))?;
+            }
+            writeln!(out, "the token below is shown once; store it now")?;
+            writeln!(out, "{secret}")?;
+        }
+        CredentialCommand::Revoke { id } => match credentials::revoke(pool, id).await? {
+            CasOutcome::Applied {
+                value: Revocation::Revoked(c),
+                ..
+            } => writeln!(out, "revoked {}", c.id)?,
+            CasOutcome::Applied {
+                value: Revocation::AlreadyRevoked(c),
+                ..
+            } => writeln!(out, "{} was already revoked", c.id)?,
+            CasOutcome::Applied {
+                value: Revocation::NotFound,
+                ..
+            } => bail!("no credential with id {id}"),
+            CasOutcome::Conflict { .. } => {
+                bail!("credential {id} is being changed concurrently; try again")
+            }
+        },
+        CredentialCommand::List { json } => {
+            let client = pool.get().await?;
+            let all = credentials::list(&client).await?;
+            if !json {
+                writeln!(
+                    out,
+                    "{:<36}  {:<10}  {:<7}  {:<20}  SCOPES / PROJECTS",
+                    "ID", "KIND", "STATE", "LABEL"
+                )?;
+            }
+            for c in all {
+                let state = if c.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "active"
+                };
+                if json {
+                    let line = serde_json::json!({
+                        "id": c.id,
+                        "kind": c.kind.as_str(),
+                        "state": state,
+                        "label": c.label,
+                        "authority_group": c.authority_group,
+                        "scopes": c.scopes,
+                        "projects": c.projects,
+                        "created_at": c.created_at,
+                        "revoked_at": c.revoked_at,
+                    });
+                    writeln!(out, "{line}")?;
+                } else {
+                    let projects = if c.projects.is_empty() {
+                        "*".to_owned()
+                    } else {
+                        c.projects.join(",")
+                    };
+                    writeln!(
+                        out,
+                        "{:<36}  {:<10}  {:<7}  {:<20}  {} / {}",
+                        c.id,
+                        c.kind.as_str(),
+                        state,
+                        c.label.as_deref().unwrap_or("-"),
+                        c.scopes.join(","),
+                        projects
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,64 @@
+use std::collections::BTreeSet;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use wc_store::credentials::{self, CredentialKind};
+
+use super::{AuthError, Principal, PrincipalKind, ProjectGrants, ScopeSet, token};
+use crate::AppState;
+
+/// Resolves the bearer token in `headers` to a principal.
+pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Principal, AuthError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or(AuthError::Missing)?;
+    let value = value.to_str().map_err(|_| AuthError::Invalid)?;
+    let (scheme, token) = value.split_once(' ').ok_or(AuthError::Invalid)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(AuthError::Missing);
+    }
+    let token = token.trim();
+    if !token::is_plausible(token) {
+        return Err(AuthError::Invalid);
+    }
+    let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+    let cred = credentials::find_active_by_digest(&client, &token::digest(token))
+        .await?
+        .ok_or(AuthError::Invalid)?;
+    // Scopes were validated when the credential was made; an unknown one now means a newer
+    // server wrote it, and an unknown scope grants nothing here.
+    let scopes: ScopeSet = cred.scopes.iter().filter_map(|s| s.parse().ok()).collect();
+    let (kind, projects) = match cred.kind {
+        CredentialKind::SharedKey => (PrincipalKind::SharedKey, ProjectGrants::All),
+        CredentialKind::Project => (
+            PrincipalKind::ProjectCredential,
+            ProjectGrants::Only(cred.projects.iter().cloned().collect::<BTreeSet<_>>()),
+        ),
+    };
+    Ok(Principal {
+        kind,
+        credential_id: cred.id,
+        authority_group: cred.authority_group,
+        scopes,
+        projects,
+    })
+}
+
+/// Route middleware: authenticates the caller and puts the [`Principal`] in the request
+/// extensions, or answers 401 with a `WWW-Authenticate` challenge.
+pub async fn require_principal(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match authenticate(&state, req.headers()).await {
+        Ok(principal) => {
+            tracing::debug!(principal_kind = principal.kind.as_str(), credential_id = %principal.credential_id, "authenticated");
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}

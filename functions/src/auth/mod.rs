@@ -1,0 +1,16 @@
+//! Bearer authentication: tokens, scopes, principals and the middleware that resolves them.
+//!
+//! A request's `Authorization: Bearer …` token is hashed (SHA-256) and looked up among the
+//! active credentials on every request, so a revocation takes effect at once on every instance.
+//! The token text is never logged, stored or echoed.
+
+mod error;
+mod middleware;
+mod principal;
+mod scope;
+pub mod token;
+
+pub use error::AuthError;
+pub use middleware::{authenticate, require_principal};
+pub use principal::{Principal, PrincipalKind, ProjectGrants};
+pub use scope::{Scope, ScopeSet, UnknownScope};

@@ -1,0 +1,365 @@
+//! `wc-local`: the whole of wc on one machine.
+//!
+//! One process serves every HTTP surface on one listener, over the database given by
+//! `--database-url`/`DATABASE_URL` or, failing both, a private PostgreSQL cluster kept under
+//! `.wc/postgres/` in the working directory (created on first run, reused afterwards, stopped
+//! on exit). Projects given with `--project` are registered as `agent:local:NAME`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use serde_json::json;
+use wc_store::cluster::{ClusterOptions, LocalCluster};
+use wc_store::config::{DatabaseConfig, DatabaseUrl};
+use wc_store::credentials::{self, CredentialKind, NewCredential};
+use wc_store::{migrate, pool, projects};
+
+use crate::admin::default_scopes;
+use crate::auth::token;
+use crate::config::ServerConfig;
+use crate::{AppState, VERSION, app};
+
+/// Command line of `wc-local`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "wc-local",
+    version,
+    about = "Run wc on this machine: MCP, REST and the database in one process"
+)]
+pub struct LocalCli {
+    /// A project directory to serve, as DIR or NAME=DIR (repeatable). NAME defaults to the
+    /// directory's base name; the project id is agent:local:NAME.
+    #[arg(long = "project", value_name = "DIR|NAME=DIR")]
+    pub projects: Vec<String>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+    /// PostgreSQL URL; without it (and without DATABASE_URL) an embedded cluster is used.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Bearer token to accept (at least 20 visible ASCII characters); without it (and without
+    /// WC_LOCAL_TOKEN) a shared key is generated and printed.
+    #[arg(long, env = "WC_LOCAL_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+/// A project served by this wc-local.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalProject {
+    /// Short name.
+    pub name: String,
+    /// Canonical root directory.
+    pub root: PathBuf,
+}
+
+impl LocalProject {
+    /// Project id: `agent:local:NAME`.
+    pub fn id(&self) -> String {
+        format!("agent:local:{}", self.name)
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && !name.starts_with('.')
+}
+
+/// Parses `--project` values into named, canonical directories.
+pub fn resolve_projects(args: &[String]) -> anyhow::Result<Vec<LocalProject>> {
+    let mut by_name = BTreeMap::new();
+    for arg in args {
+        let (name, dir) = match arg.split_once('=') {
+            Some((name, dir)) if valid_name(name) => (Some(name.to_owned()), dir),
+            _ => (None, arg.as_str()),
+        };
+        let root = std::fs::canonicalize(dir)
+            .with_context(|| format!("--project {arg}: cannot resolve directory {dir:?}"))?;
+        if !root.is_dir() {
+            bail!("--project {arg}: {} is not a directory", root.display());
+        }
+        let name = match name {
+            Some(n) => n,
+            None => {
+                let base = root
+                    .file_name()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or_default()
+                    .to_owned();
+                if !valid_name(&base) {
+                    bail!(
+                        "--project {arg}: the directory name {base:?} is not a valid project name \
+                         (1-64 of A-Z a-z 0-9 . _ -); give one as NAME=DIR"
+                    );
+                }
+                base
+            }
+        };
+        if let Some(prev) = by_name.insert(name.clone(), root.clone()) {
+            bail!(
+                "project name {name:?} is used for both {} and {}",
+                prev.display(),
+                root.display()
+            );
+        }
+    }
+    Ok(by_name
+        .into_iter()
+        .map(|(name, root)| LocalProject { name, root })
+        .collect())
+}
+
+/// Runs wc-local until SIGINT or SIGTERM; `out` receives the banner.
+pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result<()> {
+    let projects = resolve_projects(&cli.projects)?;
+    if let Some(t) = &cli.token
+        && !token::is_plausible(t)
+    {
+        bail!(
+            "the token must be {}-{} visible ASCII characters",
+            token::MIN_TOKEN_LEN,
+            token::MAX_TOKEN_LEN
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(cli.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cli.listen))?;
+    match cli.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
+        Some(url) => {
+            let url = DatabaseUrl::parse(url)?;
+            serve(
+                listener,
+                url,
+                &projects,
+                cli.token,
+                "the given database".into(),
+                out,
+            )
+            .await
+        }
+        None => {
+            let root = std::env::current_dir()?.join(".wc");
+            std::fs::create_dir_all(&root)
+                .with_context(|| format!("cannot create {}", root.display()))?;
+            // Keep the state directory out of the user's repository whatever their ignore rules.
+            std::fs::write(root.join(".gitignore"), "*\n")?;
+            let cluster =
+                LocalCluster::start(&root.join("postgres"), &ClusterOptions::default()).await?;
+            let described = format!(
+                "embedded cluster in {} (port {})",
+                cluster.root().display(),
+                cluster.port()
+            );
+            let result = async {
+                wc_store::cluster::ensure_database(&cluster.url("postgres"), "wc").await?;
+                serve(
+                    listener,
+                    cluster.url("wc"),
+                    &projects,
+                    cli.token,
+                    described,
+                    out,
+                )
+                .await
+            }
+            .await;
+            let stopped = cluster.stop().await;
+            result?;
+            stopped?;
+            Ok(())
+        }
+    }
+}
+
+async fn serve(
+    listener: tokio::net::TcpListener,
+    url: DatabaseUrl,
+    projects: &[LocalProject],
+    token: Option<String>,
+    database: String,
+    out: &mut (impl Write + Send),
+) -> anyhow::Result<()> {
+    let report = migrate::migrate(&url)
+        .await
+        .context("cannot migrate the database")?;
+    for m in &report.applied {
+        tracing::info!(migration = %m, "applied migration");
+    }
+    let pool = pool::build_pool(&DatabaseConfig::new(url))?;
+    let (token, generated) = ensure_token(&pool, token).await?;
+    {
+        let client = pool.get().await?;
+        for p in projects {
+            projects::register(&client, &p.id(), &p.name, "local").await?;
+        }
+    }
+    let state = AppState::new(pool, ServerConfig::from_env()?);
+    let addr = listener.local_addr()?;
+    print_banner(out, addr, projects, &token, generated, &database)?;
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app(state))
+            .with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(());
+    match tokio::time::timeout(Duration::from_secs(10), server).await {
+        Ok(joined) => joined??,
+        Err(_) => tracing::warn!("connections still open after 10 s; closing them"),
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The token wc-local accepts: the given one (registered as a shared key if new), or a fresh one.
+async fn ensure_token(
+    pool: &wc_store::Pool,
+    given: Option<String>,
+) -> anyhow::Result<(String, bool)> {
+    let client = pool.get().await?;
+    let (secret, generated) = match given {
+        Some(t) => (t, false),
+        None => (token::generate(CredentialKind::SharedKey), true),
+    };
+    let digest = token::digest(&secret);
+    if credentials::find_active_by_digest(&client, &digest)
+        .await?
+        .is_none()
+    {
+        let inserted = credentials::insert(
+            &client,
+            &NewCredential {
+                kind: CredentialKind::SharedKey,
+                label: Some("wc-local".into()),
+                authority_group: Some("wc-local".into()),
+                scopes: default_scopes(CredentialKind::SharedKey).to_strings(),
+                projects: Vec::new(),
+                secret_sha256: digest,
+            },
+        )
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if e.is_unique_violation() => bail!("that token was revoked; choose another"),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((secret, generated))
+}
+
+fn print_banner(
+    out: &mut impl Write,
+    addr: SocketAddr,
+    projects: &[LocalProject],
+    token: &str,
+    generated: bool,
+    database: &str,
+) -> std::io::Result<()> {
+    let base = format!("http://{addr}");
+    writeln!(out, "wc-local {VERSION} is serving")?;
+    writeln!(out, "  MCP endpoint:  {base}/mcp")?;
+    writeln!(out, "  REST base URL: {base}/api")?;
+    writeln!(out, "  Health:        {base}/healthz")?;
+    writeln!(out, "  Database:      {database}")?;
+    if projects.is_empty() {
+        writeln!(out, "  Projects:      none (add --project DIR)")?;
+    }
+    for p in projects {
+        writeln!(out, "  Project:       {} -> {}", p.id(), p.root.display())?;
+    }
+    if generated {
+        writeln!(
+            out,
+            "  Token:         {token}  (generated; pass --token or WC_LOCAL_TOKEN to keep one)"
+        )?;
+    } else {
+        writeln!(out, "  Token:         the one given")?;
+    }
+    let config = json!({
+        "mcpServers": {
+            "wc": {
+                "type": "http",
+                "url": format!("{base}/mcp"),
+                "headers": { "Authorization": format!("Bearer {token}") },
+            }
+        }
+    });
+    writeln!(out, "MCP client configuration:")?;
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&config).expect("static json")
+    )?;
+    writeln!(out, "Press Ctrl-C to stop.")?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_names_default_to_the_directory_and_may_be_given() {
+        let dir = std::env::temp_dir().join(format!("wc-proj-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let base = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        let got = resolve_projects(&[
+            dir.display().to_string(),
+            format!("other={}", dir.display()),
+        ])
+        .unwrap();
+        let names: Vec<_> = got.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["other", base.as_str()]);
+        assert_eq!(got[1].id(), format!("agent:local:{base}"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_projects_are_refused_with_the_reason() {
+        let err = resolve_projects(&["/definitely/not/here".into()]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("cannot resolve directory"),
+            "{err:#}"
+        );
+        let file = std::env::temp_dir().join(format!("wc-file-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&file, "x").unwrap();
+        let err = resolve_projects(&[file.display().to_string()]).unwrap_err();
+        assert!(format!("{err:#}").contains("is not a directory"), "{err:#}");
+        std::fs::remove_file(&file).unwrap();
+        let tmp = std::env::temp_dir();
+        let err = resolve_projects(&[
+            format!("a={}", tmp.display()),
+            format!("a={}", tmp.display()),
+        ])
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("used for both"), "{err:#}");
+    }
+
+    #[test]
+    fn names_are_plain() {
+        assert!(valid_name("my-proj_1.x"));
+        for bad in ["", ".hidden", "a/b", "a b", &"x".repeat(65)] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! A `wc-local` process under test.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// How to start `wc-local`.
+#[derive(Debug, Clone)]
+pub struct LocalOptions {
+    /// Working directory (where `.wc/` lives).
+    pub cwd: PathBuf,
+    /// `--database-url`; `None` means the embedded cluster (and `DATABASE_URL` is removed).
+    pub database_url: Option<String>,
+    /// `--token`; `None` lets wc-local generate one.
+    pub token: Option<String>,
+    /// Extra arguments.
+    pub args: Vec<String>,
+    /// Extra environment.
+    pub env: Vec<(String, String)>,
+}
+
+impl LocalOptions {
+    /// Defaults: embedded cluster in `cwd`, generated token.
+    pub fn in_dir(cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            cwd: cwd.into(),
+            database_url: None,
+            token: None,
+            args: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A running `wc-local`; killed if dropped while running.
+pub struct LocalServer {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base_url: String,
+    /// The bearer token it accepts.
+    pub token: String,
+    /// Everything it printed on stdout until ready.
+    pub banner: String,
+    /// File receiving its stderr (the JSON logs).
+    pub log_path: PathBuf,
+}
+
+impl LocalServer {
+    /// Starts `bin` and waits (up to 120 s) for its ready banner.
+    pub fn spawn(bin: &Path, opts: &LocalOptions) -> anyhow::Result<LocalServer> {
+        std::fs::create_dir_all(&opts.cwd)?;
+        let log_path = opts
+            .cwd
+            .join(format!("wc-local-{}.log", uuid::Uuid::new_v4().simple()));
+        let log = std::fs::File::create(&log_path)?;
+        let mut cmd = Command::new(bin);
+        cmd.current_dir(&opts.cwd)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .args(&opts.args)
+            .env_remove("DATABASE_URL")
+            .env_remove("WC_LOCAL_TOKEN")
+            .envs(opts.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        if let Some(url) = &opts.database_url {
+            cmd.arg("--database-url").arg(url);
+        }
+        if let Some(t) = &opts.token {
+            cmd.arg("--token").arg(t);
+        }
+        let mut child = cmd.spawn()?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut banner = String::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    banner.push_str(&line);
+                    banner.push('\n');
+                    if line.starts_with("Press Ctrl-C") {
+                        break;
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let status = child.wait()?;
+                    let logs = std::fs::read_to_string(&log_path).unwrap_or_default();
+                    anyhow::bail!(
+                        "wc-local did not become ready ({status}); stdout:\n{banner}\nstderr:\n{logs}"
+                    );
+                }
+            }
+        }
+        let base_url = field(&banner, "Health:")
+            .and_then(|h| h.strip_suffix("/healthz").map(str::to_owned))
+            .ok_or_else(|| anyhow::anyhow!("no health URL in banner:\n{banner}"))?;
+        let token = match &opts.token {
+            Some(t) => t.clone(),
+            None => field(&banner, "Token:")
+                .and_then(|t| t.split_whitespace().next().map(str::to_owned))
+                .ok_or_else(|| anyhow::anyhow!("no token in banner:\n{banner}"))?,
+        };
+        Ok(LocalServer {
+            child,
+            base_url,
+            token,
+            banner,
+            log_path,
+        })
+    }
+
+    /// Process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The JSON logs written so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Sends SIGINT (Ctrl-C) and waits up to 60 s for a clean exit.
+    pub fn interrupt(mut self) -> anyhow::Result<ExitStatus> {
+        kill(Pid::from_raw(self.child.id() as i32), Signal::SIGINT)?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                anyhow::bail!("wc-local did not exit within 60 s of SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGINT);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn field<'a>(banner: &'a str, label: &str) -> Option<&'a str> {
+    banner
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(label))
+        .map(str::trim)
+}
+
+/// Whether a process with this pid exists.
+pub fn process_alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None).is_ok()
+}
