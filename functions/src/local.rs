@@ -150,8 +150,11 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
                 .with_context(|| format!("cannot create {}", root.display()))?;
             // Keep the state directory out of the user's repository whatever their ignore rules.
             std::fs::write(root.join(".gitignore"), "*\n")?;
-            let cluster =
-                LocalCluster::start(&root.join("postgres"), &ClusterOptions::default()).await?;
+            let cluster = LocalCluster::start(
+                &wc_store::cluster::placement(&root.join("postgres"))?,
+                &ClusterOptions::default(),
+            )
+            .await?;
             let described = format!(
                 "embedded cluster in {} (port {})",
                 cluster.root().display(),

@@ -182,3 +182,41 @@ fn bad_arguments_fail_before_anything_starts() {
     assert!(!dir.join(".wc").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_postgres_cannot_reach_still_works_as_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let outer = scratch();
+    // A private parent, like a home directory: mode 0700, owned by whoever runs the tests.
+    std::fs::set_permissions(&outer, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let dir = outer.join("work");
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = LocalServer::spawn(bin(), &LocalOptions::in_dir(&dir)).unwrap();
+    let health = Client::new()
+        .get(&format!("{}/healthz", server.base_url), None)
+        .await
+        .unwrap();
+    assert_eq!(health.status, 200);
+    let link = dir.join(".wc/postgres");
+    let is_root = nix::unistd::geteuid().is_root();
+    let target = std::fs::read_link(&link).ok();
+    if is_root {
+        // initdb refuses root, and the postgres account cannot enter a 0700 directory of root's:
+        // the cluster lives outside, linked from .wc/postgres.
+        let target = target.expect(".wc/postgres should be a symlink when running as root");
+        assert!(
+            target.starts_with("/var/lib/wc-local"),
+            "{}",
+            target.display()
+        );
+        assert!(target.join("data/PG_VERSION").is_file());
+        assert!(server.interrupt().unwrap().success());
+        std::fs::remove_dir_all(&target).unwrap();
+    } else {
+        // As an ordinary user the cluster is ours and lives right there.
+        assert!(target.is_none());
+        assert!(link.join("data/PG_VERSION").is_file());
+        assert!(server.interrupt().unwrap().success());
+    }
+    std::fs::remove_dir_all(&outer).unwrap();
+}

@@ -288,6 +288,68 @@ impl LocalCluster {
     }
 }
 
+/// Where the cluster for `preferred` actually lives.
+///
+/// Normally `preferred` itself. When running as root in a directory the `postgres` account
+/// cannot traverse (a private home, say), the server could not open its own files there, so
+/// the cluster lives under `/var/lib/wc-local/<digest of preferred>` and `preferred` becomes a
+/// symlink to it: later runs from the same directory reuse it all the same.
+pub fn placement(preferred: &Path) -> Result<PathBuf, ClusterError> {
+    let Some(owner) = cluster_owner()? else {
+        return Ok(preferred.to_owned());
+    };
+    if let Ok(target) = fs::read_link(preferred) {
+        return Ok(target);
+    }
+    let parent = preferred.parent().unwrap_or(Path::new("/"));
+    if can_traverse(parent, &owner) {
+        return Ok(preferred.to_owned());
+    }
+    if preferred.exists() {
+        return Err(ClusterError::Io {
+            what: format!(
+                "{} exists but the postgres user cannot reach it; move it away or set DATABASE_URL",
+                preferred.display()
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+    }
+    use sha2::{Digest, Sha256};
+    let digest = hex::encode(Sha256::digest(preferred.as_os_str().as_encoded_bytes()));
+    let base = Path::new("/var/lib/wc-local");
+    fs::create_dir_all(base).map_err(io(format!("cannot create {}", base.display())))?;
+    let target = base.join(&digest[..16]);
+    std::os::unix::fs::symlink(&target, preferred).map_err(io(format!(
+        "cannot link {} to {}",
+        preferred.display(),
+        target.display()
+    )))?;
+    tracing::warn!(
+        cluster = %target.display(),
+        link = %preferred.display(),
+        "the postgres user cannot traverse this directory; keeping the cluster outside it"
+    );
+    Ok(target)
+}
+
+/// Whether `user` has search permission on `dir` and every directory above it.
+fn can_traverse(dir: &Path, user: &User) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    dir.ancestors().all(|d| match fs::metadata(d) {
+        Ok(m) => {
+            let bit = if m.uid() == user.uid.as_raw() {
+                0o100
+            } else if m.gid() == user.gid.as_raw() {
+                0o010
+            } else {
+                0o001
+            };
+            m.mode() & bit != 0
+        }
+        Err(_) => false,
+    })
+}
+
 /// The account that must own the cluster: `postgres` when we are root, else ourselves.
 fn cluster_owner() -> Result<Option<User>, ClusterError> {
     if !nix::unistd::geteuid().is_root() {

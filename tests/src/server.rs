@@ -58,7 +58,9 @@ impl LocalServer {
             .cwd
             .join(format!("wc-local-{}.log", uuid::Uuid::new_v4().simple()));
         let log = std::fs::File::create(&log_path)?;
-        let mut cmd = Command::new(bin);
+        // The child runs elsewhere: a relative binary path must not be resolved from there.
+        let bin = std::fs::canonicalize(bin)?;
+        let mut cmd = Command::new(&bin);
         cmd.current_dir(&opts.cwd)
             .arg("--listen")
             .arg("127.0.0.1:0")

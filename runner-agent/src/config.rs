@@ -1,0 +1,254 @@
+//! Typed runner configuration: a TOML file plus environment overrides.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+/// The runner token. Never printed.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Whether the secret has any text (never the text itself).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// How work reaches this runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueBackend {
+    /// Long-poll the runner API (the Postgres queue).
+    ApiPoll,
+    /// Receive from an SQS queue.
+    Sqs,
+}
+
+/// Limits on what one runner does at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Work items executed at once.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: usize,
+    /// Bytes kept per output stream of one work item.
+    #[serde(default = "default_output_bytes")]
+    pub output_bytes_per_stream: usize,
+}
+
+fn default_concurrency() -> usize {
+    4
+}
+
+fn default_output_bytes() -> usize {
+    1024 * 1024
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrency: default_concurrency(),
+            output_bytes_per_stream: default_output_bytes(),
+        }
+    }
+}
+
+/// The file format.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    server_url: String,
+    client_id: String,
+    token: Option<Secret>,
+    token_file: Option<PathBuf>,
+    #[serde(default = "default_queue")]
+    queue: QueueBackend,
+    sqs_queue_url: Option<String>,
+    #[serde(default)]
+    allowed_roots: Vec<PathBuf>,
+    #[serde(default)]
+    projects: BTreeMap<String, PathBuf>,
+    #[serde(default)]
+    limits: Limits,
+}
+
+fn default_queue() -> QueueBackend {
+    QueueBackend::ApiPoll
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// Base URL of the wc functions.
+    pub server_url: String,
+    /// Stable id of this runner.
+    pub client_id: String,
+    /// Runner token.
+    pub token: Secret,
+    /// Queue backend.
+    pub queue: QueueBackend,
+    /// SQS queue URL, for the `sqs` backend.
+    pub sqs_queue_url: Option<String>,
+    /// Project id → canonical root.
+    pub projects: BTreeMap<String, PathBuf>,
+    /// Limits.
+    pub limits: Limits,
+}
+
+fn valid_id(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+impl RunnerConfig {
+    /// Loads `path`; `WC_RUNNER_TOKEN` overrides the token.
+    pub fn load(path: &Path) -> anyhow::Result<RunnerConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let raw: RawConfig =
+            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
+        let env_token = std::env::var("WC_RUNNER_TOKEN").ok().map(Secret);
+        Self::validate(raw, env_token)
+    }
+
+    fn validate(raw: RawConfig, env_token: Option<Secret>) -> anyhow::Result<RunnerConfig> {
+        if !(raw.server_url.starts_with("http://") || raw.server_url.starts_with("https://")) {
+            bail!("server_url must be an http:// or https:// URL");
+        }
+        if !valid_id(&raw.client_id) {
+            bail!("client_id must be 1-64 of A-Z a-z 0-9 . _ -");
+        }
+        let token = match (env_token, raw.token, raw.token_file) {
+            (Some(t), _, _) => t,
+            (None, Some(t), None) => t,
+            (None, None, Some(file)) => Secret(
+                std::fs::read_to_string(&file)
+                    .with_context(|| format!("cannot read token_file {}", file.display()))?
+                    .trim()
+                    .to_owned(),
+            ),
+            (None, Some(_), Some(_)) => bail!("give token or token_file, not both"),
+            (None, None, None) => bail!("no token: set token_file (or token), or WC_RUNNER_TOKEN"),
+        };
+        if token.is_empty() {
+            bail!("the runner token is empty");
+        }
+        if raw.queue == QueueBackend::Sqs && raw.sqs_queue_url.is_none() {
+            bail!("queue = \"sqs\" needs sqs_queue_url");
+        }
+        if raw.limits.max_concurrency == 0 || raw.limits.max_concurrency > 256 {
+            bail!("limits.max_concurrency must be 1-256");
+        }
+        if raw.limits.output_bytes_per_stream < 1024
+            || raw.limits.output_bytes_per_stream > 64 * 1024 * 1024
+        {
+            bail!("limits.output_bytes_per_stream must be 1 KiB-64 MiB");
+        }
+        let allowed: Vec<PathBuf> = raw
+            .allowed_roots
+            .iter()
+            .map(|r| {
+                std::fs::canonicalize(r)
+                    .with_context(|| format!("allowed root {} does not resolve", r.display()))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let mut projects = BTreeMap::new();
+        for (id, root) in raw.projects {
+            if !valid_id(&id) {
+                bail!("project id {id:?} must be 1-64 of A-Z a-z 0-9 . _ -");
+            }
+            let canon = std::fs::canonicalize(&root).with_context(|| {
+                format!("project {id}: root {} does not resolve", root.display())
+            })?;
+            if !canon.is_dir() {
+                bail!("project {id}: {} is not a directory", canon.display());
+            }
+            if !allowed.is_empty() && !allowed.iter().any(|a| canon.starts_with(a)) {
+                bail!("project {id}: {} is outside allowed_roots", canon.display());
+            }
+            projects.insert(id, canon);
+        }
+        Ok(RunnerConfig {
+            server_url: raw.server_url.trim_end_matches('/').to_owned(),
+            client_id: raw.client_id,
+            token,
+            queue: raw.queue,
+            sqs_queue_url: raw.sqs_queue_url,
+            projects,
+            limits: raw.limits,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> anyhow::Result<RunnerConfig> {
+        RunnerConfig::validate(toml::from_str(text)?, None)
+    }
+
+    #[test]
+    fn a_complete_config_validates_and_canonicalizes_roots() {
+        let tmp = std::env::temp_dir();
+        let cfg = parse(&format!(
+            "server_url = \"https://wc.example/\"\nclient_id = \"host-1\"\ntoken = \"wcrk_x\"\n\
+             allowed_roots = [\"{0}\"]\n[projects]\nscratch = \"{0}/.\"\n",
+            tmp.display()
+        ))
+        .unwrap();
+        assert_eq!(cfg.server_url, "https://wc.example");
+        assert_eq!(
+            cfg.projects["scratch"],
+            std::fs::canonicalize(&tmp).unwrap()
+        );
+        assert_eq!(cfg.queue, QueueBackend::ApiPoll);
+        assert!(!format!("{cfg:?}").contains("wcrk_x"), "token printed");
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        for (text, expect) in [
+            (
+                "server_url = \"ftp://x\"\nclient_id = \"a\"\ntoken = \"t\"",
+                "server_url",
+            ),
+            (
+                "server_url = \"http://x\"\nclient_id = \"a b\"\ntoken = \"t\"",
+                "client_id",
+            ),
+            ("server_url = \"http://x\"\nclient_id = \"a\"", "no token"),
+            (
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\nqueue = \"sqs\"",
+                "sqs_queue_url",
+            ),
+            (
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n[projects]\np = \"/no/such/root\"",
+                "does not resolve",
+            ),
+            (
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\nallowed_roots = [\"/usr\"]\n[projects]\np = \"/tmp\"",
+                "outside allowed_roots",
+            ),
+            (
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\nsurprise = 1",
+                "unknown field",
+            ),
+        ] {
+            let err = format!("{:#}", parse(text).unwrap_err());
+            assert!(err.contains(expect), "{text}: {err}");
+        }
+    }
+}
