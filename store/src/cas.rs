@@ -90,8 +90,10 @@ pub struct CasPolicy {
 
 impl Default for CasPolicy {
     fn default() -> Self {
+        // A losing attempt costs one short transaction; delays grow fast enough that a crowd
+        // of contenders spreads out instead of colliding again on every retry.
         Self {
-            max_attempts: 16,
+            max_attempts: 24,
             base_delay: Duration::from_millis(2),
             max_delay: Duration::from_millis(100),
         }

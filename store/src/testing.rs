@@ -294,6 +294,35 @@ pub mod probe {
         increment_injecting(pool, policy, id, None).await
     }
 
+    /// Like [`increment`], but the load takes the row lock (`FOR UPDATE`): contenders queue on
+    /// the lock instead of losing the version race, the shape hot aggregates use.
+    pub async fn increment_locked(
+        pool: &Pool,
+        policy: &CasPolicy,
+        id: i64,
+    ) -> Result<CasOutcome<i64>, StoreError> {
+        compare_and_swap(pool, policy, move |tx| {
+            Box::pin(async move {
+                let row = tx
+                    .query_one(
+                        "SELECT value, version FROM cas_probe WHERE id = $1 FOR UPDATE",
+                        &[&id],
+                    )
+                    .await?;
+                let (value, version): (i64, i64) = (row.get(0), row.get(1));
+                let rows = tx
+                    .execute(
+                        "UPDATE cas_probe SET value = $3, version = version + 1 \
+                         WHERE id = $1 AND version = $2",
+                        &[&id, &version, &(value + 1)],
+                    )
+                    .await?;
+                Ok(Step::from_rows_updated(rows, version + 1))
+            })
+        })
+        .await
+    }
+
     /// Like [`increment`], but the first attempt fails with the given SQLSTATE raised by the
     /// server, to prove transient failures are retried.
     pub async fn increment_injecting(

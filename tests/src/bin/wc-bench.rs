@@ -123,11 +123,18 @@ where
     )
 }
 
+#[derive(Clone, Copy)]
+enum CasShape {
+    HotRow,
+    HotRowLocked,
+    DistinctRows,
+}
+
 async fn cas_scenario(
     name: &str,
     concurrency: usize,
     duration: Duration,
-    distinct: bool,
+    shape: CasShape,
 ) -> anyhow::Result<Value> {
     let db = TestDatabase::new().await;
     let mut cfg: DatabaseConfig = db.config();
@@ -141,8 +148,14 @@ async fn cas_scenario(
     let (mut samples, sums) = drive(concurrency, duration, move |worker| {
         let pool = pool.clone();
         async move {
-            let row = if distinct { worker as i64 + 1 } else { 1 };
-            Ok(match probe::increment(&pool, &policy, row).await? {
+            let outcome = match shape {
+                CasShape::HotRow => probe::increment(&pool, &policy, 1).await?,
+                CasShape::HotRowLocked => probe::increment_locked(&pool, &policy, 1).await?,
+                CasShape::DistinctRows => {
+                    probe::increment(&pool, &policy, worker as i64 + 1).await?
+                }
+            };
+            Ok(match outcome {
                 CasOutcome::Applied { attempts, .. } => vec![u64::from(attempts - 1), 0],
                 CasOutcome::Conflict { attempts } => vec![u64::from(attempts), 1],
             })
@@ -190,10 +203,14 @@ async fn main() -> anyhow::Result<()> {
     let duration = Duration::from_secs(cli.seconds.unwrap_or(if cli.quick { 3 } else { 10 }));
     let emit = |v: Value| println!("{v}");
 
-    for (name, distinct) in [("cas_hot_row", false), ("cas_distinct_rows", true)] {
+    for (name, shape) in [
+        ("cas_hot_row", CasShape::HotRow),
+        ("cas_hot_row_locked", CasShape::HotRowLocked),
+        ("cas_distinct_rows", CasShape::DistinctRows),
+    ] {
         if wanted(&cli, name) {
             for &c in &cli.concurrency {
-                emit(cas_scenario(name, c, duration, distinct).await?);
+                emit(cas_scenario(name, c, duration, shape).await?);
             }
         }
     }
