@@ -9,38 +9,83 @@ use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use wc_store::Pool;
 
-use crate::auth::{Principal, ProjectGrants, require_principal};
+use crate::auth::{Principal, ProjectGrants, principal_or_anonymous, require_principal};
 use crate::config::ServerConfig;
-use crate::health;
 use crate::http::{ApiError, limit_body, panic_response, request_context};
+use crate::kernel::{KernelConfig, ToolRuntime};
+use crate::{audit, health, mcp, rest, tools};
 
-/// Everything a request handler may use. Cloned per request; holds no request state.
+/// Everything a request handler may use. Cloned per request; holds no request state: the
+/// runtime and the OpenAPI document are derived from code and configuration only.
 #[derive(Clone)]
 pub struct AppState {
     /// The database pool, built once per process.
     pub pool: Pool,
     /// Configuration, read once per process.
     pub config: Arc<ServerConfig>,
+    /// The tool kernel.
+    pub runtime: Arc<ToolRuntime>,
+    /// The serialized OpenAPI document.
+    pub openapi: axum::body::Bytes,
 }
 
 impl AppState {
     /// State over `pool` with `config`.
     pub fn new(pool: Pool, config: ServerConfig) -> Self {
+        let mut specs = tools::all();
+        if config.conformance_fixtures {
+            specs.extend(mcp::fixtures::tools());
+        }
+        let runtime = Arc::new(ToolRuntime::new(
+            specs,
+            KernelConfig {
+                dispatch_deadline: config.dispatch_deadline,
+            },
+        ));
+        let doc = rest::openapi::document(&runtime, config.public_url.as_deref());
+        let openapi =
+            axum::body::Bytes::from(serde_json::to_vec(&doc).expect("openapi serializes"));
         Self {
             pool,
             config: Arc::new(config),
+            runtime,
+            openapi,
         }
     }
 }
 
 /// The router every entry point serves.
 pub fn app(state: AppState) -> Router {
-    let authenticated = Router::new().route("/api/whoami", get(whoami)).route_layer(
-        middleware::from_fn_with_state(state.clone(), require_principal),
-    );
+    let anyone = || middleware::from_fn_with_state(state.clone(), principal_or_anonymous);
+    let authenticated = Router::new()
+        .route("/api/whoami", get(whoami))
+        .merge(audit::routes::router())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_principal,
+        ));
+    // Later route_layers wrap earlier ones: authentication, then auditing, then (for MCP) the
+    // JSON-RPC shape check, so a rejected request still leaves its audit row.
+    let mcp = Router::new()
+        .route_service("/mcp", mcp::service(state.clone()))
+        .route_layer(middleware::from_fn(mcp::guard::jsonrpc_guard))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            audit::audit_mcp,
+        ))
+        .route_layer(anyone());
+    let rest_tools = rest::tool_routes()
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            audit::audit_rest,
+        ))
+        .route_layer(anyone());
     let max_body = state.config.max_body_bytes;
     Router::new()
         .route("/healthz", get(health::healthz))
+        .merge(rest::public_routes())
+        .merge(mcp)
+        .merge(rest_tools)
         .merge(authenticated)
         .fallback(not_found)
         // Innermost first: the body limit runs before any handler, inside panic catching,

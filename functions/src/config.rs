@@ -9,6 +9,22 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// How long the health check waits for the database.
     pub health_timeout: Duration,
+    /// Hard deadline of one tool dispatch (`WC_DISPATCH_DEADLINE_MS`), under API Gateway's 29 s.
+    pub dispatch_deadline: Duration,
+    /// `Host` values the MCP endpoint accepts (`WC_ALLOWED_HOSTS`, comma-separated).
+    pub allowed_hosts: Vec<String>,
+    /// Extra browser origins the MCP endpoint accepts besides those of the allowed hosts
+    /// (`WC_ALLOWED_ORIGINS`, comma-separated, with scheme).
+    pub allowed_origins: Vec<String>,
+    /// Public base URL, the OpenAPI `servers` entry (`WC_PUBLIC_URL`).
+    pub public_url: Option<String>,
+    /// Serve callers without a token as the Open Anonymous principal (`WC_ALLOW_ANONYMOUS=1`).
+    pub allow_anonymous: bool,
+    /// Register the MCP conformance suite's fixtures (`WC_CONFORMANCE_FIXTURES=1`); test only.
+    pub conformance_fixtures: bool,
+    /// How long an open audit session stays eligible for reuse after its last event
+    /// (`ACTION_SESSION_IDLE_TIMEOUT_SECS`).
+    pub audit_idle_timeout: Duration,
 }
 
 /// Why configuration could not be loaded.
@@ -16,20 +32,100 @@ pub struct ServerConfig {
 #[error("invalid configuration: {0}")]
 pub struct ConfigError(pub String);
 
+fn env_flag(name: &str) -> Result<bool, ConfigError> {
+    match std::env::var(name) {
+        Err(_) => Ok(false),
+        Ok(v) => match v.trim() {
+            "" | "0" | "false" | "no" => Ok(false),
+            "1" | "true" | "yes" => Ok(true),
+            other => Err(ConfigError(format!("{name} must be 1 or 0, not {other:?}"))),
+        },
+    }
+}
+
+fn env_list(name: &str) -> Option<Vec<String>> {
+    std::env::var(name).ok().map(|v| {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    })
+}
+
+fn env_number(name: &str, min: u64, max: u64) -> Result<Option<u64>, ConfigError> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .map(Some)
+            .ok_or_else(|| ConfigError(format!("{name} must be an integer from {min} to {max}"))),
+    }
+}
+
 impl ServerConfig {
     /// Default body limit: 1 MiB. Tool arguments are small and bounded (raw shell text is at
     /// most 16,000 bytes); anything larger is a mistake or an attack.
     pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
-    /// Reads `WC_MAX_BODY_BYTES`; everything else has defaults.
+    /// Reads the environment; everything has a default.
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut cfg = Self::default();
-        if let Ok(v) = std::env::var("WC_MAX_BODY_BYTES") {
-            cfg.max_body_bytes = v.parse().ok().filter(|n| *n >= 1024).ok_or_else(|| {
-                ConfigError("WC_MAX_BODY_BYTES must be an integer >= 1024".into())
-            })?;
+        if let Some(n) = env_number("WC_MAX_BODY_BYTES", 1024, 64 * 1024 * 1024)? {
+            cfg.max_body_bytes = n as usize;
+        }
+        if let Some(ms) = env_number("WC_DISPATCH_DEADLINE_MS", 1, 28_000)? {
+            cfg.dispatch_deadline = Duration::from_millis(ms);
+        }
+        if let Some(hosts) = env_list("WC_ALLOWED_HOSTS") {
+            cfg.allowed_hosts = hosts;
+        }
+        if let Some(origins) = env_list("WC_ALLOWED_ORIGINS") {
+            cfg.allowed_origins = origins;
+        }
+        if let Ok(url) = std::env::var("WC_PUBLIC_URL") {
+            let url = url.trim().trim_end_matches('/').to_owned();
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(ConfigError("WC_PUBLIC_URL must be an http(s) URL".into()));
+            }
+            cfg.public_url = Some(url);
+        }
+        cfg.allow_anonymous = env_flag("WC_ALLOW_ANONYMOUS")?;
+        cfg.conformance_fixtures = env_flag("WC_CONFORMANCE_FIXTURES")?;
+        if let Some(secs) = env_number("ACTION_SESSION_IDLE_TIMEOUT_SECS", 1, 7 * 24 * 3600)? {
+            cfg.audit_idle_timeout = Duration::from_secs(secs);
         }
         Ok(cfg)
+    }
+
+    /// Browser origins accepted by the MCP endpoint: those of the allowed hosts, on any port,
+    /// plus the configured extras.
+    pub fn mcp_allowed_origins(&self) -> Vec<String> {
+        let mut origins: Vec<String> = self
+            .allowed_hosts
+            .iter()
+            .flat_map(|h| {
+                let host = if h.contains(':') && !h.starts_with('[') && h.matches(':').count() > 1 {
+                    format!("[{h}]")
+                } else {
+                    h.clone()
+                };
+                let with_port = host
+                    .rsplit_once(':')
+                    .is_some_and(|(_, p)| p.chars().all(|c| c.is_ascii_digit()))
+                    && !host.ends_with(']');
+                if with_port {
+                    vec![format!("http://{host}"), format!("https://{host}")]
+                } else {
+                    vec![format!("http://{host}:*"), format!("https://{host}:*")]
+                }
+            })
+            .collect();
+        origins.extend(self.allowed_origins.iter().cloned());
+        origins
     }
 }
 
@@ -38,6 +134,43 @@ impl Default for ServerConfig {
         Self {
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
             health_timeout: Duration::from_secs(3),
+            dispatch_deadline: Duration::from_secs(25),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: Vec::new(),
+            public_url: None,
+            allow_anonymous: false,
+            conformance_fixtures: false,
+            audit_idle_timeout: Duration::from_secs(1800),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_follow_the_allowed_hosts() {
+        let cfg = ServerConfig {
+            allowed_hosts: vec![
+                "wc.example.com".into(),
+                "127.0.0.1:8787".into(),
+                "::1".into(),
+            ],
+            allowed_origins: vec!["https://chat.example".into()],
+            ..ServerConfig::default()
+        };
+        assert_eq!(
+            cfg.mcp_allowed_origins(),
+            [
+                "http://wc.example.com:*",
+                "https://wc.example.com:*",
+                "http://127.0.0.1:8787",
+                "https://127.0.0.1:8787",
+                "http://[::1]:*",
+                "https://[::1]:*",
+                "https://chat.example",
+            ]
+        );
     }
 }

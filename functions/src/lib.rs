@@ -12,12 +12,17 @@
 
 pub mod admin;
 mod app;
+pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod health;
 pub mod http;
+pub mod kernel;
 pub mod local;
+pub mod mcp;
+pub mod rest;
 pub mod telemetry;
+pub mod tools;
 
 pub use app::{AppState, app};
 

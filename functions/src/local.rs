@@ -46,6 +46,13 @@ pub struct LocalCli {
     /// WC_LOCAL_TOKEN) a shared key is generated and printed.
     #[arg(long, env = "WC_LOCAL_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Serve callers without a token as the Open Anonymous principal (no scopes, no projects).
+    /// Never on by default; logged loudly.
+    #[arg(long)]
+    pub allow_anonymous: bool,
+    /// Register the MCP conformance suite's fixture tools, resources and prompts. Test only.
+    #[arg(long)]
+    pub conformance_fixtures: bool,
 }
 
 /// A project served by this wc-local.
@@ -131,6 +138,10 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cli.listen))?;
+    let switches = Switches {
+        allow_anonymous: cli.allow_anonymous,
+        conformance_fixtures: cli.conformance_fixtures,
+    };
     match cli.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
         Some(url) => {
             let url = DatabaseUrl::parse(url)?;
@@ -139,6 +150,7 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
                 url,
                 &projects,
                 cli.token,
+                switches,
                 "the given database".into(),
                 out,
             )
@@ -167,6 +179,7 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
                     cluster.url("wc"),
                     &projects,
                     cli.token,
+                    switches,
                     described,
                     out,
                 )
@@ -181,11 +194,19 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
     }
 }
 
+/// Test-only switches given on the command line.
+#[derive(Debug, Clone, Copy)]
+struct Switches {
+    allow_anonymous: bool,
+    conformance_fixtures: bool,
+}
+
 async fn serve(
     listener: tokio::net::TcpListener,
     url: DatabaseUrl,
     projects: &[LocalProject],
     token: Option<String>,
+    switches: Switches,
     database: String,
     out: &mut (impl Write + Send),
 ) -> anyhow::Result<()> {
@@ -203,8 +224,26 @@ async fn serve(
             projects::register(&client, &p.id(), &p.name, "local").await?;
         }
     }
-    let state = AppState::new(pool, ServerConfig::from_env()?);
     let addr = listener.local_addr()?;
+    let mut config = ServerConfig::from_env()?;
+    config.allow_anonymous |= switches.allow_anonymous;
+    config.conformance_fixtures |= switches.conformance_fixtures;
+    if config.public_url.is_none() {
+        config.public_url = Some(format!("http://{addr}"));
+    }
+    let host = addr.ip().to_string();
+    if !config.allowed_hosts.iter().any(|h| h == &host) {
+        config.allowed_hosts.push(host);
+    }
+    if config.allow_anonymous {
+        tracing::warn!(
+            "ANONYMOUS ACCESS IS ON: callers without a token are served as the Open Anonymous principal"
+        );
+    }
+    if config.conformance_fixtures {
+        tracing::warn!("conformance fixtures are registered: this server is for testing only");
+    }
+    let state = AppState::new(pool, config);
     print_banner(out, addr, projects, &token, generated, &database)?;
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -7,6 +7,7 @@
 //! ([`health`]) and a local PostgreSQL cluster manager for the embedded default ([`cluster`]).
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod cas;
 pub mod cluster;
 pub mod config;
@@ -19,5 +20,5 @@ pub mod projects;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use deadpool_postgres::{GenericClient, Pool, Transaction};
+pub use deadpool_postgres::{GenericClient, Pool, PoolError, Transaction};
 pub use error::StoreError;

@@ -65,3 +65,23 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<Project>, StoreErro
         .map(from_row)
         .collect())
 }
+
+/// Up to `limit` projects, by id, restricted to `only` when given.
+pub async fn list_visible(
+    client: &impl GenericClient,
+    only: Option<&[String]>,
+    limit: i64,
+) -> Result<Vec<Project>, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT id, name, client_id, registered_at, updated_at FROM projects \
+             WHERE ($1::text[] IS NULL OR id = ANY($1)) ORDER BY id LIMIT $2",
+        )
+        .await?;
+    Ok(client
+        .query(&stmt, &[&only, &limit])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect())
+}

@@ -47,15 +47,44 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Princ
 }
 
 /// Route middleware: authenticates the caller and puts the [`Principal`] in the request
-/// extensions, or answers 401 with a `WWW-Authenticate` challenge.
+/// extensions (as `Arc<Principal>` too), or answers 401 with a `WWW-Authenticate` challenge.
 pub async fn require_principal(
     State(state): State<AppState>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
-    match authenticate(&state, req.headers()).await {
+    admit(state, req, next, false).await
+}
+
+/// Like [`require_principal`], but a request without any `Authorization` header becomes the
+/// Open Anonymous principal when the server allows it. A bad token is still a 401.
+pub async fn principal_or_anonymous(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let allow = state.config.allow_anonymous;
+    admit(state, req, next, allow).await
+}
+
+async fn admit(state: AppState, mut req: Request, next: Next, allow_anonymous: bool) -> Response {
+    let result = match authenticate(&state, req.headers()).await {
+        Err(AuthError::Missing)
+            if allow_anonymous && !req.headers().contains_key(header::AUTHORIZATION) =>
+        {
+            Ok(Principal::anonymous())
+        }
+        other => other,
+    };
+    match result {
         Ok(principal) => {
-            tracing::debug!(principal_kind = principal.kind.as_str(), credential_id = %principal.credential_id, "authenticated");
+            tracing::debug!(
+                principal_kind = principal.kind.as_str(),
+                credential_id = %principal.credential_id,
+                "authenticated"
+            );
+            req.extensions_mut()
+                .insert(std::sync::Arc::new(principal.clone()));
             req.extensions_mut().insert(principal);
             next.run(req).await
         }

@@ -11,6 +11,6 @@ mod scope;
 pub mod token;
 
 pub use error::AuthError;
-pub use middleware::{authenticate, require_principal};
+pub use middleware::{authenticate, principal_or_anonymous, require_principal};
 pub use principal::{Principal, PrincipalKind, ProjectGrants};
 pub use scope::{Scope, ScopeSet, UnknownScope};

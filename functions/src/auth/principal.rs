@@ -11,6 +11,9 @@ pub enum PrincipalKind {
     SharedKey,
     /// A project-limited credential.
     ProjectCredential,
+    /// The Open Anonymous principal: a caller without a token, admitted only when the server
+    /// was started with `--allow-anonymous`. It sees no project and holds no scope.
+    Anonymous,
 }
 
 impl PrincipalKind {
@@ -19,6 +22,7 @@ impl PrincipalKind {
         match self {
             PrincipalKind::SharedKey => "shared_key",
             PrincipalKind::ProjectCredential => "project_credential",
+            PrincipalKind::Anonymous => "anonymous",
         }
     }
 }
@@ -58,6 +62,34 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The Open Anonymous principal.
+    pub fn anonymous() -> Principal {
+        Principal {
+            kind: PrincipalKind::Anonymous,
+            credential_id: Uuid::nil(),
+            authority_group: "anonymous".into(),
+            scopes: ScopeSet::default(),
+            projects: ProjectGrants::Only(BTreeSet::new()),
+        }
+    }
+
+    /// A stable, domain-separated fingerprint of who the caller is (kind, authority group and
+    /// credential), for correlating requests without storing identities.
+    pub fn fingerprint(&self, domain: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for field in [
+            domain,
+            self.kind.as_str(),
+            self.authority_group.as_str(),
+            &self.credential_id.to_string(),
+        ] {
+            h.update((field.len() as u64).to_be_bytes());
+            h.update(field.as_bytes());
+        }
+        hex::encode(h.finalize())
+    }
+
     /// `Ok` when the principal holds `scope`, else the 403 `insufficient_scope` error.
     pub fn require(&self, scope: Scope) -> Result<(), AuthError> {
         if self.scopes.contains(scope) {

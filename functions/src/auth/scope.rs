@@ -79,6 +79,11 @@ impl ScopeSet {
         Scope::ALL.into_iter().collect()
     }
 
+    /// The raw bits (one per scope in [`Scope::ALL`] order), for table lookups.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+
     /// Whether `scope` is in the set.
     pub fn contains(self, scope: Scope) -> bool {
         self.0 & scope.bit() != 0

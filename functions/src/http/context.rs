@@ -3,7 +3,7 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 /// Header carrying the request id, in both directions.
@@ -50,6 +50,27 @@ pub fn current_request_id() -> Option<RequestId> {
 /// the request carries the id), logs one access line, and echoes the id on the response.
 /// Only the path is logged: query strings and headers may carry secrets.
 pub async fn request_context(mut req: Request, next: Next) -> Response {
+    if let Some(name) = req.headers().iter().find_map(|(k, v)| {
+        std::str::from_utf8(v.as_bytes())
+            .is_err()
+            .then(|| k.clone())
+    }) {
+        let id = RequestId::generate();
+        return CURRENT
+            .scope(id.clone(), async move {
+                let mut resp = super::ApiError::client(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!("header {name} is not valid UTF-8"),
+                )
+                .into_response();
+                if let Ok(v) = HeaderValue::from_str(id.as_str()) {
+                    resp.headers_mut().insert(REQUEST_ID_HEADER, v);
+                }
+                resp
+            })
+            .await;
+    }
     let id = req
         .headers()
         .get(REQUEST_ID_HEADER)

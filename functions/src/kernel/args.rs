@@ -1,0 +1,166 @@
+//! Argument validation against a tool's input schema, with errors that name the field (as a
+//! JSON pointer) and the rule it broke. Messages never echo the offending value: it may be a
+//! secret.
+
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use serde_json::Value;
+
+use super::result::{ErrorKind, ToolError};
+
+/// Validates `args` and returns the first violation as an `invalid_arguments` error with
+/// `pointer` and `rule` details.
+pub fn validate(validator: &jsonschema::Validator, args: &Value) -> Result<(), ToolError> {
+    let Some(error) = validator.iter_errors(args).next() else {
+        return Ok(());
+    };
+    let mut pointer = error.instance_path.to_string();
+    let (rule, detail) = describe(&error.kind);
+    // Missing or unexpected properties are about a child of the object the validator points at.
+    match &error.kind {
+        ValidationErrorKind::Required { property } => {
+            if let Some(p) = property.as_str() {
+                pointer = format!("{pointer}/{}", escape(p));
+            }
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            if let Some(p) = unexpected.first() {
+                pointer = format!("{pointer}/{}", escape(p));
+            }
+        }
+        _ => {}
+    }
+    let shown = if pointer.is_empty() {
+        "the arguments".to_owned()
+    } else {
+        format!("argument {pointer}")
+    };
+    Err(
+        ToolError::new(ErrorKind::InvalidArguments, format!("{shown}: {detail}"))
+            .with("pointer", pointer)
+            .with("rule", rule),
+    )
+}
+
+fn escape(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+fn type_name(kind: &TypeKind) -> String {
+    match kind {
+        TypeKind::Single(t) => format!("{t:?}").to_lowercase(),
+        TypeKind::Multiple(ts) => {
+            let names: Vec<String> = ts.iter().map(|t| format!("{t:?}").to_lowercase()).collect();
+            names.join(" or ")
+        }
+    }
+}
+
+fn describe(kind: &ValidationErrorKind) -> (&'static str, String) {
+    use ValidationErrorKind as K;
+    match kind {
+        K::Required { .. } => ("required", "is required".into()),
+        K::AdditionalProperties { .. } | K::UnevaluatedProperties { .. } => {
+            ("additionalProperties", "is not a known argument".into())
+        }
+        K::Type { kind } => ("type", format!("must be of type {}", type_name(kind))),
+        K::MaxLength { limit } => ("maxLength", format!("must be at most {limit} characters")),
+        K::MinLength { limit } => ("minLength", format!("must be at least {limit} characters")),
+        K::MaxItems { limit } => ("maxItems", format!("must have at most {limit} items")),
+        K::MinItems { limit } => ("minItems", format!("must have at least {limit} items")),
+        K::Maximum { limit } => ("maximum", format!("must be at most {limit}")),
+        K::Minimum { limit } => ("minimum", format!("must be at least {limit}")),
+        K::ExclusiveMaximum { limit } => ("exclusiveMaximum", format!("must be less than {limit}")),
+        K::ExclusiveMinimum { limit } => {
+            ("exclusiveMinimum", format!("must be greater than {limit}"))
+        }
+        K::Pattern { pattern } => ("pattern", format!("must match the pattern {pattern}")),
+        K::Enum { options } => ("enum", format!("must be one of {options}")),
+        K::Constant { expected_value } => ("const", format!("must be {expected_value}")),
+        K::UniqueItems => ("uniqueItems", "must not repeat items".into()),
+        K::Format { format } => ("format", format!("must be a valid {format}")),
+        K::MultipleOf { multiple_of } => {
+            ("multipleOf", format!("must be a multiple of {multiple_of}"))
+        }
+        K::MaxProperties { limit } => (
+            "maxProperties",
+            format!("must have at most {limit} properties"),
+        ),
+        K::MinProperties { limit } => (
+            "minProperties",
+            format!("must have at least {limit} properties"),
+        ),
+        K::AnyOf { .. } | K::OneOfNotValid { .. } => {
+            ("anyOf", "matches none of the allowed shapes".into())
+        }
+        K::OneOfMultipleValid { .. } => (
+            "oneOf",
+            "matches more than one of the allowed shapes".into(),
+        ),
+        _ => ("schema", "does not match the schema".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(schema: Value, args: Value) -> Option<(String, String, String)> {
+        let v = jsonschema::validator_for(&schema).unwrap();
+        validate(&v, &args).err().map(|e| {
+            (
+                e.details["pointer"].as_str().unwrap().to_owned(),
+                e.details["rule"].as_str().unwrap().to_owned(),
+                e.message,
+            )
+        })
+    }
+
+    #[test]
+    fn violations_name_the_field_and_the_rule_without_the_value() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 5},
+                "n": {"type": "integer", "minimum": 1},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1},
+                "a/b": {"type": "string"}
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        });
+        let cases = [
+            (json!({}), "/name", "required"),
+            (
+                json!({"name": "secret-value-too-long"}),
+                "/name",
+                "maxLength",
+            ),
+            (json!({"name": "x", "n": 0}), "/n", "minimum"),
+            (json!({"name": "x", "n": "1"}), "/n", "type"),
+            (json!({"name": "x", "tags": ["a", 1]}), "/tags/1", "type"),
+            (
+                json!({"name": "x", "tags": ["a", "b"]}),
+                "/tags",
+                "maxItems",
+            ),
+            (
+                json!({"name": "x", "bogus": 1}),
+                "/bogus",
+                "additionalProperties",
+            ),
+            (json!({"name": "x", "a/b": 1}), "/a~1b", "type"),
+            (json!([1]), "", "type"),
+        ];
+        for (args, pointer, rule) in cases {
+            let (p, r, msg) =
+                check(schema.clone(), args.clone()).unwrap_or_else(|| panic!("{args} passed"));
+            assert_eq!((p.as_str(), r.as_str()), (pointer, rule), "{args}: {msg}");
+            assert!(
+                !msg.contains("secret-value"),
+                "message echoes the value: {msg}"
+            );
+        }
+        assert!(check(schema, json!({"name": "ok", "n": 3})).is_none());
+    }
+}

@@ -1,0 +1,68 @@
+//! What a tool sees of the world: the caller, the store, the clock and the window.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::AppState;
+use crate::auth::Principal;
+
+/// A source of the current time; tests may pin it.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Now.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A host window, known only as a domain-separated hash of the host's window metadata and
+/// the principal. The raw value is never stored, logged or returned.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientWindow(String);
+
+impl ClientWindow {
+    /// Hashes the raw `_meta["openai/session"]` value for `principal`: SHA-256 over a domain
+    /// tag and length-prefixed fields, so no field can bleed into another.
+    pub fn derive(principal: &Principal, raw: &str) -> ClientWindow {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for field in [
+            "wc.client-window.v1",
+            principal.kind.as_str(),
+            principal.authority_group.as_str(),
+            raw,
+        ] {
+            h.update((field.len() as u64).to_be_bytes());
+            h.update(field.as_bytes());
+        }
+        ClientWindow(hex::encode(h.finalize()))
+    }
+
+    /// The hex digest.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Everything a tool may use for one call.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Store, configuration and the tool runtime.
+    pub state: AppState,
+    /// The caller.
+    pub principal: Arc<Principal>,
+    /// The host window, when the host named one.
+    pub window: Option<ClientWindow>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Id shared by everything this one invocation records.
+    pub invocation_id: uuid::Uuid,
+}

@@ -1,0 +1,229 @@
+//! The one result shape of every tool on every surface: `{success, output, error}`.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Stable machine-readable failure kinds. Their strings are part of the public contract
+/// (docs/ERRORS.md); add new ones, never rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Arguments do not match the tool's input schema.
+    InvalidArguments,
+    /// No tool has this name.
+    UnknownTool,
+    /// The caller lacks a scope the tool needs.
+    InsufficientScope,
+    /// The named project does not exist or is not visible to the caller.
+    UnknownProject,
+    /// No Workflow Session with this id is visible to the caller.
+    UnknownSessionId,
+    /// A concurrent change won repeatedly; retrying is safe.
+    Conflict,
+    /// A dependency (the database) is unavailable; retrying later is safe.
+    Unavailable,
+    /// An unexpected server fault; details are in the server log.
+    Internal,
+    /// The tool did not finish within the dispatch deadline; its effect is unknown.
+    DispatchTimeout,
+}
+
+impl ErrorKind {
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArguments => "invalid_arguments",
+            ErrorKind::UnknownTool => "unknown_tool",
+            ErrorKind::InsufficientScope => "insufficient_scope",
+            ErrorKind::UnknownProject => "unknown_project",
+            ErrorKind::UnknownSessionId => "unknown_session_id",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Internal => "internal",
+            ErrorKind::DispatchTimeout => "dispatch_timeout",
+        }
+    }
+
+    /// Coarse failure class for telemetry.
+    pub fn failure_kind(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArguments | ErrorKind::UnknownTool => "invalid_request",
+            ErrorKind::InsufficientScope => "permission",
+            ErrorKind::UnknownProject | ErrorKind::UnknownSessionId => "not_found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Internal => "internal",
+            ErrorKind::DispatchTimeout => "timeout",
+        }
+    }
+
+    /// What the caller can do about it, for telemetry and guidance.
+    pub fn recovery_kind(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArguments => "fix_arguments",
+            ErrorKind::UnknownTool => "list_tools",
+            ErrorKind::InsufficientScope => "request_access",
+            ErrorKind::UnknownProject | ErrorKind::UnknownSessionId => "check_target",
+            ErrorKind::Conflict | ErrorKind::Unavailable => "retry",
+            ErrorKind::Internal => "report",
+            ErrorKind::DispatchTimeout => "check_state",
+        }
+    }
+
+    /// HTTP status on the REST surface.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorKind::InvalidArguments => 400,
+            ErrorKind::UnknownTool => 404,
+            ErrorKind::InsufficientScope => 403,
+            ErrorKind::UnknownProject | ErrorKind::UnknownSessionId => 404,
+            ErrorKind::Conflict => 409,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Internal => 500,
+            ErrorKind::DispatchTimeout => 504,
+        }
+    }
+
+    /// Every kind, for documentation and tests.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::InvalidArguments,
+        ErrorKind::UnknownTool,
+        ErrorKind::InsufficientScope,
+        ErrorKind::UnknownProject,
+        ErrorKind::UnknownSessionId,
+        ErrorKind::Conflict,
+        ErrorKind::Unavailable,
+        ErrorKind::Internal,
+        ErrorKind::DispatchTimeout,
+    ];
+}
+
+/// A tool failure: a stable kind, a message naming what was wrong, and structured details.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// Stable kind.
+    pub kind: ErrorKind,
+    /// Human-readable explanation. Never contains secrets or server internals.
+    pub message: String,
+    /// Extra structured fields, flattened next to `kind` and `message`.
+    pub details: Map<String, Value>,
+}
+
+impl ToolError {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            details: Map::new(),
+        }
+    }
+
+    /// Adds a structured detail.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.details.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// An internal failure: the cause is logged (with the request id), never returned.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "tool failed internally");
+        Self::new(ErrorKind::Internal, "internal error")
+    }
+}
+
+impl From<wc_store::StoreError> for ToolError {
+    fn from(e: wc_store::StoreError) -> Self {
+        match e {
+            wc_store::StoreError::Pool(_) | wc_store::StoreError::Timeout(_) => {
+                tracing::warn!(error = %e, "database unavailable");
+                ToolError::new(
+                    ErrorKind::Unavailable,
+                    "the database is temporarily unavailable; retry shortly",
+                )
+            }
+            other => ToolError::internal(other),
+        }
+    }
+}
+
+impl Serialize for ToolError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(2 + self.details.len()))?;
+        map.serialize_entry("kind", &self.kind)?;
+        map.serialize_entry("message", &self.message)?;
+        for (k, v) in &self.details {
+            if k != "kind" && k != "message" {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// The result of one tool call, identical on MCP (`structuredContent`) and REST.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolResult {
+    /// Whether the tool did what was asked.
+    pub success: bool,
+    /// The tool's output, present on success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The failure, present when `success` is false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+}
+
+impl ToolResult {
+    /// A successful result.
+    pub fn ok(output: Value) -> Self {
+        Self {
+            success: true,
+            output: Some(output),
+            error: None,
+        }
+    }
+
+    /// A failed result.
+    pub fn err(error: ToolError) -> Self {
+        Self {
+            success: false,
+            output: None,
+            error: Some(error),
+        }
+    }
+
+    /// The result as a JSON value.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("tool results serialize")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn results_serialize_with_only_present_fields() {
+        assert_eq!(
+            ToolResult::ok(json!({"a": 1})).to_value(),
+            json!({"success": true, "output": {"a": 1}})
+        );
+        let err = ToolError::new(ErrorKind::InvalidArguments, "bad").with("pointer", "/x");
+        assert_eq!(
+            ToolResult::err(err).to_value(),
+            json!({"success": false, "error": {"kind": "invalid_arguments", "message": "bad", "pointer": "/x"}})
+        );
+    }
+
+    #[test]
+    fn every_kind_has_a_distinct_wire_string() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in ErrorKind::ALL {
+            assert!(seen.insert(k.as_str()));
+            assert_eq!(serde_json::to_value(k).unwrap(), json!(k.as_str()));
+        }
+    }
+}

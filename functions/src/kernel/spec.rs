@@ -1,0 +1,170 @@
+//! Tool specifications: what a tool is called, what it takes and returns, who may call it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::context::ToolContext;
+use super::result::{ErrorKind, ToolError};
+use crate::auth::Scope;
+
+/// Coarse grouping of tools, shown in listings and telemetry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// Finding out what exists: tools, projects, status.
+    Discovery,
+    /// Fixtures of the MCP conformance suite (test-only mode).
+    Conformance,
+}
+
+impl Category {
+    /// Wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Discovery => "discovery",
+            Category::Conformance => "conformance",
+        }
+    }
+}
+
+/// What a tool declares about itself.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolMeta {
+    /// Wire name, snake_case.
+    pub name: &'static str,
+    /// Human-readable title.
+    pub title: &'static str,
+    /// What it does, for models (REST descriptions are cut to 300 characters).
+    pub description: &'static str,
+    /// Grouping.
+    pub category: Category,
+    /// Scopes the caller must hold, all of them.
+    pub scopes: &'static [Scope],
+    /// Whether it only reads.
+    pub read_only: bool,
+    /// Whether its effect is consequential (GPT Actions ask before calling it).
+    pub consequential: bool,
+    /// Whether it gets a named REST operation (at most 28 do; the rest go through
+    /// `callRuntimeTool`).
+    pub rest_operation: bool,
+}
+
+type Handler = Arc<
+    dyn Fn(ToolContext, Value) -> Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A registered tool: metadata, schemas, validator and handler.
+pub struct ToolSpec {
+    /// Declared metadata.
+    pub meta: ToolMeta,
+    /// JSON Schema (2020-12) of the arguments.
+    pub input_schema: Arc<Map<String, Value>>,
+    /// JSON Schema of the `output` field of a successful result.
+    pub output_schema: Arc<Map<String, Value>>,
+    pub(super) validator: jsonschema::Validator,
+    pub(super) handler: Handler,
+}
+
+impl std::fmt::Debug for ToolSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSpec")
+            .field("name", &self.meta.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// JSON Schema 2020-12 for `T`, inlined (no `$ref`), without `$schema` and `title`.
+pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let schema = generator.into_root_schema_for::<T>();
+    let mut map = match schema.to_value() {
+        Value::Object(map) => map,
+        other => {
+            let mut m = Map::new();
+            m.insert("const".into(), other);
+            m
+        }
+    };
+    map.remove("title");
+    map.remove("$schema");
+    map
+}
+
+impl ToolSpec {
+    /// Builds a spec from a typed async handler. The input schema is generated from `A` and is
+    /// the validator's schema too, so what the schema allows is exactly what parses.
+    pub fn new<A, O, F, Fut>(meta: ToolMeta, handler: F) -> ToolSpec
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        O: Serialize + JsonSchema + 'static,
+        F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+    {
+        let input_schema = schema_for::<A>();
+        let output_schema = schema_for::<O>();
+        let validator = jsonschema::validator_for(&Value::Object(input_schema.clone()))
+            .unwrap_or_else(|e| panic!("tool {}: input schema does not compile: {e}", meta.name));
+        let handler = Arc::new(handler);
+        let erased: Handler = Arc::new(move |ctx: ToolContext, args: Value| {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let args: A = serde_json::from_value(args).map_err(|e| {
+                    ToolError::new(
+                        ErrorKind::InvalidArguments,
+                        format!("arguments do not parse: {e}"),
+                    )
+                })?;
+                let out = handler(ctx, args).await?;
+                serde_json::to_value(out).map_err(ToolError::internal)
+            })
+        });
+        ToolSpec {
+            meta,
+            input_schema: Arc::new(input_schema),
+            output_schema: Arc::new(output_schema),
+            validator,
+            handler: erased,
+        }
+    }
+
+    /// The JSON Schema of the whole result (`{success, output, error}`), with `output` as this
+    /// tool's output schema. This is the MCP `outputSchema`.
+    pub fn result_schema(&self) -> Map<String, Value> {
+        match json!({
+            "type": "object",
+            "properties": {
+                "success": { "type": "boolean" },
+                "output": Value::Object((*self.output_schema).clone()),
+                "error": error_schema(),
+            },
+            "required": ["success"],
+        }) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+}
+
+/// Schema of the `error` object of a failed result.
+pub fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "kind": { "type": "string" },
+            "message": { "type": "string" },
+        },
+        "required": ["kind", "message"],
+    })
+}

@@ -1,0 +1,151 @@
+//! JSON-RPC shape checks in front of the MCP service: malformed JSON is `-32700`, anything
+//! that is not a single JSON-RPC 2.0 message is `-32600`, both with HTTP 400 and before any
+//! handler runs. Nesting depth is bounded by the parser (no stack overflow on deep input).
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+fn rpc_error(id: Value, code: i64, message: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(
+            json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } }),
+        ),
+    )
+        .into_response()
+}
+
+/// A rejected message: the id to echo, the JSON-RPC error code and the message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// Request id to echo (`null` when unknown).
+    pub id: Value,
+    /// `-32700` (parse error) or `-32600` (invalid request).
+    pub code: i64,
+    /// What was wrong.
+    pub message: String,
+}
+
+fn reject(id: Value, code: i64, message: &str) -> Rejection {
+    Rejection {
+        id,
+        code,
+        message: message.to_owned(),
+    }
+}
+
+/// Checks one request body.
+pub fn check(body: &Bytes) -> Result<(), Rejection> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| reject(Value::Null, -32700, &format!("parse error: {e}")))?;
+    let Value::Object(msg) = value else {
+        return Err(reject(
+            Value::Null,
+            -32600,
+            "invalid request: expected one JSON-RPC 2.0 object (batches are not supported)",
+        ));
+    };
+    let id = msg.get("id").cloned().unwrap_or(Value::Null);
+    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+        return Err(reject(
+            Value::Null,
+            -32600,
+            "invalid request: id must be a string or a number",
+        ));
+    }
+    if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(reject(
+            id,
+            -32600,
+            "invalid request: jsonrpc must be \"2.0\"",
+        ));
+    }
+    let has_method = msg.get("method").is_some_and(Value::is_string);
+    let is_response = msg.contains_key("result") || msg.contains_key("error");
+    if !has_method && !is_response {
+        return Err(reject(
+            id,
+            -32600,
+            "invalid request: method must be a string",
+        ));
+    }
+    if let Some(params) = msg.get("params")
+        && !params.is_object()
+        && !params.is_array()
+    {
+        return Err(reject(
+            id,
+            -32600,
+            "invalid request: params must be an object",
+        ));
+    }
+    Ok(())
+}
+
+/// Middleware form of [`check`]. The body was already buffered by the body limit.
+pub async fn jsonrpc_guard(req: Request, next: Next) -> Response {
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => return rpc_error(Value::Null, -32700, "parse error: unreadable body".into()),
+    };
+    if let Err(r) = check(&bytes) {
+        return rpc_error(r.id, r.code, r.message);
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &str) -> Option<i64> {
+        check(&Bytes::from(body.to_owned())).err().map(|r| r.code)
+    }
+
+    #[test]
+    fn shapes() {
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), None);
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            None
+        );
+        assert_eq!(code("{bad"), Some(-32700));
+        assert_eq!(code(&"[".repeat(100_000)), Some(-32700));
+        assert_eq!(
+            code(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#),
+            Some(-32600)
+        );
+        assert_eq!(
+            code(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#),
+            Some(-32600)
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), Some(-32600));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#),
+            Some(-32600)
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#),
+            Some(-32600)
+        );
+    }
+
+    #[test]
+    fn the_id_is_echoed_when_known() {
+        let r = check(&Bytes::from_static(
+            br#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(r.id, Value::String("a".into()));
+    }
+}

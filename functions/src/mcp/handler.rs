@@ -1,0 +1,214 @@
+//! `WcMcp`: the rmcp server handler. It reads the caller and the audit slot from the HTTP
+//! request parts rmcp hands over, and goes through the kernel for every tool call.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
+
+use super::listing::{Listings, conflicts_with_wrapper};
+use crate::audit::{AuditNote, AuditSlot};
+use crate::auth::Principal;
+use crate::kernel::context::ClientWindow;
+use crate::kernel::telemetry::ModelErgonomics;
+use crate::kernel::{ToolCall, wrapper};
+use crate::{AppState, VERSION};
+
+/// How long a client may treat a tool listing as fresh: it changes only with a deploy.
+const LISTING_TTL_MS: u64 = 300_000;
+
+/// Protocol versions served.
+const SUPPORTED: [ProtocolVersion; 3] = [
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+/// The MCP handler; one is made per request by the stateless service, sharing everything.
+#[derive(Clone)]
+pub struct WcMcp {
+    state: AppState,
+    listings: Arc<Listings>,
+}
+
+impl WcMcp {
+    /// A handler over `state`.
+    pub fn new(state: AppState, listings: Arc<Listings>) -> Self {
+        Self { state, listings }
+    }
+}
+
+fn parts(ctx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {
+    ctx.extensions.get::<http::request::Parts>()
+}
+
+fn principal(ctx: &RequestContext<RoleServer>) -> Result<Arc<Principal>, McpError> {
+    parts(ctx)
+        .and_then(|p| p.extensions.get::<Arc<Principal>>().cloned())
+        .ok_or_else(|| McpError::internal_error("request reached MCP without a principal", None))
+}
+
+fn audit_slot(ctx: &RequestContext<RoleServer>) -> Option<AuditSlot> {
+    parts(ctx).and_then(|p| p.extensions.get::<AuditSlot>().cloned())
+}
+
+fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.meta
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+fn server_implementation() -> Implementation {
+    let mut imp = Implementation::new("wc", VERSION);
+    imp.title = Some("wc".into());
+    imp
+}
+
+fn server_meta() -> MetaObject {
+    let mut map = Map::new();
+    map.insert(
+        "io.modelcontextprotocol/serverInfo".to_owned(),
+        serde_json::to_value(server_implementation()).expect("implementation serializes"),
+    );
+    MetaObject(map)
+}
+
+/// The host window, hashed with the principal. Read from the request `_meta`; the raw value
+/// goes no further than this function.
+fn window(
+    ctx: &RequestContext<RoleServer>,
+    params_meta: Option<&Map<String, Value>>,
+    who: &Principal,
+) -> Option<ClientWindow> {
+    let raw = ctx
+        .meta
+        .get("openai/session")
+        .or_else(|| params_meta.and_then(|m| m.get("openai/session")))?;
+    let text = match raw {
+        Value::String(s) if !s.is_empty() && s.len() <= 1024 => s.clone(),
+        Value::Object(_) | Value::Array(_) => {
+            let s = raw.to_string();
+            if s.len() > 1024 {
+                return None;
+            }
+            s
+        }
+        _ => return None,
+    };
+    Some(ClientWindow::derive(who, &text))
+}
+
+impl ServerHandler for WcMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(server_implementation())
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+            .with_instructions(
+                "wc runs coding work on build hosts. Start with list_projects, then use the runtime tools; \
+                 every result is {success, output, error}.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Owned(SUPPORTED.to_vec())
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.listings.get(name)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let who = principal(&ctx)?;
+        let tools = self.listings.for_scopes(who.scopes);
+        let mut result = ListToolsResult::with_all_items((*tools).clone());
+        if is_modern(&ctx) {
+            // The listing depends only on the caller's scopes: cacheable, but per caller.
+            result = result
+                .with_ttl_ms(LISTING_TTL_MS)
+                .with_cache_scope(CacheScope::Private);
+            result.meta = Some(server_meta());
+        }
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let who = principal(&ctx)?;
+        let slot = audit_slot(&ctx);
+        let Some(spec) = self.state.runtime.get(&params.name).cloned() else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool: {}", params.name),
+                None,
+            ));
+        };
+        let reject = |message: String| {
+            if let Some(slot) = &slot {
+                slot.note(AuditNote {
+                    action_name: spec.meta.name.to_owned(),
+                    success: false,
+                    model_ergonomics: Some(ModelErgonomics::surface_rejection(
+                        &spec,
+                        "invalid_params",
+                        started.elapsed(),
+                    )),
+                    extra: None,
+                });
+            }
+            McpError::invalid_params(message, None)
+        };
+        if let Some(field) = conflicts_with_wrapper(&spec) {
+            return Err(reject(format!(
+                "{} declares the wrapper field {field}; it cannot be called",
+                spec.meta.name
+            )));
+        }
+        let mut args = params.arguments.clone().unwrap_or_default();
+        let wrapper = wrapper::split(&mut args)
+            .map_err(|e| reject(format!("invalid wrapper metadata: {e}")))?;
+        let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
+        let call = ToolCall {
+            name: spec.meta.name.to_owned(),
+            arguments: Value::Object(args),
+            wrapper,
+            principal: who,
+            window,
+        };
+        let invoked = self
+            .state
+            .runtime
+            .invoke(&self.state, call)
+            .await
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let value = invoked.result.to_value();
+        if let Some(slot) = &slot {
+            slot.note(AuditNote {
+                action_name: spec.meta.name.to_owned(),
+                success: invoked.result.success,
+                model_ergonomics: Some(invoked.telemetry),
+                extra: None,
+            });
+        }
+        let mut result = CallToolResult::structured(value.clone());
+        result.content = vec![ContentBlock::text(value.to_string())];
+        result.is_error = Some(!invoked.result.success);
+        if is_modern(&ctx) {
+            result.meta = Some(server_meta());
+        }
+        Ok(CallToolResponse::Complete(result))
+    }
+}

@@ -1,0 +1,44 @@
+//! The MCP surface at `POST /mcp`: rmcp's Streamable HTTP service in stateless JSON mode over
+//! the tool kernel.
+//!
+//! Protocol mechanics (versions 2025-06-18, 2025-11-25 and 2026-07-28, per-request `_meta`,
+//! `Mcp-Method`/`Mcp-Name` header checks, `server/discover`, Host and Origin validation) are
+//! rmcp's; this module supplies the handler ([`handler::WcMcp`]), the tool listing with the
+//! wrapper metadata projected into every input schema ([`listing`]), and the service
+//! configuration. A caller-supplied `Mcp-Session-Id` never creates or selects any state: no
+//! session manager is configured.
+
+pub mod fixtures;
+pub mod guard;
+mod handler;
+pub mod listing;
+
+use std::sync::Arc;
+
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::AppState;
+pub use handler::WcMcp;
+
+/// The rmcp service serving `/mcp`.
+pub type McpService = StreamableHttpService<WcMcp, NeverSessionManager>;
+
+/// Builds the MCP service over `state`. The tool listings are built lazily, once per scope set.
+pub fn service(state: AppState) -> McpService {
+    let cfg = &state.config;
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_allowed_hosts(cfg.allowed_hosts.clone())
+        .with_allowed_origins(cfg.mcp_allowed_origins())
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(cfg.max_body_bytes);
+    let listings = Arc::new(listing::Listings::new(state.runtime.clone()));
+    StreamableHttpService::new(
+        move || Ok(WcMcp::new(state.clone(), listings.clone())),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}

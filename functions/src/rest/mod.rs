@@ -1,0 +1,226 @@
+//! The REST / GPT Actions surface: `GET /openapi.json`, `POST /api/actions/{tool}` for the
+//! tools with a named operation, and `POST /api/tools/list` / `POST /api/tools/call` reaching
+//! every tool. Every call goes through the same kernel as MCP and answers the same
+//! `{success, output, error}` body, with an HTTP status chosen by the error kind.
+
+pub mod openapi;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router, routing::get, routing::post};
+use serde_json::{Map, Value, json};
+
+use crate::AppState;
+use crate::audit::{AuditNote, AuditSlot};
+use crate::auth::Principal;
+use crate::kernel::result::{ErrorKind, ToolError, ToolResult};
+use crate::kernel::wrapper::WrapperMeta;
+use crate::kernel::{ToolCall, UnknownTool};
+
+/// Tool routes (the caller must already be authenticated and audited).
+pub fn tool_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/actions/{tool}", post(action))
+        .route("/api/tools/list", post(tools_list))
+        .route("/api/tools/call", post(tools_call))
+}
+
+/// Public routes.
+pub fn public_routes() -> Router<AppState> {
+    Router::new().route("/openapi.json", get(openapi::serve))
+}
+
+fn respond(result: &ToolResult) -> Response {
+    let status = match &result.error {
+        None => StatusCode::OK,
+        Some(e) => {
+            StatusCode::from_u16(e.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    };
+    (status, Json(result.to_value())).into_response()
+}
+
+fn failure(kind: ErrorKind, message: impl Into<String>) -> Response {
+    respond(&ToolResult::err(ToolError::new(kind, message)))
+}
+
+/// The request body as a JSON object.
+fn object_body(body: &Bytes) -> Result<Map<String, Value>, ToolError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ToolError::new(
+            ErrorKind::InvalidArguments,
+            "the request body must be a JSON object",
+        )),
+        Err(e) => Err(ToolError::new(
+            ErrorKind::InvalidArguments,
+            format!("the request body is not valid JSON: {e}"),
+        )),
+    }
+}
+
+/// REST reserves one wrapper field, `recording_session_id`.
+fn take_recording(map: &mut Map<String, Value>) -> Result<WrapperMeta, ToolError> {
+    let mut only = Map::new();
+    if let Some(v) = map.remove("recording_session_id") {
+        only.insert("recording_session_id".into(), v);
+    }
+    crate::kernel::wrapper::split(&mut only)
+        .map_err(|e| ToolError::new(ErrorKind::InvalidArguments, format!("invalid {e}")))
+}
+
+async fn run(
+    state: &AppState,
+    principal: Principal,
+    slot: Option<AuditSlot>,
+    name: &str,
+    args: Value,
+    wrapper: WrapperMeta,
+) -> Response {
+    let call = ToolCall {
+        name: name.to_owned(),
+        arguments: args,
+        wrapper,
+        principal: Arc::new(principal),
+        window: None,
+    };
+    match state.runtime.invoke(state, call).await {
+        Ok(invoked) => {
+            if let Some(slot) = slot {
+                slot.note(AuditNote {
+                    action_name: name.to_owned(),
+                    success: invoked.result.success,
+                    model_ergonomics: Some(invoked.telemetry),
+                    extra: None,
+                });
+            }
+            respond(&invoked.result)
+        }
+        Err(UnknownTool(n)) => failure(
+            ErrorKind::UnknownTool,
+            format!("no tool named {n:?}; POST /api/tools/list lists them"),
+        ),
+    }
+}
+
+async fn action(
+    State(state): State<AppState>,
+    Path(tool): Path<String>,
+    Extension(principal): Extension<Principal>,
+    slot: Option<Extension<AuditSlot>>,
+    body: Bytes,
+) -> Response {
+    // Only tools with a named operation have an action route; the rest go through tools/call.
+    if !state
+        .runtime
+        .get(&tool)
+        .is_some_and(|s| s.meta.rest_operation)
+    {
+        return failure(
+            ErrorKind::UnknownTool,
+            format!("no action named {tool:?}; use POST /api/tools/call"),
+        );
+    }
+    let mut args = match object_body(&body) {
+        Ok(m) => m,
+        Err(e) => return respond(&ToolResult::err(e)),
+    };
+    let wrapper = match take_recording(&mut args) {
+        Ok(w) => w,
+        Err(e) => return respond(&ToolResult::err(e)),
+    };
+    run(
+        &state,
+        principal,
+        slot.map(|s| s.0),
+        &tool,
+        Value::Object(args),
+        wrapper,
+    )
+    .await
+}
+
+async fn tools_call(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    slot: Option<Extension<AuditSlot>>,
+    body: Bytes,
+) -> Response {
+    let mut envelope = match object_body(&body) {
+        Ok(m) => m,
+        Err(e) => return respond(&ToolResult::err(e)),
+    };
+    let tool = match envelope.remove("tool") {
+        Some(Value::String(t)) if !t.is_empty() && t.len() <= 128 => t,
+        _ => {
+            return failure(
+                ErrorKind::InvalidArguments,
+                "tool must be a tool name (1-128 characters)",
+            );
+        }
+    };
+    let args = match envelope.remove("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(Value::Object(m)) => Value::Object(m),
+        Some(_) => return failure(ErrorKind::InvalidArguments, "arguments must be an object"),
+    };
+    let wrapper = match take_recording(&mut envelope) {
+        Ok(w) => w,
+        Err(e) => return respond(&ToolResult::err(e)),
+    };
+    if let Some(extra) = envelope.keys().next() {
+        return failure(
+            ErrorKind::InvalidArguments,
+            format!("unknown field {extra:?}; expected tool, arguments, recording_session_id"),
+        );
+    }
+    run(&state, principal, slot.map(|s| s.0), &tool, args, wrapper).await
+}
+
+async fn tools_list(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    slot: Option<Extension<AuditSlot>>,
+    body: Bytes,
+) -> Response {
+    let args = match object_body(&body) {
+        Ok(m) => m,
+        Err(e) => return respond(&ToolResult::err(e)),
+    };
+    if let Some(extra) = args.keys().next() {
+        return failure(
+            ErrorKind::InvalidArguments,
+            format!("unknown field {extra:?}; tools/list takes no arguments"),
+        );
+    }
+    let tools: Vec<Value> = state
+        .runtime
+        .visible(principal.scopes)
+        .map(|s| {
+            json!({
+                "name": s.meta.name,
+                "title": s.meta.title,
+                "description": s.meta.description,
+                "category": s.meta.category.as_str(),
+                "scopes": s.meta.scopes.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
+                "read_only": s.meta.read_only,
+                "consequential": s.meta.consequential,
+                "input_schema": openapi::rest_input_schema(s),
+            })
+        })
+        .collect();
+    if let Some(Extension(slot)) = slot {
+        slot.note(AuditNote {
+            action_name: "toolsList".into(),
+            success: true,
+            model_ergonomics: None,
+            extra: None,
+        });
+    }
+    let count = tools.len();
+    respond(&ToolResult::ok(json!({ "tools": tools, "count": count })))
+}

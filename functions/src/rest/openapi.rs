@@ -1,0 +1,238 @@
+//! The OpenAPI 3.1 document for GPT Actions, built from the same tool specs as MCP.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::AppState;
+use crate::kernel::ToolRuntime;
+use crate::kernel::spec::{ToolSpec, error_schema};
+
+/// Most operations in the document: a surface a model can hold in mind.
+pub const MAX_OPERATIONS: usize = 30;
+/// Longest operation description.
+pub const MAX_DESCRIPTION: usize = 300;
+
+/// `snake_case` → `camelCase`.
+pub fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn bounded(text: &str) -> String {
+    if text.chars().count() <= MAX_DESCRIPTION {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(MAX_DESCRIPTION - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// A tool's REST input schema: its own arguments plus the reserved `recording_session_id`.
+pub fn rest_input_schema(spec: &ToolSpec) -> Value {
+    let mut schema = (*spec.input_schema).clone();
+    let props = schema
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(props) = props
+        && let Some(rec) =
+            crate::kernel::wrapper::schema_properties().remove("recording_session_id")
+    {
+        props.entry("recording_session_id").or_insert(rec);
+    }
+    Value::Object(schema)
+}
+
+fn result_schema(output: Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "success": { "type": "boolean" },
+            "output": output,
+            "error": error_schema(),
+        },
+        "required": ["success"],
+    })
+}
+
+fn error_responses() -> Map<String, Value> {
+    let tool_failure = |description: &str| json!({ "description": description, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ToolResult" } } } });
+    let http_failure = |description: &str| json!({ "description": description, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } } });
+    let mut m = Map::new();
+    m.insert(
+        "400".into(),
+        tool_failure("Invalid arguments (error.kind invalid_arguments)"),
+    );
+    m.insert(
+        "401".into(),
+        http_failure("Missing or invalid bearer token"),
+    );
+    m.insert(
+        "403".into(),
+        tool_failure("The caller lacks a required scope"),
+    );
+    m.insert(
+        "404".into(),
+        tool_failure("Unknown tool, project or session"),
+    );
+    m.insert("409".into(), tool_failure("A concurrent change won; retry"));
+    m.insert("413".into(), http_failure("Request body too large"));
+    m.insert("500".into(), tool_failure("Internal error"));
+    m.insert("503".into(), tool_failure("Temporarily unavailable; retry"));
+    m.insert(
+        "504".into(),
+        tool_failure("The tool did not finish within the dispatch deadline"),
+    );
+    m
+}
+
+fn operation(
+    id: String,
+    summary: &str,
+    description: &str,
+    consequential: bool,
+    body: Value,
+    ok: Value,
+) -> Value {
+    let mut responses = error_responses();
+    responses.insert(
+        "200".into(),
+        json!({ "description": "The tool result", "content": { "application/json": { "schema": ok } } }),
+    );
+    json!({
+        "post": {
+            "operationId": id,
+            "summary": summary,
+            "description": bounded(description),
+            "x-openai-isConsequential": consequential,
+            "requestBody": { "required": true, "content": { "application/json": { "schema": body } } },
+            "responses": responses,
+        }
+    })
+}
+
+/// Builds the document. `server` is the public base URL (`None` gives a relative server).
+pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
+    let mut paths = Map::new();
+    paths.insert(
+        "/api/tools/list".into(),
+        operation(
+            "listRuntimeTools".into(),
+            "List runtime tools",
+            "List every runtime tool this caller may use, with its input schema. Tools without an operation of their own are called with callRuntimeTool.",
+            false,
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+            result_schema(json!({ "type": "object" })),
+        ),
+    );
+    paths.insert(
+        "/api/tools/call".into(),
+        operation(
+            "callRuntimeTool".into(),
+            "Call a runtime tool",
+            "Call any runtime tool by name with its arguments (see listRuntimeTools). Returns {success, output, error}.",
+            true,
+            json!({
+                "type": "object",
+                "properties": {
+                    "tool": { "type": "string", "minLength": 1, "maxLength": 128 },
+                    "arguments": { "type": "object" },
+                    "recording_session_id": crate::kernel::wrapper::schema_properties()["recording_session_id"].clone(),
+                },
+                "required": ["tool"],
+                "additionalProperties": false,
+            }),
+            result_schema(json!({})),
+        ),
+    );
+    for spec in runtime
+        .specs()
+        .iter()
+        .filter(|s| s.meta.rest_operation)
+        .take(MAX_OPERATIONS - 2)
+    {
+        paths.insert(
+            format!("/api/actions/{}", spec.meta.name),
+            operation(
+                camel_case(spec.meta.name),
+                spec.meta.title,
+                spec.meta.description,
+                spec.meta.consequential,
+                rest_input_schema(spec),
+                result_schema(Value::Object((*spec.output_schema).clone())),
+            ),
+        );
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "wc",
+            "version": crate::VERSION,
+            "description": "Drive coding work on build hosts: projects, Workflow Sessions and runtime tools. Every call returns {success, output, error}.",
+        },
+        "servers": [{ "url": server.unwrap_or("/") }],
+        "security": [{ "bearerAuth": [] }],
+        "paths": paths,
+        "components": {
+            "securitySchemes": { "bearerAuth": { "type": "http", "scheme": "bearer" } },
+            "schemas": {
+                "ToolResult": result_schema(json!({})),
+                "ErrorBody": {
+                    "type": "object",
+                    "properties": {
+                        "error": {
+                            "type": "object",
+                            "properties": {
+                                "kind": { "type": "string" },
+                                "message": { "type": "string" },
+                                "request_id": { "type": "string" },
+                            },
+                            "required": ["kind", "message"],
+                        }
+                    },
+                    "required": ["error"],
+                },
+            },
+        },
+    })
+}
+
+/// `GET /openapi.json`.
+pub async fn serve(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi.clone(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camel_case_names() {
+        assert_eq!(camel_case("list_projects"), "listProjects");
+        assert_eq!(camel_case("runtime_status"), "runtimeStatus");
+        assert_eq!(camel_case("x"), "x");
+    }
+
+    #[test]
+    fn long_descriptions_are_cut_to_the_bound() {
+        let long = "é".repeat(400);
+        let cut = bounded(&long);
+        assert_eq!(cut.chars().count(), MAX_DESCRIPTION);
+    }
+}

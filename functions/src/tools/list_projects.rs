@@ -1,0 +1,91 @@
+//! `list_projects`: the projects this caller may work on.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+
+/// Most projects one call returns.
+pub const MAX_LIMIT: u32 = 500;
+
+/// Arguments of `list_projects`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Most projects to return (default 100, at most 500).
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u32>,
+}
+
+/// One project.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListedProject {
+    /// Canonical id (`agent:<client>:<name>`).
+    pub id: String,
+    /// Short name.
+    pub name: String,
+    /// Runner client that serves it.
+    pub client_id: String,
+    /// When it was last registered.
+    pub registered_at: DateTime<Utc>,
+}
+
+/// Output of `list_projects`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// Visible projects, by id.
+    pub projects: Vec<ListedProject>,
+    /// How many were returned.
+    pub returned: usize,
+    /// Whether more exist than were returned.
+    pub truncated: bool,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "list_projects",
+            title: "List projects",
+            description: "List the projects this caller may work on, with their canonical ids (agent:<client>:<name>) and the runner that serves each.",
+            category: Category::Discovery,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let limit = args.limit.unwrap_or(100).min(MAX_LIMIT) as usize;
+    let client = ctx
+        .state
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
+    let mut visible: Vec<ListedProject> = wc_store::projects::list(&client)
+        .await?
+        .into_iter()
+        .filter(|p| ctx.principal.projects.allows(&p.id))
+        .map(|p| ListedProject {
+            id: p.id,
+            name: p.name,
+            client_id: p.client_id,
+            registered_at: p.updated_at,
+        })
+        .collect();
+    let truncated = visible.len() > limit;
+    visible.truncate(limit);
+    Ok(Output {
+        returned: visible.len(),
+        projects: visible,
+        truncated,
+    })
+}

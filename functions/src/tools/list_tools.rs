@@ -1,0 +1,90 @@
+//! `list_tools`: the tools the caller may use.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+
+/// Arguments of `list_tools`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Only tools of this category.
+    #[schemars(length(min = 1, max = 64))]
+    pub category: Option<String>,
+}
+
+/// One listed tool.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListedTool {
+    /// Wire name.
+    pub name: String,
+    /// Title.
+    pub title: String,
+    /// Category.
+    pub category: String,
+    /// Scopes needed.
+    pub scopes: Vec<String>,
+    /// Whether it only reads.
+    pub read_only: bool,
+    /// Whether its effect is consequential.
+    pub consequential: bool,
+}
+
+/// Output of `list_tools`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The tools, in name order.
+    pub tools: Vec<ListedTool>,
+    /// How many.
+    pub count: usize,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "list_tools",
+            title: "List tools",
+            description: "List the runtime tools this caller may use, with their titles, categories, required scopes and whether they change anything.",
+            category: Category::Discovery,
+            scopes: &[],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let tools: Vec<ListedTool> = ctx
+        .state
+        .runtime
+        .visible(ctx.principal.scopes)
+        .filter(|s| {
+            args.category
+                .as_deref()
+                .is_none_or(|c| s.meta.category.as_str() == c)
+        })
+        .map(|s| ListedTool {
+            name: s.meta.name.to_owned(),
+            title: s.meta.title.to_owned(),
+            category: s.meta.category.as_str().to_owned(),
+            scopes: s
+                .meta
+                .scopes
+                .iter()
+                .map(|sc| sc.as_str().to_owned())
+                .collect(),
+            read_only: s.meta.read_only,
+            consequential: s.meta.consequential,
+        })
+        .collect();
+    Ok(Output {
+        count: tools.len(),
+        tools,
+    })
+}

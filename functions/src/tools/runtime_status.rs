@@ -1,0 +1,94 @@
+//! `runtime_status`: is the control plane healthy, and what does it run?
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+
+/// Arguments of `runtime_status` (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {}
+
+/// Database facts.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Database {
+    /// Whether the database answered.
+    pub reachable: bool,
+    /// Applied migration level, if it answered and was migrated.
+    pub schema_level: Option<i32>,
+    /// The level this server expects.
+    pub expected_schema_level: i32,
+}
+
+/// Runner facts.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Runners {
+    /// Runner agents currently connected.
+    pub online: u32,
+    /// Whether this server version dispatches work to runners at all.
+    pub execution_available: bool,
+}
+
+/// Output of `runtime_status`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// Server version.
+    pub server_version: String,
+    /// Database facts.
+    pub database: Database,
+    /// Runner facts.
+    pub runners: Runners,
+    /// Number of tools this caller may use.
+    pub tools_visible: usize,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "runtime_status",
+            title: "Runtime status",
+            description: "Report the server version, whether the database is reachable and at the expected schema level, and how many runner agents are online.",
+            category: Category::Discovery,
+            scopes: &[],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+}
+
+async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
+    let expected = wc_store::migrate::expected_level();
+    let database = match wc_store::health::check(&ctx.state.pool, Duration::from_secs(3)).await {
+        Ok(h) => Database {
+            reachable: true,
+            schema_level: h.schema_level,
+            expected_schema_level: expected,
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "runtime_status: database unreachable");
+            Database {
+                reachable: false,
+                schema_level: None,
+                expected_schema_level: expected,
+            }
+        }
+    };
+    Ok(Output {
+        server_version: crate::VERSION.to_owned(),
+        database,
+        // No runner protocol endpoint exists in this version, so no runner can be connected.
+        runners: Runners {
+            online: 0,
+            execution_available: false,
+        },
+        tools_visible: ctx.state.runtime.visible(ctx.principal.scopes).count(),
+    })
+}

@@ -1,0 +1,456 @@
+//! The Action Audit aggregates: `action_sessions` (with counters kept by compare-and-swap) and
+//! their `action_events`.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Pool};
+use serde_json::Value;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::StoreError;
+use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+
+/// One audited request, ready to store.
+#[derive(Debug, Clone)]
+pub struct NewActionEvent {
+    /// Route path (`/mcp`, `/api/actions/runtime_status`, …).
+    pub endpoint: String,
+    /// HTTP method.
+    pub http_method: String,
+    /// What was done (`toolsList`, a tool name, an MCP method).
+    pub action_name: String,
+    /// Operation class (`mcp_tools_list`, `mcp_tools_call`, `rest_tool_call`, …).
+    pub operation: String,
+    /// HTTP status answered.
+    pub status_code: i32,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Wall time.
+    pub duration_ms: i64,
+    /// Request id.
+    pub request_id: Option<String>,
+    /// Bounded metadata summary.
+    pub summary: Value,
+    /// Caller kind, snapshotted now.
+    pub principal_kind: Option<String>,
+    /// Stable user id, when the caller has one.
+    pub principal_user_id: Option<String>,
+    /// OAuth client id, for OAuth callers only.
+    pub oauth_client_id: Option<String>,
+}
+
+/// Which audit session an event joins.
+#[derive(Debug, Clone)]
+pub enum Affinity {
+    /// The caller named it (header or query); created if new.
+    Explicit(String),
+    /// The caller's most recent open session active within `idle`, else a new one.
+    Reuse {
+        /// How long an open session stays eligible after its last event.
+        idle: Duration,
+    },
+}
+
+/// Where an event landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// Audit session id.
+    pub session_id: String,
+    /// Event id.
+    pub event_id: Uuid,
+    /// Position in the session.
+    pub seq: i64,
+    /// Whether this event created the session.
+    pub created_session: bool,
+}
+
+/// A session row.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ActionSession {
+    /// Id.
+    pub session_id: String,
+    /// `open` or `closed`.
+    pub status: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Time of the latest event.
+    pub last_event_at: DateTime<Utc>,
+    /// Close time.
+    pub closed_at: Option<DateTime<Utc>>,
+    /// Events recorded.
+    pub event_count: i64,
+    /// Events that failed.
+    pub error_count: i64,
+    /// Sum of event durations.
+    pub total_duration_ms: i64,
+}
+
+const SESSION_COLUMNS: &str = "session_id, status, created_at, last_event_at, closed_at, event_count, \
+     error_count, total_duration_ms, version";
+
+fn session_from_row(row: &Row) -> ActionSession {
+    ActionSession {
+        session_id: row.get("session_id"),
+        status: row.get("status"),
+        created_at: row.get("created_at"),
+        last_event_at: row.get("last_event_at"),
+        closed_at: row.get("closed_at"),
+        event_count: row.get("event_count"),
+        error_count: row.get("error_count"),
+        total_duration_ms: row.get("total_duration_ms"),
+    }
+}
+
+/// An event as operators see it, without caller attribution.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ActionEventView {
+    /// Event id.
+    pub id: Uuid,
+    /// Position in the session.
+    pub seq: i64,
+    /// When.
+    pub occurred_at: DateTime<Utc>,
+    /// Route path.
+    pub endpoint: String,
+    /// HTTP method.
+    pub http_method: String,
+    /// Action name.
+    pub action_name: String,
+    /// Operation class.
+    pub operation: String,
+    /// HTTP status.
+    pub status_code: i32,
+    /// Success.
+    pub success: bool,
+    /// Duration.
+    pub duration_ms: i64,
+    /// Request id.
+    pub request_id: Option<String>,
+    /// Metadata summary.
+    pub summary: Value,
+}
+
+/// Audit writes must not be lost to contention on a busy session: more attempts than the
+/// default, same jittered backoff.
+fn audit_policy() -> CasPolicy {
+    CasPolicy {
+        max_attempts: 64,
+        ..CasPolicy::default()
+    }
+}
+
+/// Records `event` for the caller `caller_fingerprint` in one transaction: choose or create
+/// the session, insert the event at the next seq, and bump the session's counters with a
+/// version-guarded update.
+pub async fn record(
+    pool: &Pool,
+    caller_fingerprint: &str,
+    affinity: &Affinity,
+    event: &NewActionEvent,
+) -> Result<CasOutcome<Recorded>, StoreError> {
+    compare_and_swap(pool, &audit_policy(), |tx| {
+        // Owned copies per attempt: the attempt's future may outlive these borrows' scopes.
+        let caller_fingerprint = caller_fingerprint.to_owned();
+        let affinity = affinity.clone();
+        let event = event.clone();
+        Box::pin(async move {
+            let mut created = false;
+            // The session row is loaded FOR UPDATE: concurrent events of one session queue on
+            // the row lock instead of losing the version race; the version guard still checks.
+            let row = match &affinity {
+                Affinity::Explicit(id) => {
+                    let inserted = tx
+                        .execute(
+                            "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
+                             ON CONFLICT (session_id) DO NOTHING",
+                            &[id, &caller_fingerprint],
+                        )
+                        .await?;
+                    created = inserted == 1;
+                    tx.query_one(
+                        &format!("SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 FOR UPDATE"),
+                        &[id],
+                    )
+                    .await?
+                }
+                Affinity::Reuse { idle } => {
+                    let idle_secs = idle.as_secs_f64();
+                    let found = tx
+                        .query_opt(
+                            &format!(
+                                "SELECT {SESSION_COLUMNS} FROM action_sessions \
+                                 WHERE caller_fingerprint = $1 AND status = 'open' \
+                                   AND last_event_at > now() - make_interval(secs => $2) \
+                                 ORDER BY last_event_at DESC LIMIT 1 FOR UPDATE"
+                            ),
+                            &[&caller_fingerprint, &idle_secs],
+                        )
+                        .await?;
+                    match found {
+                        Some(row) => row,
+                        None => {
+                            created = true;
+                            tx.query_one(
+                                &format!(
+                                    "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
+                                     RETURNING {SESSION_COLUMNS}"
+                                ),
+                                &[&Uuid::new_v4().to_string(), &caller_fingerprint],
+                            )
+                            .await?
+                        }
+                    }
+                }
+            };
+            let session = session_from_row(&row);
+            let version: i64 = row.get("version");
+            let seq = session.event_count + 1;
+            let event_id = Uuid::now_v7();
+            tx.execute(
+                "INSERT INTO action_events (id, session_id, seq, endpoint, http_method, action_name, operation, \
+                   status_code, success, duration_ms, request_id, summary, principal_kind, principal_user_id, \
+                   oauth_client_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                &[
+                    &event_id,
+                    &session.session_id,
+                    &seq,
+                    &event.endpoint,
+                    &event.http_method,
+                    &event.action_name,
+                    &event.operation,
+                    &event.status_code,
+                    &event.success,
+                    &event.duration_ms,
+                    &event.request_id,
+                    &event.summary,
+                    &event.principal_kind,
+                    &event.principal_user_id,
+                    &event.oauth_client_id,
+                ],
+            )
+            .await?;
+            let errors = i64::from(!event.success);
+            let updated = tx
+                .execute(
+                    "UPDATE action_sessions SET event_count = event_count + 1, error_count = error_count + $3, \
+                       total_duration_ms = total_duration_ms + $4, last_event_at = now(), version = version + 1 \
+                     WHERE session_id = $1 AND version = $2",
+                    &[&session.session_id, &version, &errors, &event.duration_ms.max(0)],
+                )
+                .await?;
+            Ok(Step::from_rows_updated(
+                updated,
+                Recorded { session_id: session.session_id, event_id, seq, created_session: created },
+            ))
+        })
+    })
+    .await
+}
+
+/// A page of sessions, newest activity first.
+pub async fn list_sessions(
+    client: &impl GenericClient,
+    status: Option<&str>,
+    before: Option<(DateTime<Utc>, String)>,
+    limit: i64,
+) -> Result<Vec<ActionSession>, StoreError> {
+    let (before_at, before_id) = match before {
+        Some((at, id)) => (Some(at), Some(id)),
+        None => (None, None),
+    };
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM action_sessions \
+                 WHERE ($1::text IS NULL OR status = $1) \
+                   AND ($2::timestamptz IS NULL OR (last_event_at, session_id) < ($2, $3::text)) \
+                 ORDER BY last_event_at DESC, session_id DESC LIMIT $4"
+            ),
+            &[&status, &before_at, &before_id, &limit],
+        )
+        .await?;
+    Ok(rows.iter().map(session_from_row).collect())
+}
+
+/// One session.
+pub async fn get_session(
+    client: &impl GenericClient,
+    id: &str,
+) -> Result<Option<ActionSession>, StoreError> {
+    let row = client
+        .query_opt(
+            &format!("SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1"),
+            &[&id],
+        )
+        .await?;
+    Ok(row.as_ref().map(session_from_row))
+}
+
+/// Events of a session with seq above `after`, in order.
+pub async fn list_events(
+    client: &impl GenericClient,
+    session_id: &str,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<ActionEventView>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT id, seq, occurred_at, endpoint, http_method, action_name, operation, status_code, success, \
+               duration_ms, request_id, summary FROM action_events \
+             WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            &[&session_id, &after, &limit],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| ActionEventView {
+            id: r.get("id"),
+            seq: r.get("seq"),
+            occurred_at: r.get("occurred_at"),
+            endpoint: r.get("endpoint"),
+            http_method: r.get("http_method"),
+            action_name: r.get("action_name"),
+            operation: r.get("operation"),
+            status_code: r.get("status_code"),
+            success: r.get("success"),
+            duration_ms: r.get("duration_ms"),
+            request_id: r.get("request_id"),
+            summary: r.get("summary"),
+        })
+        .collect())
+}
+
+/// What closing did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Closing {
+    /// Closed now.
+    Closed(ActionSession),
+    /// Was already closed.
+    AlreadyClosed(ActionSession),
+    /// No such session.
+    NotFound,
+}
+
+/// Closes a session (compare-and-swap on its version).
+pub async fn close_session(pool: &Pool, id: &str) -> Result<CasOutcome<Closing>, StoreError> {
+    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let Some(row) = tx
+                .query_opt(&format!("SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1"), &[&id])
+                .await?
+            else {
+                return Ok(Step::Done(Closing::NotFound));
+            };
+            let current = session_from_row(&row);
+            if current.status == "closed" {
+                return Ok(Step::Done(Closing::AlreadyClosed(current)));
+            }
+            let version: i64 = row.get("version");
+            let updated = tx
+                .query_opt(
+                    &format!(
+                        "UPDATE action_sessions SET status = 'closed', closed_at = now(), version = version + 1 \
+                         WHERE session_id = $1 AND version = $2 RETURNING {SESSION_COLUMNS}"
+                    ),
+                    &[&id, &version],
+                )
+                .await?;
+            Ok(match updated {
+                Some(r) => Step::Done(Closing::Closed(session_from_row(&r))),
+                None => Step::Stale,
+            })
+        })
+    })
+    .await
+}
+
+/// Aggregates over the newest events in a window.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AuditStats {
+    /// Events in the window.
+    pub available: i64,
+    /// Events actually aggregated (the newest, up to the scan bound).
+    pub scanned: i64,
+    /// Whether every available event was aggregated.
+    pub complete: bool,
+    /// Sessions touched by the scanned events.
+    pub sessions: i64,
+    /// Scanned events that succeeded.
+    pub succeeded: i64,
+    /// Scanned events that failed.
+    pub failed: i64,
+    /// Event counts by caller kind (`unknown` for rows without attribution).
+    pub by_principal_kind: Vec<(String, i64)>,
+    /// Event counts by OAuth client, for OAuth callers.
+    pub by_oauth_client: Vec<(String, i64)>,
+    /// Event counts by operation.
+    pub by_operation: Vec<(String, i64)>,
+}
+
+/// Computes [`AuditStats`] over events since `since`, scanning at most `max_scan` of the
+/// newest. Read errors propagate: a partial aggregate is never presented as complete.
+pub async fn stats(
+    client: &impl GenericClient,
+    since: DateTime<Utc>,
+    max_scan: i64,
+) -> Result<AuditStats, StoreError> {
+    let available: i64 = client
+        .query_one(
+            "SELECT count(*) FROM action_events WHERE occurred_at >= $1",
+            &[&since],
+        )
+        .await?
+        .get(0);
+    let scan = "WITH scanned AS (SELECT * FROM action_events WHERE occurred_at >= $1 \
+                ORDER BY occurred_at DESC LIMIT $2)";
+    let totals = client
+        .query_one(
+            &format!(
+                "{scan} SELECT count(*), count(DISTINCT session_id), count(*) FILTER (WHERE success), \
+                 count(*) FILTER (WHERE NOT success) FROM scanned"
+            ),
+            &[&since, &max_scan],
+        )
+        .await?;
+    let grouped = |column: &'static str, only_present: bool| {
+        let filter = if only_present {
+            format!("WHERE {column} IS NOT NULL")
+        } else {
+            String::new()
+        };
+        format!(
+            "{scan} SELECT coalesce({column}, 'unknown') AS k, count(*) FROM scanned {filter} \
+             GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 100"
+        )
+    };
+    let pairs = |rows: Vec<Row>| {
+        rows.iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+            .collect::<Vec<_>>()
+    };
+    let by_kind = client
+        .query(&grouped("principal_kind", false), &[&since, &max_scan])
+        .await?;
+    let by_client = client
+        .query(&grouped("oauth_client_id", true), &[&since, &max_scan])
+        .await?;
+    let by_op = client
+        .query(&grouped("operation", false), &[&since, &max_scan])
+        .await?;
+    let scanned: i64 = totals.get(0);
+    Ok(AuditStats {
+        available,
+        scanned,
+        complete: scanned >= available,
+        sessions: totals.get(1),
+        succeeded: totals.get(2),
+        failed: totals.get(3),
+        by_principal_kind: pairs(by_kind),
+        by_oauth_client: pairs(by_client),
+        by_operation: pairs(by_op),
+    })
+}
