@@ -37,6 +37,20 @@ enum AdminCommand {
     /// Manage bearer credentials.
     #[command(subcommand)]
     Credential(CredentialCommand),
+    /// Print a generated reference document (no database needed).
+    Docs {
+        /// Which document.
+        #[arg(value_enum)]
+        which: DocArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DocArg {
+    /// docs/TOOLS.md
+    Tools,
+    /// docs/ERRORS.md
+    Errors,
 }
 
 #[derive(Debug, Subcommand)]
@@ -100,6 +114,18 @@ pub fn default_scopes(kind: CredentialKind) -> ScopeSet {
 
 /// Runs one `wc-admin` invocation, writing its report to `out`.
 pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
+    if let AdminCommand::Docs { which } = cli.command {
+        let text = match which {
+            DocArg::Tools => {
+                let runtime =
+                    crate::kernel::ToolRuntime::new(crate::tools::all(), Default::default());
+                crate::docs::tools_markdown(&runtime)
+            }
+            DocArg::Errors => crate::docs::errors_markdown(),
+        };
+        out.write_all(text.as_bytes())?;
+        return Ok(());
+    }
     let url = cli
         .database_url
         .as_deref()
@@ -121,6 +147,7 @@ pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
             let pool = pool::build_pool(&DatabaseConfig::new(url))?;
             credential(&pool, cmd, out).await?;
         }
+        AdminCommand::Docs { .. } => unreachable!("handled above"),
     }
     Ok(())
 }

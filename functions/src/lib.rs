@@ -15,14 +15,17 @@ mod app;
 pub mod audit;
 pub mod auth;
 pub mod config;
+pub mod docs;
 pub mod health;
 pub mod http;
 pub mod kernel;
 pub mod local;
 pub mod mcp;
+pub mod redaction;
 pub mod rest;
 pub mod telemetry;
 pub mod tools;
+pub mod workflow;
 
 pub use app::{AppState, app};
 

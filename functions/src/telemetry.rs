@@ -6,9 +6,16 @@ use tracing_subscriber::fmt::MakeWriter;
 
 /// Installs the JSON subscriber for this process. `RUST_LOG` filters (default `info`).
 pub fn init() {
+    init_with_default("info");
+}
+
+/// Like [`init`], with `default` as the filter when `RUST_LOG` is unset.
+pub fn init_with_default(default: &str) {
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(filter())
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
+        )
         .with_current_span(true)
         .with_span_list(false)
         .with_writer(std::io::stderr)
@@ -27,8 +34,4 @@ where
         .with_span_list(false)
         .with_writer(writer)
         .finish()
-}
-
-fn filter() -> EnvFilter {
-    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"))
 }

@@ -156,6 +156,13 @@ pub async fn record(
         let affinity = affinity.clone();
         let event = event.clone();
         Box::pin(async move {
+            // An audit row is an observation, not an effect: it need not wait for its own WAL
+            // flush. Holding the session row lock across an fsync would cap a busy caller's
+            // audit session at the disk's flush rate. The worst case on a database crash is the
+            // loss of the last fraction of a second of audit rows; effects are committed
+            // synchronously elsewhere, and any later synchronous commit flushes these too.
+            // `SET LOCAL` lasts only for this transaction.
+            tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await?;
             let mut created = false;
             // The session row is loaded FOR UPDATE: concurrent events of one session queue on
             // the row lock instead of losing the version race; the version guard still checks.

@@ -17,6 +17,7 @@ pub mod health;
 pub mod migrate;
 pub mod pool;
 pub mod projects;
+pub mod sessions;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -85,3 +85,17 @@ pub async fn list_visible(
         .map(from_row)
         .collect())
 }
+
+/// The project `id`, if registered.
+pub async fn get(client: &impl GenericClient, id: &str) -> Result<Option<Project>, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT id, name, client_id, registered_at, updated_at FROM projects WHERE id = $1",
+        )
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id])
+        .await?
+        .as_ref()
+        .map(from_row))
+}

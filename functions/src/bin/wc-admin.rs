@@ -5,7 +5,8 @@ use wc_functions::admin::{AdminCli, run};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
-    wc_functions::telemetry::init();
+    // An operator command prints its own report; logs are for warnings and failures.
+    wc_functions::telemetry::init_with_default("warn");
     let cli = AdminCli::parse();
     let mut stdout = std::io::stdout().lock();
     match run(cli, &mut stdout).await {

@@ -7,6 +7,35 @@ use serde_json::Value;
 
 use super::result::{ErrorKind, ToolError};
 
+/// Rewrites every number with a zero fractional part (`284.0`, `1e2`) as the integer it is.
+///
+/// JSON Schema counts such numbers as integers, and so must we: a client may send `284.0` for
+/// an `integer` argument (JavaScript and Python serializers do). Without this, the validator
+/// refuses them where a field also allows `null` (`"type": ["integer", "null"]`), and serde
+/// refuses them for every integer field (`invalid type: floating point`), so a request the
+/// published schema allows would fail. Numbers outside the 64-bit integer range are left alone.
+pub fn normalize_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
+            let Some(f) = n.as_f64() else { return };
+            if !f.is_finite() || f.fract() != 0.0 {
+                return;
+            }
+            // 2^63 and 2^64 are exact in f64; every integral f64 below them converts exactly.
+            const I64_END: f64 = 9_223_372_036_854_775_808.0;
+            const U64_END: f64 = 18_446_744_073_709_551_616.0;
+            if (-I64_END..I64_END).contains(&f) {
+                *value = Value::from(f as i64);
+            } else if (0.0..U64_END).contains(&f) {
+                *value = Value::from(f as u64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalize_integers),
+        Value::Object(map) => map.values_mut().for_each(normalize_integers),
+        _ => {}
+    }
+}
+
 /// Validates `args` and returns the first violation as an `invalid_arguments` error with
 /// `pointer` and `rule` details.
 pub fn validate(validator: &jsonschema::Validator, args: &Value) -> Result<(), ToolError> {
@@ -14,9 +43,26 @@ pub fn validate(validator: &jsonschema::Validator, args: &Value) -> Result<(), T
         return Ok(());
     };
     let mut pointer = error.instance_path.to_string();
-    let (rule, detail) = describe(&error.kind);
+    let (mut rule, mut detail) = describe(&error.kind);
     // Missing or unexpected properties are about a child of the object the validator points at.
     match &error.kind {
+        // `additionalProperties: false` on an object without `properties` (a tool that takes
+        // no arguments) is reported as a false schema at the object: name the unexpected key.
+        ValidationErrorKind::FalseSchema
+            if error
+                .schema_path
+                .as_str()
+                .ends_with("/additionalProperties") =>
+        {
+            (rule, detail) = describe(&ValidationErrorKind::AdditionalProperties {
+                unexpected: Vec::new(),
+            });
+            if let Some(Value::Object(object)) = args.pointer(&pointer)
+                && let Some(key) = object.keys().next()
+            {
+                pointer = format!("{pointer}/{}", escape(key));
+            }
+        }
         ValidationErrorKind::Required { property } => {
             if let Some(p) = property.as_str() {
                 pointer = format!("{pointer}/{}", escape(p));
@@ -117,6 +163,32 @@ mod tests {
     }
 
     #[test]
+    fn integral_floats_become_integers_and_pass_integer_schemas() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 500},
+                "n": {"type": "integer"},
+                "x": {"type": "number"}
+            },
+            "additionalProperties": false
+        });
+        let mut args = json!({"limit": 284.0, "n": -3.0, "x": 2.5});
+        normalize_integers(&mut args);
+        assert_eq!(args, json!({"limit": 284, "n": -3, "x": 2.5}));
+        assert!(check(schema.clone(), args).is_none());
+
+        let mut nested = json!([1.0, {"a": [0.0, -0.0, 1e3, 1.5]}, 1e19, 1e20, "2.0"]);
+        normalize_integers(&mut nested);
+        assert_eq!(
+            nested,
+            json!([1, {"a": [0, 0, 1000, 1.5]}, 10_000_000_000_000_000_000u64, 1e20, "2.0"])
+        );
+        let (_, rule, _) = check(schema, json!({"limit": 284.5})).unwrap();
+        assert_eq!(rule, "type");
+    }
+
+    #[test]
     fn violations_name_the_field_and_the_rule_without_the_value() {
         let schema = json!({
             "type": "object",
@@ -162,5 +234,22 @@ mod tests {
             );
         }
         assert!(check(schema, json!({"name": "ok", "n": 3})).is_none());
+    }
+
+    #[test]
+    fn unknown_arguments_of_a_tool_without_arguments_are_named() {
+        let schema = json!({"type": "object", "additionalProperties": false});
+        let (p, r, _) = check(schema.clone(), json!({"bogus": 1})).unwrap();
+        assert_eq!((p.as_str(), r.as_str()), ("/bogus", "additionalProperties"));
+        let nested = json!({
+            "type": "object",
+            "properties": {"inner": {"type": "object", "additionalProperties": false}}
+        });
+        let (p, r, _) = check(nested, json!({"inner": {"a~b": 1}})).unwrap();
+        assert_eq!(
+            (p.as_str(), r.as_str()),
+            ("/inner/a~0b", "additionalProperties")
+        );
+        assert!(check(schema, json!({})).is_none());
     }
 }

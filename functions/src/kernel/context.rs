@@ -65,4 +65,9 @@ pub struct ToolContext {
     pub clock: Arc<dyn Clock>,
     /// Id shared by everything this one invocation records.
     pub invocation_id: uuid::Uuid,
+    /// The business session named by `session_id`, loaded and authorized by the kernel.
+    pub business: Option<Arc<wc_store::sessions::SessionRow>>,
+    /// The recording session named by `recording_session_id`, authorized by the kernel. It is
+    /// provenance only: never a business target, guard or source of execution defaults.
+    pub recorder: Option<Arc<wc_store::sessions::SessionRow>>,
 }

@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod context;
+pub mod recorder;
 pub mod result;
 pub mod spec;
 pub mod telemetry;
@@ -178,33 +179,34 @@ impl ToolRuntime {
             .with("scope", missing.as_str());
             return Ok(finish(ToolResult::err(err), ExecutionState::Rejected));
         }
-        let args = match call.arguments {
+        let mut args = match call.arguments {
             Value::Null => Value::Object(Default::default()),
             other => other,
         };
+        args::normalize_integers(&mut args);
         if let Err(e) = args::validate(&spec.validator, &args) {
             return Ok(finish(ToolResult::err(e), ExecutionState::Rejected));
         }
-        if call.wrapper.recording_session_id.is_some() {
-            // Recording is authorized against stored Workflow Sessions; none match this id.
-            let err = ToolError::new(
-                ErrorKind::UnknownSessionId,
-                "recording_session_id names no session",
-            )
-            .with("field", "recording_session_id");
-            return Ok(finish(ToolResult::err(err), ExecutionState::Rejected));
-        }
+        let recording =
+            match recorder::begin(state, &spec, &call.principal, &call.wrapper, &args).await {
+                Ok(r) => r,
+                Err(e) => return Ok(finish(ToolResult::err(e), ExecutionState::Rejected)),
+            };
         let ctx = ToolContext {
             state: state.clone(),
             principal: call.principal.clone(),
             window: call.window.clone(),
             clock: self.clock.clone(),
-            invocation_id: uuid::Uuid::now_v7(),
+            invocation_id: recording.invocation_id,
+            business: recording.business.clone(),
+            recorder: recording.recorder.clone(),
         };
         let deadline = self.config.dispatch_deadline;
-        match tokio::time::timeout(deadline, (spec.handler)(ctx, args)).await {
-            Ok(Ok(output)) => Ok(finish(ToolResult::ok(output), ExecutionState::Completed)),
-            Ok(Err(e)) => Ok(finish(ToolResult::err(e), ExecutionState::Completed)),
+        let (result, execution) = match tokio::time::timeout(deadline, (spec.handler)(ctx, args))
+            .await
+        {
+            Ok(Ok(output)) => (ToolResult::ok(output), ExecutionState::Completed),
+            Ok(Err(e)) => (ToolResult::err(e), ExecutionState::Completed),
             Err(_) => {
                 let err = ToolError::new(
                     ErrorKind::DispatchTimeout,
@@ -214,8 +216,11 @@ impl ToolRuntime {
                         deadline.as_millis()
                     ),
                 );
-                Ok(finish(ToolResult::err(err), ExecutionState::TimedOut))
+                (ToolResult::err(err), ExecutionState::TimedOut)
             }
-        }
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        recorder::end(state, &recording, &spec, &result, execution, duration_ms).await;
+        Ok(finish(result, execution))
     }
 }

@@ -18,6 +18,12 @@ pub enum ErrorKind {
     UnknownProject,
     /// No Workflow Session with this id is visible to the caller.
     UnknownSessionId,
+    /// The Workflow Session is finished or closed and accepts no more changes.
+    SessionClosed,
+    /// A session belongs to another project than the request.
+    ProjectMismatch,
+    /// A read-only Workflow Session does not allow this (mutating) tool.
+    ModeDenied,
     /// A concurrent change won repeatedly; retrying is safe.
     Conflict,
     /// A dependency (the database) is unavailable; retrying later is safe.
@@ -37,6 +43,9 @@ impl ErrorKind {
             ErrorKind::InsufficientScope => "insufficient_scope",
             ErrorKind::UnknownProject => "unknown_project",
             ErrorKind::UnknownSessionId => "unknown_session_id",
+            ErrorKind::SessionClosed => "session_closed",
+            ErrorKind::ProjectMismatch => "project_mismatch",
+            ErrorKind::ModeDenied => "mode_denied",
             ErrorKind::Conflict => "conflict",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
@@ -50,6 +59,8 @@ impl ErrorKind {
             ErrorKind::InvalidArguments | ErrorKind::UnknownTool => "invalid_request",
             ErrorKind::InsufficientScope => "permission",
             ErrorKind::UnknownProject | ErrorKind::UnknownSessionId => "not_found",
+            ErrorKind::SessionClosed | ErrorKind::ProjectMismatch => "invalid_state",
+            ErrorKind::ModeDenied => "permission",
             ErrorKind::Conflict => "conflict",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
@@ -64,6 +75,9 @@ impl ErrorKind {
             ErrorKind::UnknownTool => "list_tools",
             ErrorKind::InsufficientScope => "request_access",
             ErrorKind::UnknownProject | ErrorKind::UnknownSessionId => "check_target",
+            ErrorKind::SessionClosed => "start_new_session",
+            ErrorKind::ProjectMismatch => "check_target",
+            ErrorKind::ModeDenied => "use_normal_session",
             ErrorKind::Conflict | ErrorKind::Unavailable => "retry",
             ErrorKind::Internal => "report",
             ErrorKind::DispatchTimeout => "check_state",
@@ -77,6 +91,8 @@ impl ErrorKind {
             ErrorKind::UnknownTool => 404,
             ErrorKind::InsufficientScope => 403,
             ErrorKind::UnknownProject | ErrorKind::UnknownSessionId => 404,
+            ErrorKind::SessionClosed | ErrorKind::ProjectMismatch => 409,
+            ErrorKind::ModeDenied => 403,
             ErrorKind::Conflict => 409,
             ErrorKind::Unavailable => 503,
             ErrorKind::Internal => 500,
@@ -85,12 +101,15 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
         ErrorKind::UnknownProject,
         ErrorKind::UnknownSessionId,
+        ErrorKind::SessionClosed,
+        ErrorKind::ProjectMismatch,
+        ErrorKind::ModeDenied,
         ErrorKind::Conflict,
         ErrorKind::Unavailable,
         ErrorKind::Internal,

@@ -18,6 +18,8 @@ use crate::auth::Scope;
 pub enum Category {
     /// Finding out what exists: tools, projects, status.
     Discovery,
+    /// Workflow Session lifecycle, ledger and handoff.
+    Session,
     /// Fixtures of the MCP conformance suite (test-only mode).
     Conformance,
 }
@@ -27,6 +29,7 @@ impl Category {
     pub fn as_str(self) -> &'static str {
         match self {
             Category::Discovery => "discovery",
+            Category::Session => "session",
             Category::Conformance => "conformance",
         }
     }
@@ -60,10 +63,36 @@ type Handler = Arc<
         + Sync,
 >;
 
+/// How a tool uses the Workflow Session named by its `session_id` argument. The kernel loads
+/// and authorizes that session before dispatch and records the call's business event pair in
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionUse {
+    /// No `session_id` argument.
+    None,
+    /// Reads the session (any lifecycle).
+    Reads,
+    /// Changes the session (it must be active). Session management is allowed in read-only
+    /// sessions: the mode restricts project work, not the session's own bookkeeping.
+    Changes,
+    /// Manages the session's lifecycle in any state (closing a finished session, say); also
+    /// exempt from the read-only mode.
+    Manages,
+}
+
+impl SessionUse {
+    /// Whether the tool only manages the session itself (and so may run in read-only sessions).
+    pub fn is_session_management(self) -> bool {
+        matches!(self, SessionUse::Changes | SessionUse::Manages)
+    }
+}
+
 /// A registered tool: metadata, schemas, validator and handler.
 pub struct ToolSpec {
     /// Declared metadata.
     pub meta: ToolMeta,
+    /// How it uses a Workflow Session.
+    pub session: SessionUse,
     /// JSON Schema (2020-12) of the arguments.
     pub input_schema: Arc<Map<String, Value>>,
     /// JSON Schema of the `output` field of a successful result.
@@ -132,11 +161,26 @@ impl ToolSpec {
         });
         ToolSpec {
             meta,
+            session: SessionUse::None,
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
             validator,
             handler: erased,
         }
+    }
+
+    /// Declares how the tool uses its `session_id` argument.
+    pub fn with_session(mut self, session: SessionUse) -> ToolSpec {
+        assert!(
+            self.input_schema
+                .get("properties")
+                .and_then(|p| p.get("session_id"))
+                .is_some(),
+            "tool {} declares session use without a session_id argument",
+            self.meta.name
+        );
+        self.session = session;
+        self
     }
 
     /// The JSON Schema of the whole result (`{success, output, error}`), with `output` as this

@@ -111,7 +111,7 @@ pub fn split(args: &mut Map<String, Value>) -> Result<WrapperMeta, WrapperError>
         match materials {
             Some(m)
                 if m.len() <= MAX_CONTEXT_MATERIALS
-                    && m.iter().all(|s| !s.is_empty() && s.len() <= 64) =>
+                    && m.iter().all(|s| !s.is_empty() && s.chars().count() <= 64) =>
             {
                 meta.context_materials = m;
             }
@@ -182,6 +182,17 @@ mod tests {
         assert_eq!(meta.recording_session_id.as_deref(), Some("wc_sess_abc-1"));
         assert_eq!(meta.ack_session_message_ids.len(), 2);
         assert_eq!(meta.context_materials, ["webcodex.workflow"]);
+    }
+
+    #[test]
+    fn material_names_are_bounded_in_characters_like_the_schema() {
+        // 64 four-byte characters: 256 bytes, yet within the published maxLength of 64.
+        let wide = "\u{1D57F}".repeat(64);
+        let meta = split(&mut obj(json!({"context_request": {"materials": [wide]}}))).unwrap();
+        assert_eq!(meta.context_materials[0].chars().count(), 64);
+        let over = "\u{1D57F}".repeat(65);
+        let err = split(&mut obj(json!({"context_request": {"materials": [over]}}))).unwrap_err();
+        assert_eq!(err.field, "context_request");
     }
 
     #[test]

@@ -5,14 +5,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestMethod,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsRequestMethod,
+    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
+    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestMethod, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
+use super::fixtures;
 use super::listing::{Listings, conflicts_with_wrapper};
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
@@ -49,17 +54,17 @@ fn parts(ctx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {
     ctx.extensions.get::<http::request::Parts>()
 }
 
-fn principal(ctx: &RequestContext<RoleServer>) -> Result<Arc<Principal>, McpError> {
+pub(super) fn principal(ctx: &RequestContext<RoleServer>) -> Result<Arc<Principal>, McpError> {
     parts(ctx)
         .and_then(|p| p.extensions.get::<Arc<Principal>>().cloned())
         .ok_or_else(|| McpError::internal_error("request reached MCP without a principal", None))
 }
 
-fn audit_slot(ctx: &RequestContext<RoleServer>) -> Option<AuditSlot> {
+pub(super) fn audit_slot(ctx: &RequestContext<RoleServer>) -> Option<AuditSlot> {
     parts(ctx).and_then(|p| p.extensions.get::<AuditSlot>().cloned())
 }
 
-fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+pub(super) fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
     ctx.meta
         .protocol_version()
         .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
@@ -71,7 +76,7 @@ fn server_implementation() -> Implementation {
     imp
 }
 
-fn server_meta() -> MetaObject {
+pub(super) fn server_meta() -> MetaObject {
     let mut map = Map::new();
     map.insert(
         "io.modelcontextprotocol/serverInfo".to_owned(),
@@ -107,7 +112,11 @@ fn window(
 
 impl ServerHandler for WcMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if self.state.config.conformance_fixtures {
+            fixtures::advertise(&mut capabilities);
+        }
+        ServerConfig::new(capabilities)
             .with_server_info(server_implementation())
             .with_protocol_version(ProtocolVersion::V_2026_07_28)
             .with_instructions(
@@ -143,6 +152,111 @@ impl ServerHandler for WcMcp {
     }
 
     async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if self.state.config.conformance_fixtures {
+            return fixtures::call_tool(self, params, ctx).await;
+        }
+        self.call_kernel_tool(params, ctx).await
+    }
+
+    // Prompts, resources, completion and logging exist only as conformance fixtures; without
+    // them these answer exactly as rmcp's defaults do for a server that does not advertise the
+    // capability: method not found.
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        if !self.state.config.conformance_fixtures {
+            return Err(McpError::method_not_found::<ListPromptsRequestMethod>());
+        }
+        Ok(fixtures::list_prompts())
+    }
+
+    async fn get_prompt(
+        &self,
+        params: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if !self.state.config.conformance_fixtures {
+            return Err(McpError::method_not_found::<GetPromptRequestMethod>());
+        }
+        fixtures::get_prompt(params, &ctx)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        if !self.state.config.conformance_fixtures {
+            return Err(McpError::method_not_found::<ListResourcesRequestMethod>());
+        }
+        Ok(fixtures::list_resources())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        if !self.state.config.conformance_fixtures {
+            return Err(McpError::method_not_found::<
+                ListResourceTemplatesRequestMethod,
+            >());
+        }
+        Ok(fixtures::list_resource_templates())
+    }
+
+    async fn read_resource(
+        &self,
+        params: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if !self.state.config.conformance_fixtures {
+            return Err(McpError::method_not_found::<ReadResourceRequestMethod>());
+        }
+        fixtures::read_resource(&params)
+    }
+
+    async fn complete(
+        &self,
+        params: CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        if !self.state.config.conformance_fixtures {
+            return Err(McpError::method_not_found::<CompleteRequestMethod>());
+        }
+        fixtures::complete(&params)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "logging/setLevel exists only before 2026-07-28 (SEP-2577)"
+    )]
+    async fn set_level(
+        &self,
+        _params: rmcp::model::SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // `logging/setLevel` was removed in 2026-07-28 (the level travels in each request's
+        // `_meta`), so it is unknown to modern requests whatever the mode.
+        if !self.state.config.conformance_fixtures || is_modern(&ctx) {
+            return Err(McpError::method_not_found::<SetLevelRequestMethod>());
+        }
+        // This server emits no log notifications at all (JSON responses only), so every
+        // level is honoured trivially and there is nothing to remember between requests.
+        Ok(())
+    }
+}
+
+impl WcMcp {
+    /// A `tools/call` through the kernel: the path every real tool takes.
+    pub(super) async fn call_kernel_tool(
         &self,
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,

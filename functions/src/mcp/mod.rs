@@ -7,6 +7,11 @@
 //! wrapper metadata projected into every input schema ([`listing`]), and the service
 //! configuration. A caller-supplied `Mcp-Session-Id` never creates or selects any state: no
 //! session manager is configured.
+//!
+//! In the test-only `--conformance-fixtures` mode, [`fixtures`] adds the tools, prompts,
+//! resources and completions the official MCP conformance suite calls by name
+//! (`tests/suites/30-mcp-conformance.sh`); without it prompts, resources, completion and
+//! logging are method-not-found, as for any server that does not advertise them.
 
 pub mod fixtures;
 pub mod guard;

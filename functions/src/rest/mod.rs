@@ -144,6 +144,16 @@ async fn action(
     .await
 }
 
+/// The `tool` of a tools/call envelope, if it is a string of 1-128 characters. Characters, not
+/// bytes: the published schema's `maxLength` counts characters, so a name of 128 multi-byte
+/// characters is schema-valid and gets the unknown-tool answer, not a 400.
+fn tool_name(value: Option<Value>) -> Option<String> {
+    match value {
+        Some(Value::String(t)) if !t.is_empty() && t.chars().count() <= 128 => Some(t),
+        _ => None,
+    }
+}
+
 async fn tools_call(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -154,20 +164,29 @@ async fn tools_call(
         Ok(m) => m,
         Err(e) => return respond(&ToolResult::err(e)),
     };
-    let tool = match envelope.remove("tool") {
-        Some(Value::String(t)) if !t.is_empty() && t.len() <= 128 => t,
-        _ => {
-            return failure(
-                ErrorKind::InvalidArguments,
-                "tool must be a tool name (1-128 characters)",
-            );
-        }
+    let Some(tool) = tool_name(envelope.remove("tool")) else {
+        return failure(
+            ErrorKind::InvalidArguments,
+            "tool must be a tool name (1-128 characters)",
+        );
     };
-    let args = match envelope.remove("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(Value::Object(m)) => Value::Object(m),
+    let mut args = match envelope.remove("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
         Some(_) => return failure(ErrorKind::InvalidArguments, "arguments must be an object"),
     };
+    // listRuntimeTools publishes `recording_session_id` in every tool's input schema, so it may
+    // come among the arguments (as on MCP and the action routes) or next to them; not both.
+    if let Some(inner) = args.remove("recording_session_id") {
+        if envelope.contains_key("recording_session_id") {
+            return failure(
+                ErrorKind::InvalidArguments,
+                "recording_session_id is given both in arguments and next to them",
+            );
+        }
+        envelope.insert("recording_session_id".into(), inner);
+    }
+    let args = Value::Object(args);
     let wrapper = match take_recording(&mut envelope) {
         Ok(w) => w,
         Err(e) => return respond(&ToolResult::err(e)),
@@ -223,4 +242,22 @@ async fn tools_list(
     }
     let count = tools.len();
     respond(&ToolResult::ok(json!({ "tools": tools, "count": count })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_bounded_in_characters_like_the_schema() {
+        let name = |s: &str| tool_name(Some(Value::String(s.to_owned())));
+        assert_eq!(name("runtime_status").as_deref(), Some("runtime_status"));
+        // 128 four-byte characters: 512 bytes, yet within maxLength 128.
+        let wide = "\u{1D57F}".repeat(128);
+        assert_eq!(name(&wide), Some(wide.clone()));
+        assert_eq!(name(&format!("{wide}x")), None);
+        assert_eq!(name(""), None);
+        assert_eq!(tool_name(Some(json!(5))), None);
+        assert_eq!(tool_name(None), None);
+    }
 }

@@ -70,10 +70,18 @@ fn result_schema(output: Value) -> Value {
 fn error_responses() -> Map<String, Value> {
     let tool_failure = |description: &str| json!({ "description": description, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ToolResult" } } } });
     let http_failure = |description: &str| json!({ "description": description, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } } });
+    // Statuses answered by a tool result or, before any tool runs, by the HTTP layer (an
+    // unreadable body is a 400, a caught panic a 500, an unreachable credential store a 503,
+    // all with the plain error body). anyOf, not oneOf: a failed tool result is an error body too.
+    let either = json!({ "anyOf": [
+        { "$ref": "#/components/schemas/ToolResult" },
+        { "$ref": "#/components/schemas/ErrorBody" },
+    ] });
+    let either_failure = |description: &str| json!({ "description": description, "content": { "application/json": { "schema": either } } });
     let mut m = Map::new();
     m.insert(
         "400".into(),
-        tool_failure("Invalid arguments (error.kind invalid_arguments)"),
+        either_failure("Invalid arguments (error.kind invalid_arguments), or an unreadable body"),
     );
     m.insert(
         "401".into(),
@@ -89,8 +97,11 @@ fn error_responses() -> Map<String, Value> {
     );
     m.insert("409".into(), tool_failure("A concurrent change won; retry"));
     m.insert("413".into(), http_failure("Request body too large"));
-    m.insert("500".into(), tool_failure("Internal error"));
-    m.insert("503".into(), tool_failure("Temporarily unavailable; retry"));
+    m.insert("500".into(), either_failure("Internal error"));
+    m.insert(
+        "503".into(),
+        either_failure("Temporarily unavailable; retry"),
+    );
     m.insert(
         "504".into(),
         tool_failure("The tool did not finish within the dispatch deadline"),
@@ -227,6 +238,40 @@ mod tests {
         assert_eq!(camel_case("list_projects"), "listProjects");
         assert_eq!(camel_case("runtime_status"), "runtimeStatus");
         assert_eq!(camel_case("x"), "x");
+    }
+
+    /// Every documented failure status admits every body the server can send with it: a tool
+    /// result, and for 400/500/503 also the HTTP layer's plain error body.
+    #[test]
+    fn error_statuses_document_every_body_they_can_carry() {
+        let runtime = ToolRuntime::new(crate::tools::all(), Default::default());
+        let doc = document(&runtime, None);
+        let tool_failure =
+            json!({"success": false, "error": {"kind": "internal", "message": "internal error"}});
+        let http_failure =
+            json!({"error": {"kind": "internal", "message": "internal error", "request_id": "r"}});
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for status in ["400", "403", "404", "409", "500", "503", "504"] {
+                let mut at = doc.clone();
+                let pointer = format!(
+                    "#/paths/{}/post/responses/{status}/content/application~1json/schema",
+                    path.replace('~', "~0").replace('/', "~1")
+                );
+                assert!(
+                    item["post"]["responses"][status].is_object(),
+                    "{path} {status}"
+                );
+                at["$ref"] = json!(pointer);
+                let v = jsonschema::validator_for(&at).unwrap();
+                assert!(v.is_valid(&tool_failure), "{path} {status}: tool result");
+                let plain = matches!(status, "400" | "500" | "503");
+                assert_eq!(
+                    v.is_valid(&http_failure),
+                    plain,
+                    "{path} {status}: error body"
+                );
+            }
+        }
     }
 
     #[test]

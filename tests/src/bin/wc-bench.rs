@@ -173,6 +173,94 @@ async fn cas_scenario(
     Ok(report(name, concurrency, samples))
 }
 
+/// Headers and body of a stateless 2026-07-28 MCP request.
+fn mcp_request(
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+) -> (Vec<(String, String)>, Vec<u8>) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "wc-bench", "version": "1" },
+    });
+    let mut headers = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        (
+            "accept".to_owned(),
+            "application/json, text/event-stream".to_owned(),
+        ),
+        ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),
+        ("mcp-method".to_owned(), method.to_owned()),
+    ];
+    if let Some(n) = name {
+        headers.push(("mcp-name".to_owned(), n.to_owned()));
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    (headers, serde_json::to_vec(&body).expect("json"))
+}
+
+/// One MCP request shape, measured.
+struct McpCall {
+    scenario: &'static str,
+    method: &'static str,
+    name: Option<&'static str>,
+    params: Value,
+}
+
+async fn mcp_scenario(
+    call: McpCall,
+    base: &str,
+    token: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let (mut headers, body) = mcp_request(call.method, call.name, call.params);
+    headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+    let headers = Arc::new(headers);
+    let body = hyper::body::Bytes::from(body);
+    let reply_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = reply_bytes.clone();
+    let method = call.method;
+    let (mut samples, _) = drive(concurrency, duration, move |_| {
+        let client = client.clone();
+        let url = url.clone();
+        let headers = headers.clone();
+        let body = body.clone();
+        let seen = seen.clone();
+        async move {
+            let h: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let r = client.send(hyper::Method::POST, &url, &h, body).await?;
+            anyhow::ensure!(
+                r.status == 200,
+                "{method} answered {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            );
+            let v: Value = serde_json::from_slice(&r.body)?;
+            anyhow::ensure!(v.get("error").is_none(), "{method} failed: {v}");
+            anyhow::ensure!(
+                v["result"]["isError"] != json!(true),
+                "{method} failed: {v}"
+            );
+            seen.store(r.body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(vec![])
+        }
+    })
+    .await;
+    samples.extra.insert(
+        "reply_bytes".into(),
+        json!(reply_bytes.load(std::sync::atomic::Ordering::Relaxed)),
+    );
+    Ok(report(call.scenario, concurrency, samples))
+}
+
 async fn healthz_scenario(
     base: &str,
     concurrency: usize,
@@ -215,12 +303,17 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    if wanted(&cli, "http_healthz") {
+    let http_scenarios = ["http_healthz", "mcp_tools_list", "mcp_runtime_status"];
+    if http_scenarios.iter().any(|n| wanted(&cli, n)) {
         // Spawn wc-local against a fresh database unless a server was given.
         let mut _server = None;
         let _db;
-        let base = match &cli.server_url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
+        let (base, token) = match &cli.server_url {
+            Some(url) => (
+                url.trim_end_matches('/').to_owned(),
+                std::env::var("WC_BENCH_TOKEN")
+                    .map_err(|_| anyhow::anyhow!("--server-url needs WC_BENCH_TOKEN"))?,
+            ),
             None => {
                 let db = TestDatabase::new().await;
                 let bin = match &cli.wc_local {
@@ -234,13 +327,50 @@ async fn main() -> anyhow::Result<()> {
                 opts.env.push(("RUST_LOG".into(), "warn".into()));
                 let server = LocalServer::spawn(&bin, &opts)?;
                 let base = server.base_url.clone();
+                let token = server.token.clone();
                 _server = Some(server);
                 _db = db;
-                base
+                (base, token)
             }
         };
+        // Ratios are computed against /healthz measured in this same run.
+        let mut healthz: std::collections::HashMap<usize, f64> = Default::default();
         for &c in &cli.concurrency {
-            emit(healthz_scenario(&base, c, duration).await?);
+            let line = healthz_scenario(&base, c, duration).await?;
+            healthz.insert(c, line["ops_per_sec"].as_f64().unwrap_or(0.0));
+            if wanted(&cli, "http_healthz") {
+                emit(line);
+            }
+        }
+        let ratio = |mut line: Value, c: usize| {
+            let base = healthz.get(&c).copied().unwrap_or(0.0);
+            let ops = line["ops_per_sec"].as_f64().unwrap_or(0.0);
+            line["ratio_to_healthz"] = json!(if base > 0.0 { round(ops / base) } else { 0.0 });
+            line
+        };
+        if wanted(&cli, "mcp_tools_list") {
+            for &c in &cli.concurrency {
+                let call = McpCall {
+                    scenario: "mcp_tools_list",
+                    method: "tools/list",
+                    name: None,
+                    params: json!({}),
+                };
+                let line = mcp_scenario(call, &base, &token, c, duration).await?;
+                emit(ratio(line, c));
+            }
+        }
+        if wanted(&cli, "mcp_runtime_status") {
+            for &c in &cli.concurrency {
+                let call = McpCall {
+                    scenario: "mcp_runtime_status",
+                    method: "tools/call",
+                    name: Some("runtime_status"),
+                    params: json!({ "name": "runtime_status", "arguments": {} }),
+                };
+                let line = mcp_scenario(call, &base, &token, c, duration).await?;
+                emit(ratio(line, c));
+            }
         }
     }
     Ok(())

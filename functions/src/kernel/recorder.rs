@@ -1,0 +1,310 @@
+//! The uniform recorder: authorizes the business session (`session_id`) and the recording
+//! session (`recording_session_id`) independently, and appends the call's event pairs to them.
+//!
+//! Each session a call touches gets exactly one `tool_call_started` / `tool_call_finished`
+//! pair per role (`recorder` for the recording session, `business` for the tool's own target),
+//! all sharing one invocation id, each pair with its own call id. A mutating tool's `started`
+//! events are committed before it runs (durable intent before effect); a read-only tool has no
+//! effect to order against, so its pair is written in one transaction after the read, with the
+//! true start time in the payload.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use uuid::Uuid;
+use wc_store::cas::CasOutcome;
+use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange, SessionRow};
+
+use super::result::{ErrorKind, ToolError, ToolResult};
+use super::spec::{SessionUse, ToolSpec};
+use super::telemetry::ExecutionState;
+use super::wrapper::WrapperMeta;
+use crate::AppState;
+use crate::auth::Principal;
+use crate::redaction::redact_json;
+use crate::workflow::authority;
+
+/// Largest argument summary kept in a `tool_call_started` event.
+const MAX_ARGUMENT_SUMMARY_BYTES: usize = 2048;
+/// Longest string kept in an argument summary.
+const MAX_SUMMARY_STRING_CHARS: usize = 256;
+
+/// One session's part in a call: which session, in which role, under which call id.
+#[derive(Debug, Clone)]
+struct Pair {
+    session: Arc<SessionRow>,
+    role: &'static str,
+    call_id: Uuid,
+}
+
+/// What the recorder established before dispatch.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The authorized business session.
+    pub business: Option<Arc<SessionRow>>,
+    /// The authorized recording session.
+    pub recorder: Option<Arc<SessionRow>>,
+    /// The invocation id shared by every event of this call.
+    pub invocation_id: Uuid,
+    pairs: Vec<Pair>,
+    started_at: DateTime<Utc>,
+    arguments: Value,
+    deferred_start: bool,
+}
+
+/// A bounded, redacted summary of the arguments for the ledger.
+fn summarize(args: &Value) -> Value {
+    fn cut(v: &mut Value) {
+        match v {
+            Value::String(s) if s.chars().count() > MAX_SUMMARY_STRING_CHARS => {
+                let kept: String = s.chars().take(MAX_SUMMARY_STRING_CHARS).collect();
+                *s = format!("{kept}…");
+            }
+            Value::Array(items) => items.iter_mut().for_each(cut),
+            Value::Object(map) => map.values_mut().for_each(cut),
+            _ => {}
+        }
+    }
+    let mut v = args.clone();
+    redact_json(&mut v);
+    cut(&mut v);
+    let bytes = serde_json::to_vec(&v)
+        .map(|b| b.len())
+        .unwrap_or(usize::MAX);
+    if bytes > MAX_ARGUMENT_SUMMARY_BYTES {
+        json!({ "omitted": "too_large", "bytes": bytes })
+    } else {
+        v
+    }
+}
+
+fn mode_denied(field: &'static str, tool: &str) -> ToolError {
+    ToolError::new(
+        ErrorKind::ModeDenied,
+        format!("the session named by {field} is read_only; {tool} changes the project and needs a normal session"),
+    )
+    .with("field", field)
+    .with("mode", "read_only")
+}
+
+/// Authorizes the sessions of `call` and, for a mutating tool, commits the `started` events.
+/// Every refusal happens here, before any effect.
+pub async fn begin(
+    state: &AppState,
+    spec: &ToolSpec,
+    principal: &Principal,
+    wrapper: &WrapperMeta,
+    args: &Value,
+) -> Result<Recording, ToolError> {
+    let business = match (spec.session, args.get("session_id").and_then(Value::as_str)) {
+        (SessionUse::None, _) | (_, None) => None,
+        (use_, Some(raw)) => {
+            let row = authority::load(&state.pool, principal, raw, "session_id").await?;
+            if use_ == SessionUse::Changes {
+                authority::require_active(&row, "session_id")?;
+            }
+            if let Some(project) = args.get("project").and_then(Value::as_str) {
+                authority::require_project(&row, project, "session_id")?;
+            }
+            Some(row)
+        }
+    };
+    // The request's project: the explicit argument, else the business session's.
+    let request_project = args
+        .get("project")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| business.as_ref().map(|b| b.project.clone()));
+    let recorder = match &wrapper.recording_session_id {
+        None => None,
+        Some(raw) => {
+            let row = authority::load(&state.pool, principal, raw, "recording_session_id").await?;
+            authority::require_active(&row, "recording_session_id")?;
+            if let Some(project) = &request_project {
+                authority::require_project(&row, project, "recording_session_id")?;
+            }
+            Some(row)
+        }
+    };
+    // A read-only session records no project-changing work. Session management tools are
+    // exempt: they change only the session itself.
+    let changes_project = !spec.meta.read_only && !spec.session.is_session_management();
+    if changes_project {
+        if business.as_ref().is_some_and(|b| b.mode == "read_only") {
+            return Err(mode_denied("session_id", spec.meta.name));
+        }
+        if recorder.as_ref().is_some_and(|r| r.mode == "read_only") {
+            return Err(mode_denied("recording_session_id", spec.meta.name));
+        }
+    }
+    let mut pairs = Vec::new();
+    if let Some(r) = &recorder {
+        pairs.push(Pair {
+            session: r.clone(),
+            role: "recorder",
+            call_id: Uuid::now_v7(),
+        });
+    }
+    if let Some(b) = &business {
+        pairs.push(Pair {
+            session: b.clone(),
+            role: "business",
+            call_id: Uuid::now_v7(),
+        });
+    }
+    let recording = Recording {
+        business,
+        recorder,
+        invocation_id: Uuid::now_v7(),
+        pairs,
+        started_at: Utc::now(),
+        arguments: summarize(args),
+        deferred_start: spec.meta.read_only,
+    };
+    if !recording.deferred_start && !recording.pairs.is_empty() {
+        // Durable intent before effect; a session that closed meanwhile refuses the call.
+        append(state, &recording, spec, None, true).await?;
+    }
+    Ok(recording)
+}
+
+/// Appends the `finished` events (and, for a read-only tool, the `started` ones too). The
+/// tool's result is never changed by a ledger failure; the failure is logged.
+pub async fn end(
+    state: &AppState,
+    recording: &Recording,
+    spec: &ToolSpec,
+    result: &ToolResult,
+    execution: ExecutionState,
+    duration_ms: u64,
+) {
+    if recording.pairs.is_empty() {
+        return;
+    }
+    let outcome = Finished {
+        result,
+        execution,
+        duration_ms,
+    };
+    if let Err(e) = append(state, recording, spec, Some(&outcome), false).await {
+        tracing::warn!(tool = spec.meta.name, error = %e.message, "could not record tool_call_finished");
+    }
+}
+
+struct Finished<'a> {
+    result: &'a ToolResult,
+    execution: ExecutionState,
+    duration_ms: u64,
+}
+
+fn started_event(recording: &Recording, spec: &ToolSpec, pair: &Pair) -> NewEvent {
+    NewEvent {
+        kind: "tool_call_started".into(),
+        call_id: pair.call_id,
+        invocation_id: recording.invocation_id,
+        role: pair.role,
+        tool_name: Some(spec.meta.name.to_owned()),
+        payload: json!({
+            "tool": spec.meta.name,
+            "started_at": recording.started_at,
+            "arguments": recording.arguments,
+        }),
+    }
+}
+
+fn finished_event(
+    recording: &Recording,
+    spec: &ToolSpec,
+    pair: &Pair,
+    done: &Finished<'_>,
+) -> NewEvent {
+    let mut payload = json!({
+        "tool": spec.meta.name,
+        "success": done.result.success,
+        "execution_state": done.execution,
+        "duration_ms": done.duration_ms,
+    });
+    if let Some(e) = &done.result.error {
+        payload["error_kind"] = json!(e.kind.as_str());
+    }
+    NewEvent {
+        kind: "tool_call_finished".into(),
+        call_id: pair.call_id,
+        invocation_id: recording.invocation_id,
+        role: pair.role,
+        tool_name: Some(spec.meta.name.to_owned()),
+        payload,
+    }
+}
+
+/// Appends this call's events, one transaction per session (recorder events before business
+/// events when both roles land in one session, so the business pair nests inside).
+async fn append(
+    state: &AppState,
+    recording: &Recording,
+    spec: &ToolSpec,
+    finished: Option<&Finished<'_>>,
+    require_active: bool,
+) -> Result<(), ToolError> {
+    let mut by_session: BTreeMap<&str, Vec<NewEvent>> = BTreeMap::new();
+    // Started events: recorder first, then business; finished events in reverse.
+    if finished.is_none() || recording.deferred_start {
+        for pair in &recording.pairs {
+            by_session
+                .entry(pair.session.id.as_str())
+                .or_default()
+                .push(started_event(recording, spec, pair));
+        }
+    }
+    if let Some(done) = finished {
+        for pair in recording.pairs.iter().rev() {
+            by_session
+                .entry(pair.session.id.as_str())
+                .or_default()
+                .push(finished_event(recording, spec, pair, done));
+        }
+    }
+    for (id, events) in by_session {
+        let outcome = sessions::mutate(&state.pool, id, move |row| {
+            if require_active && !row.is_active() {
+                Decision::Leave(false)
+            } else {
+                Decision::Write(SessionChange::default(), events.clone(), true)
+            }
+        })
+        .await?;
+        match outcome {
+            CasOutcome::Applied {
+                value: Mutated::Done(true, _),
+                ..
+            } => {}
+            CasOutcome::Applied {
+                value: Mutated::Done(false, row),
+                ..
+            } => {
+                return Err(ToolError::new(
+                    ErrorKind::SessionClosed,
+                    format!("the session was {} meanwhile", row.lifecycle),
+                ));
+            }
+            CasOutcome::Applied {
+                value: Mutated::NotFound,
+                ..
+            } => {
+                return Err(ToolError::new(
+                    ErrorKind::UnknownSessionId,
+                    "the session no longer exists",
+                ));
+            }
+            CasOutcome::Conflict { .. } => {
+                return Err(ToolError::new(
+                    ErrorKind::Conflict,
+                    "the session is busy; retry the call",
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! Secret redaction: everything headed for the ledger, the audit store or a log passes through
+//! here first. It removes credentials (bearer tokens, `token=`/`password=`/`secret=` style
+//! assignments, client secrets, cloud and forge tokens, JWTs, private key blocks, credentials in
+//! URLs) and leaves paths, commands, code and prose readable.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex};
+use serde_json::Value;
+
+/// What replaces a secret.
+pub const MARK: &str = "[REDACTED]";
+
+struct Rule {
+    re: Regex,
+    replace: fn(&Captures<'_>) -> String,
+}
+
+fn whole(_: &Captures<'_>) -> String {
+    MARK.to_owned()
+}
+
+fn keep_first(c: &Captures<'_>) -> String {
+    format!("{}{MARK}", &c[1])
+}
+
+/// Key names whose values are secrets (matched case-insensitively as part of a key).
+const SECRET_KEY: &str = r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|credentials?|auth[_-]?key|session[_-]?key|signature)";
+
+static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    let r = |re: &str, replace: fn(&Captures<'_>) -> String| Rule {
+        re: Regex::new(re).expect("valid redaction rule"),
+        replace,
+    };
+    vec![
+        // Private key blocks, terminated or not.
+        r(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
+            whole,
+        ),
+        // Credentials inside URLs: scheme://user:password@host → keep user, drop password.
+        r(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)", |c| {
+            format!("{}{MARK}{}", &c[1], &c[2])
+        }),
+        // Authorization headers and bare bearer/basic credentials.
+        r(
+            r"(?i)\b((?:authorization|proxy-authorization)\s*[:=]\s*(?:bearer|basic|token|digest)?\s*)[^\s,;]+",
+            keep_first,
+        ),
+        r(
+            r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}",
+            keep_first,
+        ),
+        // JSON Web Tokens.
+        r(
+            r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+",
+            whole,
+        ),
+        // Well-known token shapes.
+        r(
+            r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
+            whole,
+        ),
+        r(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b", whole),
+        r(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b", whole),
+        r(r"\bglpat-[A-Za-z0-9_-]{20,}\b", whole),
+        r(
+            r"\bgl(?:dt|rt|ptt|cbt|imt|agent|oas)-[A-Za-z0-9_-]{20,}\b",
+            whole,
+        ),
+        r(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b", whole),
+        r(r"\bxapp-[0-9]-[A-Za-z0-9-]{10,}\b", whole),
+        r(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b", whole),
+        r(
+            r"\bsk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_-]{20,}\b",
+            whole,
+        ),
+        r(r"\bAIza[0-9A-Za-z_-]{35}\b", whole),
+        r(r"\bnpm_[A-Za-z0-9]{36}\b", whole),
+        r(r"\bpypi-[A-Za-z0-9_-]{40,}\b", whole),
+        r(r"\bhf_[A-Za-z0-9]{30,}\b", whole),
+        r(r"\bwc[spr]k_[A-Za-z0-9_-]{20,}\b", whole),
+        r(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}\b", whole),
+        r(r"(?i)\bAccountKey=[A-Za-z0-9+/=]{20,}", |_| {
+            format!("AccountKey={MARK}")
+        }),
+        // key=value / key: value / "key": "value" assignments whose key names a secret. A value
+        // that looks like code (a call, an expression) is left alone.
+        r(
+            &format!(
+                r#"(?i)((?:["']?[A-Za-z0-9_.-]*{SECRET_KEY}[A-Za-z0-9_.-]*["']?)\s*(?:=|:|:=|=>)\s*)("[^"\n]{{1,}}"|'[^'\n]{{1,}}'|[^\s"',;&)(\]\[{{}}]{{3,}})(\()?"#
+            ),
+            |c| {
+                let value = &c[2];
+                // `password = read_password(…)` is code, not a secret.
+                if c.get(3).is_some() {
+                    return c[0].to_owned();
+                }
+                if value == MARK || value.trim_matches(['"', '\'']) == MARK {
+                    return c[0].to_owned();
+                }
+                let quoted = value.starts_with('"') || value.starts_with('\'');
+                if quoted {
+                    let q = &value[..1];
+                    format!("{}{q}{MARK}{q}", &c[1])
+                } else {
+                    format!("{}{MARK}", &c[1])
+                }
+            },
+        ),
+        // Command-line flags that carry secrets: --password x, --token=x.
+        r(
+            &format!(r"(?i)(--?[A-Za-z0-9-]*{SECRET_KEY}[A-Za-z0-9-]*(?:=|\s+))[^\s-][^\s]*"),
+            keep_first,
+        ),
+    ]
+});
+
+/// Redacts `text`; borrowed when nothing matched.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    for rule in RULES.iter() {
+        if rule.re.is_match(&out) {
+            let replaced = rule
+                .re
+                .replace_all(&out, |c: &Captures<'_>| (rule.replace)(c))
+                .into_owned();
+            out = Cow::Owned(replaced);
+        }
+    }
+    out
+}
+
+fn secret_key(key: &str) -> bool {
+    static KEY: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(&format!("(?i){SECRET_KEY}")).expect("valid key rule"));
+    KEY.is_match(key)
+}
+
+/// Redacts every string in a JSON value, and replaces the whole value of any object member
+/// whose key names a secret (`password`, `api_key`, `client_secret`, …).
+pub fn redact_json(value: &mut Value) {
+    match value {
+        Value::String(s) => {
+            if let Cow::Owned(r) = redact(s) {
+                *s = r;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_json),
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                if secret_key(k)
+                    && !matches!(
+                        v,
+                        Value::Null | Value::Bool(_) | Value::Object(_) | Value::Array(_)
+                    )
+                {
+                    *v = Value::String(MARK.to_owned());
+                } else {
+                    redact_json(v);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (input, the secret that must be gone). Every shape here must be removed.
+    pub(crate) const CORPUS: &[(&str, &str)] = &[
+        (
+            "curl -H 'Authorization: Bearer abcdef0123456789abcdef' https://x",
+            "abcdef0123456789abcdef",
+        ),
+        (
+            "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+            "dXNlcjpwYXNzd29yZA==",
+        ),
+        (
+            "use bearer Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5 for it",
+            "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5",
+        ),
+        (
+            "token=7f3c9a1b2d4e5f60718293a4b5c6d7e8",
+            "7f3c9a1b2d4e5f60718293a4b5c6d7e8",
+        ),
+        ("password=hunter2hunter2", "hunter2hunter2"),
+        ("export DB_PASSWORD=\"s3cr3t-value!\"", "s3cr3t-value!"),
+        ("secret: topsecretvalue99", "topsecretvalue99"),
+        (
+            "{\"client_secret\": \"cs_live_9a8b7c6d5e4f\"}",
+            "cs_live_9a8b7c6d5e4f",
+        ),
+        (
+            "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE",
+            "AKIAIOSFODNN7EXAMPLE",
+        ),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+        (
+            "temp key ASIAY34FZKBOKMUTVV7A in use",
+            "ASIAY34FZKBOKMUTVV7A",
+        ),
+        (
+            "git clone https://ghp_1234567890abcdefghijklmnopqrstuvwxyzAB@github.com/o/r",
+            "ghp_1234567890abcdefghijklmnopqrstuvwxyzAB",
+        ),
+        (
+            "GH token gho_16C7e42F292c6912E7710c838347Ae178B4a here",
+            "gho_16C7e42F292c6912E7710c838347Ae178B4a",
+        ),
+        (
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRS",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRS",
+        ),
+        (
+            "GITLAB glpat-xxxxxxxxxxxxxxxxxxxx1234 ok",
+            "glpat-xxxxxxxxxxxxxxxxxxxx1234",
+        ),
+        (
+            "jwt eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        ),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxyz\nabc123\n-----END RSA PRIVATE KEY-----",
+            "MIIEowIBAAKCAQEAxyz",
+        ),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n",
+            "b3BlbnNzaC1rZXktdjEAAAAA",
+        ),
+        (
+            "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+            "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+        ),
+        (
+            "postgres://admin:Pa55w0rd!@db.internal:5432/app",
+            "Pa55w0rd!",
+        ),
+        ("https://user:tok3nvalue@example.com/path", "tok3nvalue"),
+        (
+            "slack xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+            "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+        ),
+        (
+            "stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+            "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        ),
+        (
+            "OPENAI_KEY sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+            "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+        ),
+        (
+            "anthropic sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+            "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789",
+        ),
+        (
+            "maps AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+            "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+        ),
+        (
+            "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+        ),
+        (
+            "wc key wcsk_Li-Fej7Tgt9GL_ZTJ0AvmddyJF0_TD27VYOQZta6AhA",
+            "wcsk_Li-Fej7Tgt9GL_ZTJ0AvmddyJF0_TD27VYOQZta6AhA",
+        ),
+        ("mysql --password=rootpw123 -u root", "rootpw123"),
+        ("tool --api-key abcdef123456 --verbose", "abcdef123456"),
+        ("api_key: 'qwertyuiop123456'", "qwertyuiop123456"),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=bGlrZXRoaXNpc2Fsb25ncGFzc3dvcmQ=;",
+            "bGlrZXRoaXNpc2Fsb25ncGFzc3dvcmQ=",
+        ),
+        (
+            "SENDGRID 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",
+            "TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc-1s5cr",
+        ),
+        (
+            "HF_TOKEN hf_abcdefghijklmnopqrstuvwxyzABCDEF",
+            "hf_abcdefghijklmnopqrstuvwxyzABCDEF",
+        ),
+        (
+            "refresh_token=1//0gabcdefghijklmnop",
+            "1//0gabcdefghijklmnop",
+        ),
+        (
+            "passphrase => correct-horse-battery",
+            "correct-horse-battery",
+        ),
+    ];
+
+    #[test]
+    fn the_corpus_loses_every_secret() {
+        assert!(CORPUS.len() >= 30);
+        for (input, secret) in CORPUS {
+            let out = redact(input);
+            assert!(!out.contains(secret), "secret survived in {out:?}");
+            assert!(out.contains(MARK), "nothing marked in {out:?}");
+        }
+    }
+
+    #[test]
+    fn ordinary_work_stays_readable() {
+        for text in [
+            "cargo test -p wc-store --features testing -- cas::tests",
+            "fix the bug in /home/dev/src/lib.rs and C:\\Users\\dev\\main.rs",
+            "see file:///srv/repo/README.md and \\\\server\\share\\x",
+            "let password = read_password_from(stdin);",
+            "git log --oneline | head -20 && grep -rn 'token' src/",
+            "The tokenizer splits input; passwords must be hashed with argon2.",
+            "```rust\nfn main() { println!(\"hi\"); }\n```",
+            "https://example.com/docs?page=2",
+            "max_tokens is a parameter of the model API",
+        ] {
+            assert_eq!(redact(text), text, "changed ordinary text");
+        }
+    }
+
+    #[test]
+    fn json_values_and_secret_keys_are_redacted() {
+        let mut v = serde_json::json!({
+            "instruction": "use token=abcdef123456 please",
+            "nested": [{"password": "pw-value-1"}, {"note": "fine"}],
+            "api_key": 12345678,
+            "enabled": true
+        });
+        redact_json(&mut v);
+        let s = v.to_string();
+        assert!(
+            !s.contains("abcdef123456") && !s.contains("pw-value-1") && !s.contains("12345678"),
+            "{s}"
+        );
+        assert!(s.contains("fine") && s.contains("\"enabled\":true"), "{s}");
+    }
+
+    #[test]
+    fn redaction_is_idempotent() {
+        for (input, _) in CORPUS {
+            let once = redact(input).into_owned();
+            assert_eq!(redact(&once), once);
+        }
+    }
+}

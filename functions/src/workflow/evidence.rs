@@ -1,0 +1,150 @@
+//! Loading a session's evidence once, consistently, and turning it into the projections the
+//! session tools return (continuation feedback, the handoff brief).
+
+use serde_json::Value;
+use uuid::Uuid;
+use wc_store::sessions::{self, EventRow, SessionRow};
+
+use super::excerpt::SourceText;
+use super::feedback::{self, ContinuationFeedback, ExplorationLimit, FeedbackInput, LedgerEvent};
+use super::handoff::{
+    self, BriefInput, CollaborationCounts, HandoffBrief, JobCounts, Lifecycle, Mode,
+};
+use super::handoff::{ValidationEvidence, WorkspaceEvidence};
+use crate::kernel::result::{ErrorKind, ToolError};
+
+/// Kind of the event that opens an attempt.
+pub const TASK_INSTRUCTION: &str = "task_instruction";
+
+/// A session and its retained events, read in one snapshot.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    /// The session row.
+    pub session: SessionRow,
+    /// Retained events, ascending by seq.
+    pub events: Vec<EventRow>,
+}
+
+impl Evidence {
+    /// Reads the evidence of `id`; the caller has already authorized it.
+    pub async fn load(pool: &wc_store::Pool, id: &str) -> Result<Evidence, ToolError> {
+        match sessions::snapshot(pool, id).await? {
+            Some((session, events)) => Ok(Evidence { session, events }),
+            None => Err(ToolError::new(
+                ErrorKind::UnknownSessionId,
+                "the session no longer exists",
+            )),
+        }
+    }
+
+    /// The ledger as the projections see it, leaving out the events of `exclude` (the calling
+    /// invocation's own bookkeeping is not evidence about the work).
+    pub fn ledger(&self, exclude: Option<Uuid>) -> Vec<LedgerEvent<'_>> {
+        self.events
+            .iter()
+            .filter(|e| Some(e.invocation_id) != exclude)
+            .map(|e| LedgerEvent {
+                seq: e.seq,
+                kind: &e.kind,
+                tool_name: e.tool_name.as_deref(),
+                payload: &e.payload,
+            })
+            .collect()
+    }
+
+    /// The newest retained task instruction payload.
+    pub fn latest_instruction(&self) -> Option<&Value> {
+        self.events
+            .iter()
+            .rev()
+            .find(|e| e.kind == TASK_INSTRUCTION)
+            .map(|e| &e.payload)
+    }
+
+    /// Whether the current attempt's opening instruction was evicted by retention.
+    pub fn boundary_evicted(&self) -> bool {
+        self.session.retention_truncated() && self.latest_instruction().is_none()
+    }
+
+    /// Continuation feedback about the attempt in this evidence.
+    pub fn feedback(
+        &self,
+        exclude: Option<Uuid>,
+        workspace: &WorkspaceEvidence,
+        validation: &ValidationEvidence,
+        limit: ExplorationLimit,
+    ) -> ContinuationFeedback {
+        let ledger = self.ledger(exclude);
+        feedback::build(&FeedbackInput {
+            fresh_session: false,
+            events: &ledger,
+            retention_truncated: self.session.retention_truncated(),
+            retained_from_seq: self.session.retained_from_seq,
+            workspace,
+            validation,
+            exploration_limit: limit,
+        })
+    }
+
+    /// The version-1 handoff brief.
+    pub fn brief(
+        &self,
+        workspace: &WorkspaceEvidence,
+        validation: &ValidationEvidence,
+        snapshot_changed: bool,
+    ) -> HandoffBrief {
+        let recent_files = recent_files(&self.events);
+        handoff::build(&BriefInput {
+            lifecycle: Lifecycle::parse(&self.session.lifecycle).unwrap_or(Lifecycle::Closed),
+            mode: Mode::parse(&self.session.mode).unwrap_or(Mode::ReadOnly),
+            root_instruction: self
+                .session
+                .root_instruction
+                .as_ref()
+                .and_then(SourceText::from_stored),
+            latest_instruction: self.latest_instruction().and_then(SourceText::from_stored),
+            workspace,
+            validation,
+            recent_files: &recent_files,
+            jobs: JobCounts::default(),
+            collaboration: CollaborationCounts::default(),
+            open_risks: 0,
+            attempt_boundary_evicted: self.boundary_evicted(),
+            snapshot_changed,
+        })
+    }
+}
+
+/// Exploration paths recorded by successful calls, newest first.
+fn recent_files(events: &[EventRow]) -> Vec<String> {
+    events
+        .iter()
+        .rev()
+        .filter(|e| {
+            e.kind == "tool_call_finished" && e.payload.get("success") == Some(&Value::Bool(true))
+        })
+        .filter_map(|e| e.payload.get("exploration_paths").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|p| p.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Workspace and validation evidence until a runner can observe them: requested ones are
+/// honestly unavailable, unrequested ones are reported as not requested.
+pub fn unobserved(
+    include_workspace: bool,
+    include_validation: bool,
+) -> (WorkspaceEvidence, ValidationEvidence) {
+    (
+        if include_workspace {
+            WorkspaceEvidence::Unavailable
+        } else {
+            WorkspaceEvidence::NotRequested
+        },
+        if include_validation {
+            ValidationEvidence::Unavailable
+        } else {
+            ValidationEvidence::NotRequested
+        },
+    )
+}

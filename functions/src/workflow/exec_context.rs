@@ -1,0 +1,172 @@
+//! Session execution defaults (`SessionExecutionContext`): a closed set of strongly typed
+//! fields, validated at construction so that nothing else can be stored.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest project-relative or remote default cwd.
+pub const MAX_CWD_BYTES: usize = 1024;
+/// Longest resource name.
+pub const MAX_RESOURCE_LEN: usize = 64;
+
+/// Shells a session may default to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Shell {
+    /// POSIX sh.
+    Sh,
+    /// GNU bash.
+    Bash,
+}
+
+/// A normalized project-relative path: no absolute form, no URI, no `..`, no control
+/// characters; `.` segments and duplicate separators are removed. Existence and symlinks are
+/// checked later, by the runner, on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProjectRelativePath(String);
+
+/// Why a path was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// Empty after normalization is fine (the root); this is for over-long input.
+    #[error("is longer than {MAX_CWD_BYTES} bytes")]
+    TooLong,
+    /// Absolute path (`/x`, `C:\x`, `\\server`).
+    #[error("must be relative to the project root, not absolute")]
+    Absolute,
+    /// A URI (`file://…`).
+    #[error("must be a path, not a URI")]
+    Uri,
+    /// Parent traversal.
+    #[error("must not contain `..`")]
+    Parent,
+    /// Control characters.
+    #[error("must not contain control characters")]
+    Control,
+}
+
+impl ProjectRelativePath {
+    /// Validates and normalizes `raw`.
+    pub fn parse(raw: &str) -> Result<ProjectRelativePath, PathError> {
+        if raw.len() > MAX_CWD_BYTES {
+            return Err(PathError::TooLong);
+        }
+        if raw.chars().any(char::is_control) {
+            return Err(PathError::Control);
+        }
+        let lower = raw.to_ascii_lowercase();
+        if let Some((scheme, _)) = lower.split_once("://")
+            && !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        {
+            return Err(PathError::Uri);
+        }
+        let bytes = raw.as_bytes();
+        let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
+        if raw.starts_with('/') || raw.starts_with('\\') || drive || raw.starts_with('~') {
+            return Err(PathError::Absolute);
+        }
+        let mut parts = Vec::new();
+        for part in raw.split(['/', '\\']) {
+            match part {
+                "" | "." => {}
+                ".." => return Err(PathError::Parent),
+                p => parts.push(p),
+            }
+        }
+        Ok(ProjectRelativePath(parts.join("/")))
+    }
+
+    /// The normalized path (`""` is the project root).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Checks a remote default cwd (used with a named resource): bounded, no control characters.
+pub fn remote_path(raw: &str) -> Result<String, PathError> {
+    if raw.len() > MAX_CWD_BYTES {
+        return Err(PathError::TooLong);
+    }
+    if raw.chars().any(char::is_control) {
+        return Err(PathError::Control);
+    }
+    Ok(raw.to_owned())
+}
+
+/// Whether a resource name is acceptable: 1-64 of `[A-Za-z0-9._-]`.
+pub fn valid_resource(name: &str) -> bool {
+    (1..=MAX_RESOURCE_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The stored execution defaults of a session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExecutionContext {
+    /// Default working directory: project-relative, or remote when `resource` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_cwd: Option<String>,
+    /// Default shell for shell tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_shell: Option<Shell>,
+    /// Named runner resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_normalize() {
+        for (raw, want) in [
+            ("src", "src"),
+            ("./src//lib/", "src/lib"),
+            ("", ""),
+            (".", ""),
+            ("a\\b", "a/b"),
+            ("dir with space/x", "dir with space/x"),
+        ] {
+            assert_eq!(
+                ProjectRelativePath::parse(raw).unwrap().as_str(),
+                want,
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn escaping_forms_fail() {
+        for (raw, err) in [
+            ("/etc", PathError::Absolute),
+            ("C:\\Windows", PathError::Absolute),
+            ("\\\\server\\share", PathError::Absolute),
+            ("~/x", PathError::Absolute),
+            ("file:///etc", PathError::Uri),
+            ("https://x/y", PathError::Uri),
+            ("../x", PathError::Parent),
+            ("a/../../b", PathError::Parent),
+            ("a\nb", PathError::Control),
+            ("a\u{0}b", PathError::Control),
+        ] {
+            assert_eq!(ProjectRelativePath::parse(raw), Err(err), "{raw:?}");
+        }
+        assert_eq!(
+            ProjectRelativePath::parse(&"a".repeat(MAX_CWD_BYTES + 1)),
+            Err(PathError::TooLong)
+        );
+    }
+
+    #[test]
+    fn resources_and_remote_paths() {
+        assert!(valid_resource("build-box_1.eu"));
+        assert!(!valid_resource("") && !valid_resource("a b") && !valid_resource(&"x".repeat(65)));
+        assert_eq!(remote_path("/home/dev/x").unwrap(), "/home/dev/x");
+        assert!(remote_path("x\ry").is_err());
+    }
+}

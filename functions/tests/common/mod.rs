@@ -1,0 +1,407 @@
+//! Shared helpers of the MCP, REST and audit suites: credentials, JSON-RPC requests as real
+//! clients send them, in-process and over-the-wire servers, and reads of the audit tables.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use wc_functions::auth::token;
+use wc_functions::config::ServerConfig;
+use wc_functions::{AppState, app};
+use wc_store::credentials::{self, CredentialKind, NewCredential};
+use wc_store::testing::TestDatabase;
+
+/// The modern, stateless protocol revision.
+pub const MODERN: &str = "2026-07-28";
+/// The legacy revisions served.
+pub const LEGACY: [&str; 2] = ["2025-11-25", "2025-06-18"];
+/// Every served revision.
+pub const VERSIONS: [&str; 3] = ["2025-06-18", "2025-11-25", "2026-07-28"];
+
+/// Every scope a credential can hold.
+pub const ALL_SCOPES: [&str; 6] = [
+    "project:read",
+    "project:write",
+    "memory:read",
+    "memory:manage",
+    "plugin:inspect",
+    "audit:read",
+];
+
+/// One HTTP reply, fully read.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub bytes: Bytes,
+    pub body: Value,
+}
+
+impl Reply {
+    fn new(status: StatusCode, headers: HeaderMap, bytes: Bytes) -> Reply {
+        let body = parse_body(&bytes);
+        Reply {
+            status,
+            headers,
+            bytes,
+            body,
+        }
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+
+    /// The JSON-RPC error code, if the body is a JSON-RPC error.
+    pub fn rpc_code(&self) -> Option<i64> {
+        self.body["error"]["code"].as_i64()
+    }
+
+    /// The JSON-RPC `result`.
+    pub fn result(&self) -> &Value {
+        assert!(
+            self.body.get("result").is_some(),
+            "no JSON-RPC result (HTTP {}): {}",
+            self.status,
+            self.text()
+        );
+        &self.body["result"]
+    }
+}
+
+/// JSON, or the last `data:` line of an event stream, or `null`.
+fn parse_body(bytes: &[u8]) -> Value {
+    if bytes.is_empty() {
+        return Value::Null;
+    }
+    if let Ok(v) = serde_json::from_slice(bytes) {
+        return v;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    text.lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Serves one request in-process.
+pub async fn send(state: &AppState, req: Request<Body>) -> Reply {
+    let resp = app(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    Reply::new(status, headers, bytes)
+}
+
+/// State over the test database's shared pool.
+pub fn state(db: &TestDatabase) -> AppState {
+    AppState::new(db.pool().clone(), ServerConfig::default())
+}
+
+/// State over the test database's shared pool with `config`.
+pub fn state_with(db: &TestDatabase, config: ServerConfig) -> AppState {
+    AppState::new(db.pool().clone(), config)
+}
+
+/// A second, independent instance: its own pool over the same database.
+pub fn second_instance(db: &TestDatabase, config: ServerConfig) -> AppState {
+    AppState::new(db.new_pool(), config)
+}
+
+/// Creates a credential and returns its bearer secret.
+pub async fn credential(
+    db: &TestDatabase,
+    kind: CredentialKind,
+    scopes: &[&str],
+    projects: &[&str],
+) -> String {
+    let secret = token::generate(kind);
+    let client = db.pool().get().await.unwrap();
+    credentials::insert(
+        &client,
+        &NewCredential {
+            kind,
+            label: Some("test".into()),
+            authority_group: None,
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            projects: projects.iter().map(|s| s.to_string()).collect(),
+            secret_sha256: token::digest(&secret),
+        },
+    )
+    .await
+    .unwrap();
+    secret
+}
+
+/// A shared key holding every scope.
+pub async fn full_key(db: &TestDatabase) -> String {
+    credential(db, CredentialKind::SharedKey, &ALL_SCOPES, &[]).await
+}
+
+/// The per-request `_meta` a 2026-07-28 client sends.
+pub fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "wc-tests", "version": "1.0.0" },
+    })
+}
+
+/// A JSON-RPC request body as a client of `version` sends it (`_meta` added on 2026-07-28).
+pub fn rpc(version: &str, id: i64, method: &str, params: Value) -> Value {
+    let mut params = match params {
+        Value::Null => json!({}),
+        p => p,
+    };
+    if version == MODERN {
+        let meta = params
+            .as_object_mut()
+            .unwrap()
+            .entry("_meta")
+            .or_insert_with(|| json!({}));
+        for (k, v) in modern_meta().as_object().unwrap() {
+            meta.as_object_mut().unwrap().insert(k.clone(), v.clone());
+        }
+    }
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+}
+
+/// A JSON-RPC notification body.
+pub fn notification(method: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "method": method })
+}
+
+/// A `POST /mcp` of `body` with the headers a `version` client sends: content type, accept,
+/// protocol version, and on 2026-07-28 `Mcp-Method` and (for tools/call) `Mcp-Name`.
+pub fn mcp_request(version: &str, auth: Option<&str>, body: &Value) -> Request<Body> {
+    let mut b = Request::post("/mcp")
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header("mcp-protocol-version", version);
+    if let Some(t) = auth {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    if version == MODERN
+        && let Some(method) = body["method"].as_str()
+    {
+        b = b.header("mcp-method", method);
+        if method == "tools/call"
+            && let Some(name) = body["params"]["name"].as_str()
+        {
+            b = b.header("mcp-name", name);
+        }
+    }
+    b.body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap()
+}
+
+/// Sets (replaces) a header of a built request.
+pub fn set_header(req: &mut Request<Body>, name: &str, value: &str) {
+    req.headers_mut().insert(
+        HeaderName::from_bytes(name.as_bytes()).unwrap(),
+        HeaderValue::from_str(value).unwrap(),
+    );
+}
+
+/// One MCP request of `version`, in-process.
+pub async fn mcp(
+    state: &AppState,
+    version: &str,
+    auth: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Reply {
+    send(
+        state,
+        mcp_request(version, auth, &rpc(version, 1, method, params)),
+    )
+    .await
+}
+
+/// `tools/list` on `version`; returns the reply.
+pub async fn tools_list(state: &AppState, version: &str, auth: Option<&str>) -> Reply {
+    mcp(state, version, auth, "tools/list", json!({})).await
+}
+
+/// `tools/call` of `name` with `arguments` on `version`.
+pub async fn tools_call(
+    state: &AppState,
+    version: &str,
+    auth: Option<&str>,
+    name: &str,
+    arguments: Value,
+) -> Reply {
+    mcp(
+        state,
+        version,
+        auth,
+        "tools/call",
+        json!({ "name": name, "arguments": arguments }),
+    )
+    .await
+}
+
+/// The names in a tools/list result.
+pub fn tool_names(result: &Value) -> Vec<String> {
+    result["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools array: {result}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A `POST` of a JSON body to a REST path.
+pub fn rest_request(path: &str, auth: Option<&str>, body: &Value) -> Request<Body> {
+    let mut b = Request::post(path).header(header::CONTENT_TYPE, "application/json");
+    if let Some(t) = auth {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    b.body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap()
+}
+
+/// One REST call in-process.
+pub async fn rest(state: &AppState, path: &str, auth: Option<&str>, body: Value) -> Reply {
+    send(state, rest_request(path, auth, &body)).await
+}
+
+/// A real HTTP server over `state` on 127.0.0.1; returns its base URL.
+pub async fn serve(state: AppState) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app(state)).await.unwrap();
+    });
+    format!("http://{addr}")
+}
+
+/// An audit row as stored.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub session_id: String,
+    pub seq: i64,
+    pub endpoint: String,
+    pub http_method: String,
+    pub action_name: String,
+    pub operation: String,
+    pub status_code: i32,
+    pub success: bool,
+    pub summary: Value,
+    pub principal_kind: Option<String>,
+    pub principal_user_id: Option<String>,
+    pub oauth_client_id: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// Every `action_events` row, oldest first.
+pub async fn events(db: &TestDatabase) -> Vec<EventRow> {
+    let client = db.pool().get().await.unwrap();
+    client
+        .query(
+            "SELECT session_id, seq, endpoint, http_method, action_name, operation, status_code, \
+               success, summary, principal_kind, principal_user_id, oauth_client_id, request_id \
+             FROM action_events ORDER BY occurred_at, id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| EventRow {
+            session_id: r.get(0),
+            seq: r.get(1),
+            endpoint: r.get(2),
+            http_method: r.get(3),
+            action_name: r.get(4),
+            operation: r.get(5),
+            status_code: r.get(6),
+            success: r.get(7),
+            summary: r.get(8),
+            principal_kind: r.get(9),
+            principal_user_id: r.get(10),
+            oauth_client_id: r.get(11),
+            request_id: r.get(12),
+        })
+        .collect()
+}
+
+/// Every column of every audit row and session, as text (for leak checks).
+pub async fn audit_tables_text(db: &TestDatabase) -> String {
+    let client = db.pool().get().await.unwrap();
+    let mut out = String::new();
+    for table in ["action_events", "action_sessions"] {
+        for row in client
+            .query(&format!("SELECT to_jsonb(t)::text FROM {table} t"), &[])
+            .await
+            .unwrap()
+        {
+            out.push_str(&row.get::<_, String>(0));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// How many audit sessions exist.
+pub async fn session_count(db: &TestDatabase) -> i64 {
+    let client = db.pool().get().await.unwrap();
+    client
+        .query_one("SELECT count(*) FROM action_sessions", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Runs one SQL statement on the test database.
+pub async fn sql(db: &TestDatabase, statement: &str) {
+    let client = db.pool().get().await.unwrap();
+    client.batch_execute(statement).await.unwrap();
+}
+
+/// The audit row of the request whose reply carried `reply`'s request id.
+pub async fn event_of(db: &TestDatabase, reply: &Reply) -> EventRow {
+    let id = reply.headers["x-request-id"].to_str().unwrap().to_owned();
+    let rows: Vec<EventRow> = events(db)
+        .await
+        .into_iter()
+        .filter(|e| e.request_id.as_deref() == Some(id.as_str()))
+        .collect();
+    assert_eq!(rows.len(), 1, "request {id} has {} audit rows", rows.len());
+    rows.into_iter().next().unwrap()
+}
+
+/// A writer that keeps what the log subscriber writes.
+#[derive(Clone, Default)]
+pub struct Captured(pub Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}

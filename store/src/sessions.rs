@@ -1,0 +1,389 @@
+//! The `workflow_sessions` aggregate and its bounded `session_events` ledger.
+//!
+//! Every change to a session is one compare-and-swap transaction on the session row that also
+//! appends its ledger events: the row is loaded `FOR UPDATE` (a busy session queues writers on
+//! the row lock instead of failing them), the new events take the next gap-free seqs, events
+//! beyond the retention bound are deleted, and the row is written back under its version.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Pool};
+use serde_json::Value;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::StoreError;
+use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+
+/// Events retained per session (the newest; older ones are deleted).
+pub const RETAINED_EVENTS: i64 = 2000;
+
+/// A session row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    /// `wc_sess_…`.
+    pub id: String,
+    /// Canonical project id.
+    pub project: String,
+    /// Fingerprint of the owning authority group.
+    pub owner_authority_fingerprint: String,
+    /// `normal` or `read_only`.
+    pub mode: String,
+    /// `active`, `finished` or `closed`.
+    pub lifecycle: String,
+    /// Execution defaults.
+    pub execution_context: Value,
+    /// Root instruction excerpt (`{excerpt, truncated, …}`), if any.
+    pub root_instruction: Option<Value>,
+    /// Events ever appended.
+    pub events_observed: i64,
+    /// Lowest retained seq.
+    pub retained_from_seq: i64,
+    /// Message observation revision.
+    pub message_observation_revision: i64,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// When it was finished.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// When it was closed.
+    pub closed_at: Option<DateTime<Utc>>,
+    /// CAS version.
+    pub version: i64,
+}
+
+impl SessionRow {
+    /// Whether events older than the retained window were deleted.
+    pub fn retention_truncated(&self) -> bool {
+        self.retained_from_seq > 1
+    }
+
+    /// Whether the session accepts mutations.
+    pub fn is_active(&self) -> bool {
+        self.lifecycle == "active"
+    }
+}
+
+const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
+     events_observed, retained_from_seq, message_observation_revision, created_at, updated_at, finished_at, \
+     closed_at, version";
+
+fn from_row(r: &Row) -> SessionRow {
+    SessionRow {
+        id: r.get("id"),
+        project: r.get("project"),
+        owner_authority_fingerprint: r.get("owner_authority_fingerprint"),
+        mode: r.get("mode"),
+        lifecycle: r.get("lifecycle"),
+        execution_context: r.get("execution_context"),
+        root_instruction: r.get("root_instruction"),
+        events_observed: r.get("events_observed"),
+        retained_from_seq: r.get("retained_from_seq"),
+        message_observation_revision: r.get("message_observation_revision"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+        finished_at: r.get("finished_at"),
+        closed_at: r.get("closed_at"),
+        version: r.get("version"),
+    }
+}
+
+/// An event to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// Kind (`tool_call_started`, `task_instruction`, …).
+    pub kind: String,
+    /// Id of the call pair this event belongs to.
+    pub call_id: Uuid,
+    /// Id of the kernel invocation.
+    pub invocation_id: Uuid,
+    /// `recorder` or `business`.
+    pub role: &'static str,
+    /// Tool name, when the event is about a tool call.
+    pub tool_name: Option<String>,
+    /// Bounded, already-redacted payload.
+    pub payload: Value,
+}
+
+/// A stored event.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EventRow {
+    /// Position in the session's ledger.
+    pub seq: i64,
+    /// Kind.
+    pub kind: String,
+    /// When it was appended.
+    pub occurred_at: DateTime<Utc>,
+    /// Call pair id.
+    pub call_id: Uuid,
+    /// Invocation id.
+    pub invocation_id: Uuid,
+    /// `recorder` or `business`.
+    pub role: String,
+    /// Tool name.
+    pub tool_name: Option<String>,
+    /// Payload.
+    pub payload: Value,
+}
+
+/// A session to create.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// Id (already generated, ≥128 random bits).
+    pub id: String,
+    /// Project.
+    pub project: String,
+    /// Owner fingerprint.
+    pub owner_authority_fingerprint: String,
+    /// Mode.
+    pub mode: &'static str,
+    /// Root instruction excerpt.
+    pub root_instruction: Option<Value>,
+}
+
+/// Creates a session with its first events in one transaction.
+pub async fn create(
+    pool: &Pool,
+    new: &NewSession,
+    events: &[NewEvent],
+) -> Result<SessionRow, StoreError> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    tx.execute(
+        "INSERT INTO workflow_sessions (id, project, owner_authority_fingerprint, mode, lifecycle, root_instruction) \
+         VALUES ($1, $2, $3, $4, 'active', $5)",
+        &[&new.id, &new.project, &new.owner_authority_fingerprint, &new.mode, &new.root_instruction],
+    )
+    .await?;
+    let row = tx
+        .query_one(
+            &format!("SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"),
+            &[&new.id],
+        )
+        .await?;
+    let session = from_row(&row);
+    let written = write_back(&tx, &session, &SessionChange::default(), events).await?;
+    let session = written.ok_or_else(|| StoreError::CorruptRow {
+        table: "workflow_sessions",
+        detail: "a session changed while it was being created".into(),
+    })?;
+    tx.commit().await?;
+    Ok(session)
+}
+
+/// The session `id`, if it exists.
+pub async fn get(client: &impl GenericClient, id: &str) -> Result<Option<SessionRow>, StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1"
+        ))
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id])
+        .await?
+        .as_ref()
+        .map(from_row))
+}
+
+/// The newest `limit` retained events, newest first.
+pub async fn recent_events(
+    client: &impl GenericClient,
+    id: &str,
+    limit: i64,
+) -> Result<Vec<EventRow>, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT seq, kind, occurred_at, call_id, invocation_id, role, tool_name, payload FROM session_events \
+             WHERE session_id = $1 ORDER BY seq DESC LIMIT $2",
+        )
+        .await?;
+    Ok(client
+        .query(&stmt, &[&id, &limit])
+        .await?
+        .iter()
+        .map(|r| EventRow {
+            seq: r.get("seq"),
+            kind: r.get("kind"),
+            occurred_at: r.get("occurred_at"),
+            call_id: r.get("call_id"),
+            invocation_id: r.get("invocation_id"),
+            role: r.get("role"),
+            tool_name: r.get("tool_name"),
+            payload: r.get("payload"),
+        })
+        .collect())
+}
+
+/// Field changes to a session row (unset fields stay as they are).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionChange {
+    /// New lifecycle.
+    pub lifecycle: Option<&'static str>,
+    /// New mode.
+    pub mode: Option<&'static str>,
+    /// New execution context.
+    pub execution_context: Option<Value>,
+    /// New root instruction (only ever set once).
+    pub root_instruction: Option<Value>,
+    /// Bump the message observation revision by this much.
+    pub message_revision_bump: i64,
+}
+
+/// What a mutation decided, given the current row.
+// A decision lives for one attempt on the stack; boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Decision<T> {
+    /// Write these changes and events, then return `T`.
+    Write(SessionChange, Vec<NewEvent>, T),
+    /// Change nothing and return `T` (a typed refusal, a no-op).
+    Leave(T),
+}
+
+/// What a mutation of a missing session returns.
+// Returned once per mutation and matched at once; the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, PartialEq)]
+pub enum Mutated<T> {
+    /// The session exists; the decision's value.
+    Done(T, SessionRow),
+    /// No session has this id.
+    NotFound,
+}
+
+/// Writes `change` and `events` to the locked `session`; `None` if its version moved.
+async fn write_back<C: GenericClient>(
+    tx: &C,
+    session: &SessionRow,
+    change: &SessionChange,
+    events: &[NewEvent],
+) -> Result<Option<SessionRow>, StoreError> {
+    let first = session.events_observed + 1;
+    for (i, e) in events.iter().enumerate() {
+        let seq = first + i as i64;
+        tx.execute(
+            "INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[&session.id, &seq, &e.kind, &e.call_id, &e.invocation_id, &e.role, &e.tool_name, &e.payload],
+        )
+        .await?;
+    }
+    let observed = session.events_observed + events.len() as i64;
+    let mut retained_from = session.retained_from_seq;
+    if observed - retained_from + 1 > RETAINED_EVENTS {
+        retained_from = observed - RETAINED_EVENTS + 1;
+        tx.execute(
+            "DELETE FROM session_events WHERE session_id = $1 AND seq < $2",
+            &[&session.id, &retained_from],
+        )
+        .await?;
+    }
+    let row = tx
+        .query_opt(
+            &format!(
+                "UPDATE workflow_sessions SET \
+                   lifecycle = coalesce($3, lifecycle), \
+                   mode = coalesce($4, mode), \
+                   execution_context = coalesce($5, execution_context), \
+                   root_instruction = coalesce(root_instruction, $6), \
+                   message_observation_revision = message_observation_revision + $7, \
+                   events_observed = $8, retained_from_seq = $9, updated_at = now(), \
+                   finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
+                   closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
+                   version = version + 1 \
+                 WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
+            ),
+            &[
+                &session.id,
+                &session.version,
+                &change.lifecycle,
+                &change.mode,
+                &change.execution_context,
+                &change.root_instruction,
+                &change.message_revision_bump,
+                &observed,
+                &retained_from,
+            ],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// The session mutation path: load the row `FOR UPDATE`, let `decide` look at it, then write
+/// its changes and events under the version guard, all in one transaction. `decide` may run
+/// more than once (once per attempt) and must be a pure function of the row.
+pub async fn mutate<T, F>(
+    pool: &Pool,
+    id: &str,
+    decide: F,
+) -> Result<CasOutcome<Mutated<T>>, StoreError>
+where
+    T: Send + 'static,
+    F: Fn(&SessionRow) -> Decision<T> + Send + Sync + 'static,
+{
+    let decide = std::sync::Arc::new(decide);
+    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+        let id = id.to_owned();
+        let decide = decide.clone();
+        Box::pin(async move {
+            let Some(row) = tx
+                .query_opt(
+                    &format!("SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"),
+                    &[&id],
+                )
+                .await?
+            else {
+                return Ok(Step::Done(Mutated::NotFound));
+            };
+            let session = from_row(&row);
+            match decide(&session) {
+                Decision::Leave(value) => Ok(Step::Done(Mutated::Done(value, session))),
+                Decision::Write(change, events, value) => {
+                    match write_back(tx, &session, &change, &events).await? {
+                        Some(updated) => Ok(Step::Done(Mutated::Done(value, updated))),
+                        None => Ok(Step::Stale),
+                    }
+                }
+            }
+        })
+    })
+    .await
+}
+
+/// Retained event counts by kind.
+pub async fn event_counts(
+    client: &impl GenericClient,
+    id: &str,
+) -> Result<Vec<(String, i64)>, StoreError> {
+    let stmt = client
+        .prepare_cached("SELECT kind, count(*) FROM session_events WHERE session_id = $1 GROUP BY kind ORDER BY kind")
+        .await?;
+    Ok(client
+        .query(&stmt, &[&id])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect())
+}
+
+/// One consistent snapshot of a session and all its retained events (ascending by seq), read
+/// in a single read-only repeatable-read transaction.
+pub async fn snapshot(
+    pool: &Pool,
+    id: &str,
+) -> Result<Option<(SessionRow, Vec<EventRow>)>, StoreError> {
+    let mut client = pool.get().await?;
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let Some(row) = get(&tx, id).await? else {
+        return Ok(None);
+    };
+    let mut events = recent_events(&tx, id, RETAINED_EVENTS).await?;
+    events.reverse();
+    tx.commit().await?;
+    Ok(Some((row, events)))
+}

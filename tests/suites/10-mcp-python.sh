@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# MCP through the official Python SDK (mcp==2.3.0, Streamable HTTP) in each protocol mode
+# ("auto", "legacy", "2026-07-28"), against two wc-local instances sharing one database.
+# The checks themselves are in tests/clients/mcp_python_suite.py.
+#
+#   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres tests/suites/10-mcp-python.sh
+#
+# scripts/test runs it with WC_PYTHON (the pinned venv) and WC_TARGET_DIR exported.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PY="${WC_PYTHON:-$SUITE_ROOT/.tools/venv/bin/python}"
+[[ -x "$PY" ]] || { echo "FAIL: no Python test venv at $PY (run scripts/test --quick once)" >&2; exit 1; }
+"$PY" -c 'import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(v != "2.3.0" and f"mcp {v} installed, 2.3.0 pinned")' ||
+    { echo "FAIL: the pinned mcp SDK is not installed in $PY" >&2; exit 1; }
+
+if ! db="$(fresh_db 2>"$SUITE_TMP/migrate.log")"; then
+    cat "$SUITE_TMP/migrate.log" >&2
+    echo "FAIL: could not create the suite database" >&2
+    exit 1
+fi
+project_dir="$SUITE_TMP/project-demo"
+mkdir -p "$project_dir"
+# Only A registers the project: B must see it through the shared database.
+start_local A "$db" --project "demo=$project_dir"
+start_local B "$db"
+echo "instances: A=$A_URL B=$B_URL (one database); project agent:local:demo registered by A"
+
+# A's token is served by B too: credentials live in the database, not in a process.
+status=0
+timeout 170 "$PY" "$SUITE_ROOT/tests/clients/mcp_python_suite.py" \
+    --instance "$A_URL" --instance "$B_URL" \
+    --token "$A_TOKEN" --project-id "agent:local:demo" || status=$?
+
+if ((status != 0)); then
+    ((status == 124)) && echo "FAIL: the Python MCP suite did not finish within 170s" >&2
+    echo "FAIL: the Python MCP suite failed (exit $status); server logs follow" >&2
+    for n in A B; do
+        log_var="${n}_LOG"
+        echo "---- wc-local $n stderr (last 40 lines) ----" >&2
+        tail -n 40 "${!log_var}" >&2 || true
+    done
+    exit 1
+fi
+echo "OK: Python MCP SDK suite passed against two instances"
