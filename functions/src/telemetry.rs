@@ -4,6 +4,17 @@
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
+/// rmcp logs every JSON-RPC request and result whole (`received request`, `response message`)
+/// at debug level under `rmcp::service`: tool arguments (task instructions, summaries, paths)
+/// that may carry secrets the ledger redacts. That target is capped at `info` whatever
+/// `RUST_LOG` says, so raising the level never writes request bodies to the logs.
+const RMCP_PAYLOAD_CAP: &str = "rmcp::service=info";
+
+/// `filter` with the payload cap applied (a directive for the same target is replaced).
+fn capped(filter: EnvFilter) -> EnvFilter {
+    filter.add_directive(RMCP_PAYLOAD_CAP.parse().expect("a valid directive"))
+}
+
 /// Installs the JSON subscriber for this process. `RUST_LOG` filters (default `info`).
 pub fn init() {
     init_with_default("info");
@@ -13,25 +24,46 @@ pub fn init() {
 pub fn init_with_default(default: &str) {
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(
+        .with_env_filter(capped(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)),
-        )
+        ))
         .with_current_span(true)
         .with_span_list(false)
         .with_writer(std::io::stderr)
         .try_init();
 }
 
-/// The same format written to `writer`, for tests that inspect logs.
+/// The same format (and payload cap) written to `writer` at `debug`, for tests that inspect
+/// logs.
 pub fn subscriber_with_writer<W>(writer: W) -> impl tracing::Subscriber + Send + Sync
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
     tracing_subscriber::fmt()
         .json()
-        .with_env_filter(EnvFilter::new("debug"))
+        .with_env_filter(capped(EnvFilter::new("debug")))
         .with_current_span(true)
         .with_span_list(false)
         .with_writer(writer)
         .finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_payload_cap_overrides_a_more_verbose_request() {
+        for requested in ["debug", "trace", "rmcp=trace", "rmcp::service=trace,info"] {
+            let filter = capped(EnvFilter::new(requested)).to_string();
+            assert!(
+                filter.contains("rmcp::service=info"),
+                "{requested}: {filter}"
+            );
+            assert!(
+                !filter.contains("rmcp::service=trace"),
+                "{requested}: {filter}"
+            );
+        }
+    }
 }

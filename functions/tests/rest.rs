@@ -313,8 +313,37 @@ async fn the_rest_tool_list_reaches_every_visible_tool() {
                 json!({ "tool": name, "arguments": {} }),
             )
             .await;
-            assert_eq!(r.status, StatusCode::OK, "{name}: {}", r.text());
-            assert_eq!(r.body["success"], true, "{name}: {}", r.text());
+            // Reaching the tool: a tool without required arguments runs; one with required
+            // arguments is refused by its own validator, naming the missing field.
+            let mut required = t["input_schema"]["required"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            // "One of these is required" (anyOf over required lists) names its first field.
+            for branch in t["input_schema"]["anyOf"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
+                required.extend(branch["required"].as_array().cloned().unwrap_or_default());
+            }
+            if required.is_empty() {
+                assert_eq!(r.status, StatusCode::OK, "{name}: {}", r.text());
+                assert_eq!(r.body["success"], true, "{name}: {}", r.text());
+            } else {
+                assert_eq!(r.status, StatusCode::BAD_REQUEST, "{name}: {}", r.text());
+                assert_eq!(r.body["error"]["kind"], "invalid_arguments", "{name}");
+                assert_eq!(r.body["error"]["rule"], "required", "{name}");
+                let pointer = r.body["error"]["pointer"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches('/')
+                    .to_owned();
+                assert!(
+                    required.iter().any(|f| f == &json!(pointer)),
+                    "{name}: {pointer}"
+                );
+            }
         }
     }
     // The limited caller does not see what it cannot call.

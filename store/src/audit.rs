@@ -162,51 +162,57 @@ pub async fn record(
             // loss of the last fraction of a second of audit rows; effects are committed
             // synchronously elsewhere, and any later synchronous commit flushes these too.
             // `SET LOCAL` lasts only for this transaction.
-            tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await?;
+            let async_commit = tx.batch_execute("SET LOCAL synchronous_commit TO OFF");
             let mut created = false;
             // The session row is loaded FOR UPDATE: concurrent events of one session queue on
             // the row lock instead of losing the version race; the version guard still checks.
             let row = match &affinity {
                 Affinity::Explicit(id) => {
-                    let inserted = tx
-                        .execute(
+                    let insert = tx
+                        .prepare_cached(
                             "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
                              ON CONFLICT (session_id) DO NOTHING",
-                            &[id, &caller_fingerprint],
                         )
                         .await?;
+                    // Sent together with the SET LOCAL: one round trip.
+                    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [id, &caller_fingerprint];
+                    let (set, inserted) = tokio::join!(async_commit, tx.execute(&insert, &params));
+                    set?;
+                    let inserted = inserted?;
                     created = inserted == 1;
-                    tx.query_one(
-                        &format!("SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 FOR UPDATE"),
-                        &[id],
-                    )
-                    .await?
+                    let select = tx
+                        .prepare_cached(&format!(
+                            "SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 FOR UPDATE"
+                        ))
+                        .await?;
+                    tx.query_one(&select, &[id]).await?
                 }
                 Affinity::Reuse { idle } => {
                     let idle_secs = idle.as_secs_f64();
-                    let found = tx
-                        .query_opt(
-                            &format!(
-                                "SELECT {SESSION_COLUMNS} FROM action_sessions \
-                                 WHERE caller_fingerprint = $1 AND status = 'open' \
-                                   AND last_event_at > now() - make_interval(secs => $2) \
-                                 ORDER BY last_event_at DESC LIMIT 1 FOR UPDATE"
-                            ),
-                            &[&caller_fingerprint, &idle_secs],
-                        )
+                    let select = tx
+                        .prepare_cached(&format!(
+                            "SELECT {SESSION_COLUMNS} FROM action_sessions \
+                             WHERE caller_fingerprint = $1 AND status = 'open' \
+                               AND last_event_at > now() - make_interval(secs => $2) \
+                             ORDER BY last_event_at DESC LIMIT 1 FOR UPDATE"
+                        ))
                         .await?;
+                    // Sent together with the SET LOCAL: one round trip.
+                    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&caller_fingerprint, &idle_secs];
+                    let (set, found) = tokio::join!(async_commit, tx.query_opt(&select, &params));
+                    set?;
+                    let found = found?;
                     match found {
                         Some(row) => row,
                         None => {
                             created = true;
-                            tx.query_one(
-                                &format!(
+                            let insert = tx
+                                .prepare_cached(&format!(
                                     "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
                                      RETURNING {SESSION_COLUMNS}"
-                                ),
-                                &[&Uuid::new_v4().to_string(), &caller_fingerprint],
-                            )
-                            .await?
+                                ))
+                                .await?;
+                            tx.query_one(&insert, &[&Uuid::new_v4().to_string(), &caller_fingerprint]).await?
                         }
                     }
                 }
@@ -215,37 +221,45 @@ pub async fn record(
             let version: i64 = row.get("version");
             let seq = session.event_count + 1;
             let event_id = Uuid::now_v7();
-            tx.execute(
-                "INSERT INTO action_events (id, session_id, seq, endpoint, http_method, action_name, operation, \
-                   status_code, success, duration_ms, request_id, summary, principal_kind, principal_user_id, \
-                   oauth_client_id) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-                &[
-                    &event_id,
-                    &session.session_id,
-                    &seq,
-                    &event.endpoint,
-                    &event.http_method,
-                    &event.action_name,
-                    &event.operation,
-                    &event.status_code,
-                    &event.success,
-                    &event.duration_ms,
-                    &event.request_id,
-                    &event.summary,
-                    &event.principal_kind,
-                    &event.principal_user_id,
-                    &event.oauth_client_id,
-                ],
-            )
-            .await?;
             let errors = i64::from(!event.success);
+            // The event insert and the version-guarded counter update are one statement (one
+            // round trip while the row lock is held). If the guard misses, the step is stale and
+            // the transaction, insert included, rolls back.
+            let write = tx
+                .prepare_cached(
+                    "WITH ev AS ( \
+                       INSERT INTO action_events (id, session_id, seq, endpoint, http_method, action_name, operation, \
+                         status_code, success, duration_ms, request_id, summary, principal_kind, principal_user_id, \
+                         oauth_client_id) \
+                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING 1) \
+                     UPDATE action_sessions SET event_count = event_count + 1, error_count = error_count + $16, \
+                       total_duration_ms = total_duration_ms + $17, last_event_at = now(), version = version + 1 \
+                     WHERE session_id = $2 AND version = $18",
+                )
+                .await?;
             let updated = tx
                 .execute(
-                    "UPDATE action_sessions SET event_count = event_count + 1, error_count = error_count + $3, \
-                       total_duration_ms = total_duration_ms + $4, last_event_at = now(), version = version + 1 \
-                     WHERE session_id = $1 AND version = $2",
-                    &[&session.session_id, &version, &errors, &event.duration_ms.max(0)],
+                    &write,
+                    &[
+                        &event_id,
+                        &session.session_id,
+                        &seq,
+                        &event.endpoint,
+                        &event.http_method,
+                        &event.action_name,
+                        &event.operation,
+                        &event.status_code,
+                        &event.success,
+                        &event.duration_ms,
+                        &event.request_id,
+                        &event.summary,
+                        &event.principal_kind,
+                        &event.principal_user_id,
+                        &event.oauth_client_id,
+                        &errors,
+                        &event.duration_ms.max(0),
+                        &version,
+                    ],
                 )
                 .await?;
             Ok(Step::from_rows_updated(

@@ -16,6 +16,8 @@ use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
 
 /// Events retained per session (the newest; older ones are deleted).
 pub const RETAINED_EVENTS: i64 = 2000;
+/// Most events one mutation may append.
+pub const MAX_EVENTS_PER_WRITE: usize = 128;
 
 /// A session row.
 #[derive(Debug, Clone, PartialEq)]
@@ -251,48 +253,61 @@ pub enum Mutated<T> {
     NotFound,
 }
 
-/// Writes `change` and `events` to the locked `session`; `None` if its version moved.
+/// Writes `change` and `events` to the locked `session`; `None` if its version moved. One
+/// statement: the event inserts, the retention delete and the version-guarded row update go
+/// to the server together, so the row lock is held for one round trip.
 async fn write_back<C: GenericClient>(
     tx: &C,
     session: &SessionRow,
     change: &SessionChange,
     events: &[NewEvent],
 ) -> Result<Option<SessionRow>, StoreError> {
+    // The retention delete cannot see rows inserted by the same statement, so one write must
+    // stay far below the retention bound (callers append a handful of events at a time).
+    if events.len() > MAX_EVENTS_PER_WRITE {
+        return Err(StoreError::CorruptRow {
+            table: "session_events",
+            detail: format!(
+                "{} events in one write; at most {MAX_EVENTS_PER_WRITE}",
+                events.len()
+            ),
+        });
+    }
     let first = session.events_observed + 1;
-    for (i, e) in events.iter().enumerate() {
-        let seq = first + i as i64;
-        tx.execute(
-            "INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            &[&session.id, &seq, &e.kind, &e.call_id, &e.invocation_id, &e.role, &e.tool_name, &e.payload],
-        )
-        .await?;
-    }
+    let seqs: Vec<i64> = (0..events.len() as i64).map(|i| first + i).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    let call_ids: Vec<Uuid> = events.iter().map(|e| e.call_id).collect();
+    let invocation_ids: Vec<Uuid> = events.iter().map(|e| e.invocation_id).collect();
+    let roles: Vec<&str> = events.iter().map(|e| e.role).collect();
+    let tools: Vec<Option<&str>> = events.iter().map(|e| e.tool_name.as_deref()).collect();
+    let payloads: Vec<&Value> = events.iter().map(|e| &e.payload).collect();
     let observed = session.events_observed + events.len() as i64;
-    let mut retained_from = session.retained_from_seq;
-    if observed - retained_from + 1 > RETAINED_EVENTS {
-        retained_from = observed - RETAINED_EVENTS + 1;
-        tx.execute(
-            "DELETE FROM session_events WHERE session_id = $1 AND seq < $2",
-            &[&session.id, &retained_from],
-        )
+    let retained_from = session
+        .retained_from_seq
+        .max(observed - RETAINED_EVENTS + 1);
+    let stmt = tx
+        .prepare_cached(&format!(
+            "WITH ev AS ( \
+               INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
+               SELECT $1, * FROM unnest($10::bigint[], $11::text[], $12::uuid[], $13::uuid[], $14::text[], \
+                                        $15::text[], $16::jsonb[]) RETURNING 1), \
+             gone AS (DELETE FROM session_events WHERE session_id = $1 AND seq < $9) \
+             UPDATE workflow_sessions SET \
+               lifecycle = coalesce($3, lifecycle), \
+               mode = coalesce($4, mode), \
+               execution_context = coalesce($5, execution_context), \
+               root_instruction = coalesce(root_instruction, $6), \
+               message_observation_revision = message_observation_revision + $7, \
+               events_observed = $8, retained_from_seq = $9, updated_at = now(), \
+               finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
+               closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
+               version = version + 1 \
+             WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
+        ))
         .await?;
-    }
     let row = tx
         .query_opt(
-            &format!(
-                "UPDATE workflow_sessions SET \
-                   lifecycle = coalesce($3, lifecycle), \
-                   mode = coalesce($4, mode), \
-                   execution_context = coalesce($5, execution_context), \
-                   root_instruction = coalesce(root_instruction, $6), \
-                   message_observation_revision = message_observation_revision + $7, \
-                   events_observed = $8, retained_from_seq = $9, updated_at = now(), \
-                   finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
-                   closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
-                   version = version + 1 \
-                 WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
-            ),
+            &stmt,
             &[
                 &session.id,
                 &session.version,
@@ -303,6 +318,13 @@ async fn write_back<C: GenericClient>(
                 &change.message_revision_bump,
                 &observed,
                 &retained_from,
+                &seqs,
+                &kinds,
+                &call_ids,
+                &invocation_ids,
+                &roles,
+                &tools,
+                &payloads,
             ],
         )
         .await?;

@@ -254,6 +254,39 @@ impl Drop for TestDatabase {
     }
 }
 
+/// Stores `n` finished Workflow Sessions of `project`, each with `events` ledger events, so
+/// benchmarks can show that per-call cost does not grow with the data.
+pub async fn seed_sessions(
+    client: &impl deadpool_postgres::GenericClient,
+    n: i64,
+    events: i64,
+    project: &str,
+    fingerprint: &str,
+) -> Result<(), StoreError> {
+    client
+        .execute(
+            "INSERT INTO workflow_sessions (id, project, owner_authority_fingerprint, mode, lifecycle, \
+               events_observed, version) \
+             SELECT 'wc_sess_seed' || md5(i::text), $2, $3, 'normal', 'finished', $4, 1 \
+             FROM generate_series(1, $1::bigint) AS i",
+            &[&n, &project, &fingerprint, &events],
+        )
+        .await?;
+    client
+        .execute(
+            "INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
+             SELECT 'wc_sess_seed' || md5(i::text), e, 'tool_call_started', gen_random_uuid(), gen_random_uuid(), \
+                    'recorder', 'runtime_status', '{}'::jsonb \
+             FROM generate_series(1, $1::bigint) AS i, generate_series(1, $2::bigint) AS e",
+            &[&n, &events],
+        )
+        .await?;
+    client
+        .batch_execute("ANALYZE workflow_sessions; ANALYZE session_events")
+        .await?;
+    Ok(())
+}
+
 /// A minimal aggregate for exercising [`compare_and_swap`]: a counter row with a version.
 pub mod probe {
     use super::*;

@@ -14,6 +14,12 @@ one logical client whose consecutive HTTP requests alternate between the instanc
 round-robin transport under the SDK), and raw requests carrying a made-up `Mcp-Session-Id`,
 which must change nothing.
 
+A Workflow Session flow runs in every mode too: work_on_project creates a session, calls carry
+it as `recording_session_id` (a tool argument: it is projected into every inputSchema), the
+handoff and finish tools run, each request on the other instance, and the ledger read back
+through session_summary must hold exactly the expected event pairs; after finish, a resume is
+refused with session_closed.
+
 Every scenario runs even when an earlier one failed; the exit status is 1 if any failed.
 """
 
@@ -36,7 +42,15 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 MODES = ("auto", "legacy", "2026-07-28")
-EXPECTED_TOOLS = {"list_tools", "list_projects", "runtime_status"}
+EXPECTED_TOOLS = {
+    "list_tools",
+    "list_projects",
+    "runtime_status",
+    "work_on_project",
+    "session_summary",
+    "session_handoff_summary",
+    "finish_coding_task",
+}
 WRAPPER_FIELDS = ("recording_session_id", "ack_session_message_ids", "context_request")
 ACCEPT = "application/json, text/event-stream"
 
@@ -206,6 +220,26 @@ def check_invalid(result: Any, where: str) -> dict[str, Any]:
     return sc
 
 
+def tool_ok(result: Any, where: str) -> dict[str, Any]:
+    """The `output` of a successful tool result."""
+    sc = structured(result, where)
+    expect(result.is_error is False, f"{where}: isError={result.is_error}: {short(sc)}")
+    expect(sc.get("success") is True, f"{where}: failed: {short(sc)}")
+    out = sc.get("output")
+    expect(isinstance(out, dict), f"{where}: no output object: {short(sc)}")
+    return out
+
+
+def tool_refused(result: Any, kind: str, where: str) -> dict[str, Any]:
+    """The `error` of a refused tool result, which must be of `kind`."""
+    sc = structured(result, where)
+    expect(result.is_error is True, f"{where}: isError={result.is_error}: {short(sc)}")
+    expect(sc.get("success") is False, f"{where}: succeeded: {short(sc)}")
+    err = sc.get("error") or {}
+    expect(err.get("kind") == kind, f"{where}: error.kind is {err.get('kind')!r}, expected {kind!r}: {short(sc)}")
+    return err
+
+
 async def expect_unknown_tool(client: Client, where: str) -> None:
     try:
         result = await client.call_tool("no_such_tool", {})
@@ -313,6 +347,126 @@ class Suite:
         expect(not bad, f"unexpected HTTP errors: {bad}")
         path = " ".join(f"{'AB'[i]}:{m.split(' ', 1)[1]}" for i, m, _ in wire.exchanges[:6])
         return f"protocol {version}; {len(served)} requests alternating A/B ({path} …)"
+
+    # -- a Workflow Session across alternating instances --------------------------------------
+
+    async def session_flow(self, mode: str) -> str:
+        wire = Wire()
+        instruction = f"python sdk flow ({mode}): add a cache to the resolver"
+        async with self.routed(wire) as hc:
+            async with mcp_client(self.endpoint, hc, mode) as c:
+                expected_version(mode, c.protocol_version)
+                check_tools(await c.list_tools(), "tools/list")
+
+                created = tool_ok(
+                    await c.call_tool("work_on_project", {"project": self.project_id, "instruction": instruction}),
+                    "work_on_project",
+                )
+                sid = created.get("session_id")
+                expect(
+                    isinstance(sid, str) and sid.startswith("wc_sess_") and len(sid) >= len("wc_sess_") + 22,
+                    f"work_on_project returned session_id {sid!r}",
+                )
+                expect(created.get("started") == "created", f"started: {short(created)}")
+                expect(created.get("project") == self.project_id, f"project: {short(created)}")
+                expect(
+                    created.get("continuation_feedback") == {"status": "not_applicable", "reason_code": "fresh_session"},
+                    f"continuation_feedback of a fresh session: {short(created.get('continuation_feedback'))}",
+                )
+                expect(created.get("events_observed") == 1, f"events_observed after create: {short(created)}")
+                observed = 1
+
+                # Recorded calls: the recorder is a tool argument, nothing else selects it.
+                for tool in ("runtime_status", "list_projects"):
+                    tool_ok(await c.call_tool(tool, {"recording_session_id": sid}), f"recorded {tool}")
+                    observed += 2
+                # Unrecorded calls in between change nothing.
+                tool_ok(await c.call_tool("runtime_status", {}), "unrecorded runtime_status")
+                tool_ok(await c.call_tool("list_projects", {}), "unrecorded list_projects")
+
+                # The handoff, recorded in the session it reads: recorder and business pairs.
+                handoff = tool_ok(
+                    await c.call_tool("session_handoff_summary", {"session_id": sid, "recording_session_id": sid}),
+                    "session_handoff_summary",
+                )
+                observed += 4
+                brief = handoff.get("handoff_brief") or {}
+                expect(len(json.dumps(brief, ensure_ascii=False).encode()) <= 8192, "the handoff brief exceeds 8 KiB")
+                expect(brief.get("lifecycle") == "active", f"brief lifecycle: {short(brief)}")
+                root = (brief.get("instruction") or {}).get("root") or {}
+                expect(root.get("text") == instruction, f"brief root instruction: {short(root)}")
+
+                # The ledger, read back on whichever instance serves the request.
+                summary = tool_ok(
+                    await c.call_tool("session_summary", {"session_id": sid, "limit": 200}), "session_summary"
+                )
+                expect(
+                    summary.get("events_observed") == observed,
+                    f"events_observed is {summary.get('events_observed')}, expected {observed}",
+                )
+                events = list(reversed(summary.get("events") or []))
+                seqs = [e.get("seq") for e in events]
+                expect(seqs == list(range(1, observed + 1)), f"ledger seqs: {seqs}")
+                pairs: dict[str, list[dict[str, Any]]] = {}
+                for e in events[1:]:
+                    pairs.setdefault(e["call_id"], []).append(e)
+                got = sorted(
+                    (p[0].get("tool_name"), p[0].get("role"), tuple(e.get("kind") for e in p)) for p in pairs.values()
+                )
+                pair = ("tool_call_started", "tool_call_finished")
+                want = sorted(
+                    [
+                        ("runtime_status", "recorder", pair),
+                        ("list_projects", "recorder", pair),
+                        ("session_handoff_summary", "recorder", pair),
+                        ("session_handoff_summary", "business", pair),
+                    ]
+                )
+                expect(got == want, f"ledger pairs: {got}")
+                handoff_pairs = [p for p in pairs.values() if p[0].get("tool_name") == "session_handoff_summary"]
+                expect(
+                    len({e["invocation_id"] for p in handoff_pairs for e in p}) == 1,
+                    "the handoff's recorder and business pairs do not share one invocation",
+                )
+                expect(events[0].get("kind") == "task_instruction", f"first event: {short(events[0])}")
+                observed += 2  # the summary's own business pair, written after its read
+
+                finished = tool_ok(
+                    await c.call_tool("finish_coding_task", {"session_id": sid, "summary": "python flow done"}),
+                    "finish_coding_task",
+                )
+                observed += 3
+                expect(finished.get("lifecycle") == "finished", f"finish lifecycle: {short(finished)}")
+                state = ((finished.get("handoff_brief") or {}).get("progress") or {}).get("state")
+                expect(state == "closed", f"progress after finish: {state!r}")
+
+                # A finished session takes no more work, as business target or as recorder.
+                tool_refused(
+                    await c.call_tool("work_on_project", {"session_id": sid, "instruction": "once more"}),
+                    "session_closed",
+                    "resume after finish",
+                )
+                tool_refused(
+                    await c.call_tool("runtime_status", {"recording_session_id": sid}),
+                    "session_closed",
+                    "recording in a finished session",
+                )
+                final = tool_ok(await c.call_tool("session_summary", {"session_id": sid}), "final session_summary")
+                expect(final.get("lifecycle") == "finished", f"final lifecycle: {short(final)}")
+                expect(
+                    final.get("events_observed") == observed,
+                    f"events_observed is {final.get('events_observed')}, expected {observed} (refusals must write nothing)",
+                )
+                version = c.protocol_version
+        served = wire.served_by()
+        expect(
+            all(x != y for x, y in zip(served, served[1:])),
+            f"consecutive requests did not alternate between instances: {served}",
+        )
+        expect(set(served) == {0, 1}, f"both instances must serve: {served}")
+        bad = [x for x in wire.exchanges if x[2] >= 400 and "tools/call" not in x[1]]
+        expect(not bad, f"unexpected HTTP errors: {bad}")
+        return f"protocol {version}; session {sid[:12]}…, {observed} ledger events, {len(served)} requests alternating A/B"
 
     # -- a wrong token is refused on both instances, in every mode ----------------------------
 
@@ -473,6 +627,10 @@ async def main() -> int:
         await suite.run(f"[{mode}] one client per instance, interleaved", lambda m=mode: suite.interleaved(m))
         await suite.run(f"[{mode}] one client alternating instances per request", lambda m=mode: suite.round_robin(m))
         await suite.run(f"[{mode}] wrong token refused by both instances", lambda m=mode: suite.wrong_token(m))
+        await suite.run(
+            f"[{mode}] workflow session: create, record, hand off, finish, across instances",
+            lambda m=mode: suite.session_flow(m),
+        )
         await suite.run(
             f"[{mode}] caller Mcp-Session-Id on every request changes nothing",
             lambda m=mode: suite.session_header_sdk(m),

@@ -2,5 +2,6 @@
 //! to them over real HTTP.
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod client;
 pub mod server;

@@ -275,11 +275,12 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
                     operation: "mcp_tools_call".into(),
                 },
                 // Refused before a registered tool was identified (unknown tool, bad params).
+                // The name is caller text: keep it only when it names a registered tool.
                 None => Classified {
-                    action_name: if name.is_empty() {
-                        "tools/call".into()
-                    } else {
+                    action_name: if state.runtime.get(&name).is_some() {
                         name
+                    } else {
+                        "unknown_tool".into()
                     },
                     operation: "mcp_tools_call".into(),
                     success: false,

@@ -38,12 +38,29 @@ pub fn normalize_integers(value: &mut Value) {
 
 /// Validates `args` and returns the first violation as an `invalid_arguments` error with
 /// `pointer` and `rule` details.
-pub fn validate(validator: &jsonschema::Validator, args: &Value) -> Result<(), ToolError> {
+pub fn validate(
+    validator: &jsonschema::Validator,
+    schema: &Value,
+    args: &Value,
+) -> Result<(), ToolError> {
     let Some(error) = validator.iter_errors(args).next() else {
         return Ok(());
     };
     let mut pointer = error.instance_path.to_string();
     let (mut rule, mut detail) = describe(&error.kind);
+    // "One of these arguments is required" is written as anyOf over `required` lists: name the
+    // first as the missing field and the others as alternatives.
+    if matches!(error.kind, ValidationErrorKind::AnyOf { .. })
+        && let Some(alternatives) = required_alternatives(schema, error.schema_path.as_str())
+        && let Some((first, others)) = alternatives.split_first()
+    {
+        pointer = format!("{pointer}/{}", escape(first));
+        detail = format!(
+            "is required unless one of these is given: {}",
+            others.join(", ")
+        );
+        rule = "required";
+    }
     // Missing or unexpected properties are about a child of the object the validator points at.
     match &error.kind {
         // `additionalProperties: false` on an object without `properties` (a tool that takes
@@ -85,6 +102,21 @@ pub fn validate(validator: &jsonschema::Validator, args: &Value) -> Result<(), T
             .with("pointer", pointer)
             .with("rule", rule),
     )
+}
+
+/// The names of an `anyOf` whose branches each require one (non-null) argument:
+/// `{"required": [name], "properties": {name: …}}`.
+fn required_alternatives(schema: &Value, schema_path: &str) -> Option<Vec<String>> {
+    let branches = schema.pointer(schema_path)?.as_array()?;
+    branches
+        .iter()
+        .map(|b| {
+            let obj = b.as_object()?;
+            let req = obj.get("required")?.as_array()?;
+            let only_that = obj.keys().all(|k| k == "required" || k == "properties");
+            (only_that && req.len() == 1).then(|| req[0].as_str().map(str::to_owned))?
+        })
+        .collect()
 }
 
 fn escape(segment: &str) -> String {
@@ -153,7 +185,7 @@ mod tests {
 
     fn check(schema: Value, args: Value) -> Option<(String, String, String)> {
         let v = jsonschema::validator_for(&schema).unwrap();
-        validate(&v, &args).err().map(|e| {
+        validate(&v, &schema, &args).err().map(|e| {
             (
                 e.details["pointer"].as_str().unwrap().to_owned(),
                 e.details["rule"].as_str().unwrap().to_owned(),
@@ -251,5 +283,26 @@ mod tests {
             ("/inner/a~0b", "additionalProperties")
         );
         assert!(check(schema, json!({})).is_none());
+    }
+
+    #[test]
+    fn one_of_several_required_arguments_is_named() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"project": {"type": "string"}, "session_id": {"type": "string"}},
+            "anyOf": [
+                {"required": ["project"], "properties": {"project": {"type": "string"}}},
+                {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
+            ]
+        });
+        let (pointer, rule, message) = check(schema.clone(), json!({})).unwrap();
+        assert_eq!((pointer.as_str(), rule.as_str()), ("/project", "required"));
+        assert!(
+            message.contains("unless one of these is given: session_id"),
+            "{message}"
+        );
+        assert!(check(schema.clone(), json!({"session_id": "x"})).is_none());
+        // Present but null does not count.
+        assert!(check(schema, json!({"session_id": null})).is_some());
     }
 }

@@ -71,3 +71,20 @@ pub struct ToolContext {
     /// provenance only: never a business target, guard or source of execution defaults.
     pub recorder: Option<Arc<wc_store::sessions::SessionRow>>,
 }
+
+impl ToolContext {
+    /// The business session the kernel loaded and authorized for argument `session_id`.
+    pub fn business_session(
+        &self,
+        session_id: &str,
+    ) -> Result<Arc<wc_store::sessions::SessionRow>, crate::kernel::result::ToolError> {
+        match &self.business {
+            Some(s) if s.id == session_id => Ok(s.clone()),
+            _ => Err(crate::kernel::result::ToolError::new(
+                crate::kernel::result::ErrorKind::UnknownSessionId,
+                "session_id names no session this caller can use",
+            )
+            .with("field", "session_id")),
+        }
+    }
+}

@@ -37,6 +37,9 @@ struct Pair {
     session: Arc<SessionRow>,
     role: &'static str,
     call_id: Uuid,
+    /// Whether the session must still be active when the call starts (a recorder always;
+    /// a business session unless the tool manages lifecycles).
+    must_be_active: bool,
 }
 
 /// What the recorder established before dispatch.
@@ -58,9 +61,15 @@ pub struct Recording {
 fn summarize(args: &Value) -> Value {
     fn cut(v: &mut Value) {
         match v {
-            Value::String(s) if s.chars().count() > MAX_SUMMARY_STRING_CHARS => {
-                let kept: String = s.chars().take(MAX_SUMMARY_STRING_CHARS).collect();
-                *s = format!("{kept}…");
+            Value::String(s) => {
+                // The ledger is `jsonb`, which cannot hold U+0000.
+                if s.contains('\0') {
+                    *s = s.replace('\0', "\u{FFFD}");
+                }
+                if s.chars().count() > MAX_SUMMARY_STRING_CHARS {
+                    let kept: String = s.chars().take(MAX_SUMMARY_STRING_CHARS).collect();
+                    *s = format!("{kept}…");
+                }
             }
             Value::Array(items) => items.iter_mut().for_each(cut),
             Value::Object(map) => map.values_mut().for_each(cut),
@@ -120,7 +129,12 @@ pub async fn begin(
     let recorder = match &wrapper.recording_session_id {
         None => None,
         Some(raw) => {
-            let row = authority::load(&state.pool, principal, raw, "recording_session_id").await?;
+            // Recording in the business session itself: it was just loaded and authorized for
+            // this caller, and authority does not depend on the argument's role.
+            let row = match &business {
+                Some(b) if b.id == *raw => b.clone(),
+                _ => authority::load(&state.pool, principal, raw, "recording_session_id").await?,
+            };
             authority::require_active(&row, "recording_session_id")?;
             if let Some(project) = &request_project {
                 authority::require_project(&row, project, "recording_session_id")?;
@@ -145,6 +159,7 @@ pub async fn begin(
             session: r.clone(),
             role: "recorder",
             call_id: Uuid::now_v7(),
+            must_be_active: true,
         });
     }
     if let Some(b) = &business {
@@ -152,6 +167,7 @@ pub async fn begin(
             session: b.clone(),
             role: "business",
             call_id: Uuid::now_v7(),
+            must_be_active: spec.session != SessionUse::Manages,
         });
     }
     let recording = Recording {
@@ -248,25 +264,24 @@ async fn append(
     finished: Option<&Finished<'_>>,
     require_active: bool,
 ) -> Result<(), ToolError> {
-    let mut by_session: BTreeMap<&str, Vec<NewEvent>> = BTreeMap::new();
+    // Per session: its events, and whether it must still be active to take them.
+    let mut by_session: BTreeMap<&str, (Vec<NewEvent>, bool)> = BTreeMap::new();
     // Started events: recorder first, then business; finished events in reverse.
     if finished.is_none() || recording.deferred_start {
         for pair in &recording.pairs {
-            by_session
-                .entry(pair.session.id.as_str())
-                .or_default()
-                .push(started_event(recording, spec, pair));
+            let entry = by_session.entry(pair.session.id.as_str()).or_default();
+            entry.0.push(started_event(recording, spec, pair));
+            entry.1 |= pair.must_be_active;
         }
     }
     if let Some(done) = finished {
         for pair in recording.pairs.iter().rev() {
-            by_session
-                .entry(pair.session.id.as_str())
-                .or_default()
-                .push(finished_event(recording, spec, pair, done));
+            let entry = by_session.entry(pair.session.id.as_str()).or_default();
+            entry.0.push(finished_event(recording, spec, pair, done));
         }
     }
-    for (id, events) in by_session {
+    for (id, (events, must_be_active)) in by_session {
+        let require_active = require_active && must_be_active;
         let outcome = sessions::mutate(&state.pool, id, move |row| {
             if require_active && !row.is_active() {
                 Decision::Leave(false)

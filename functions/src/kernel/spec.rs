@@ -98,6 +98,8 @@ pub struct ToolSpec {
     /// JSON Schema of the `output` field of a successful result.
     pub output_schema: Arc<Map<String, Value>>,
     pub(super) validator: jsonschema::Validator,
+    /// The input schema as a value, for explaining validation errors.
+    pub(super) input_schema_value: Value,
     pub(super) handler: Handler,
 }
 
@@ -162,6 +164,7 @@ impl ToolSpec {
         ToolSpec {
             meta,
             session: SessionUse::None,
+            input_schema_value: Value::Object(input_schema.clone()),
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
             validator,

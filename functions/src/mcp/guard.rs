@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 fn rpc_error(id: Value, code: i64, message: String) -> Response {
@@ -39,34 +40,66 @@ fn reject(id: Value, code: i64, message: &str) -> Rejection {
     }
 }
 
+/// The top-level members of a JSON-RPC message, borrowed from the body without building a
+/// tree: parsing into `RawValue`s still checks the whole document (syntax, depth), cheaply.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+fn first_byte(raw: &RawValue) -> u8 {
+    raw.get().as_bytes().first().copied().unwrap_or(b' ')
+}
+
 /// Checks one request body.
 pub fn check(body: &Bytes) -> Result<(), Rejection> {
-    let value: Value = serde_json::from_slice(body)
+    // Valid JSON first (depth-bounded by the parser), then the shape.
+    let outer: &RawValue = serde_json::from_slice(body)
         .map_err(|e| reject(Value::Null, -32700, &format!("parse error: {e}")))?;
-    let Value::Object(msg) = value else {
+    if first_byte(outer) != b'{' {
         return Err(reject(
             Value::Null,
             -32600,
             "invalid request: expected one JSON-RPC 2.0 object (batches are not supported)",
         ));
-    };
-    let id = msg.get("id").cloned().unwrap_or(Value::Null);
-    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
-        return Err(reject(
-            Value::Null,
-            -32600,
-            "invalid request: id must be a string or a number",
-        ));
     }
-    if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    let msg: Envelope<'_> = serde_json::from_str(outer.get())
+        .map_err(|e| reject(Value::Null, -32600, &format!("invalid request: {e}")))?;
+    let id = match msg.id {
+        None => Value::Null,
+        Some(raw) => match first_byte(raw) {
+            b'"' | b'-' | b'0'..=b'9' | b'n' => {
+                serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+            }
+            _ => {
+                return Err(reject(
+                    Value::Null,
+                    -32600,
+                    "invalid request: id must be a string or a number",
+                ));
+            }
+        },
+    };
+    if msg.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
         return Err(reject(
             id,
             -32600,
             "invalid request: jsonrpc must be \"2.0\"",
         ));
     }
-    let has_method = msg.get("method").is_some_and(Value::is_string);
-    let is_response = msg.contains_key("result") || msg.contains_key("error");
+    let has_method = msg.method.is_some_and(|m| first_byte(m) == b'"');
+    let is_response = msg.result.is_some() || msg.error.is_some();
     if !has_method && !is_response {
         return Err(reject(
             id,
@@ -74,9 +107,8 @@ pub fn check(body: &Bytes) -> Result<(), Rejection> {
             "invalid request: method must be a string",
         ));
     }
-    if let Some(params) = msg.get("params")
-        && !params.is_object()
-        && !params.is_array()
+    if let Some(params) = msg.params
+        && !matches!(first_byte(params), b'{' | b'[')
     {
         return Err(reject(
             id,

@@ -40,8 +40,25 @@ pub fn excerpt(raw: &str, max_chars: usize) -> Excerpt {
         text: redacted.into_owned(),
         truncated: redaction_changed,
     };
+    // Excerpts are stored as JSON in Postgres, whose `jsonb` cannot hold U+0000.
+    if out.text.contains('\0') {
+        out.text = out.text.replace('\0', "\u{FFFD}");
+        out.truncated = true;
+    }
     shrink(&mut out, max_chars);
     out
+}
+
+/// Cuts `excerpt` to at most `max_bytes` bytes of UTF-8 (on a character boundary), setting
+/// `truncated` when the cut removed anything. Stored excerpts are bounded in characters for the
+/// reader and in bytes for the row they are stored in.
+pub fn shrink_to_bytes(excerpt: &mut Excerpt, max_bytes: usize) {
+    let keep = excerpt
+        .text
+        .char_indices()
+        .take_while(|(at, c)| at + c.len_utf8() <= max_bytes)
+        .count();
+    shrink(excerpt, keep);
 }
 
 /// Cuts `excerpt` to at most `to_chars` Unicode scalar values, setting `truncated` when the
@@ -208,6 +225,24 @@ mod tests {
         let e = excerpt(&exact, 600);
         assert_eq!(e.text, exact);
         assert!(!e.truncated);
+    }
+
+    #[test]
+    fn nul_is_replaced_and_flagged() {
+        let e = excerpt("a\0b", 600);
+        assert_eq!(e.text, "a\u{FFFD}b");
+        assert!(e.truncated);
+    }
+
+    #[test]
+    fn shrink_to_bytes_keeps_whole_characters() {
+        let mut e = excerpt(&"🦀".repeat(10), 600);
+        shrink_to_bytes(&mut e, 10);
+        assert_eq!(e.text, "🦀🦀");
+        assert!(e.truncated);
+        let mut e = excerpt("abc", 600);
+        shrink_to_bytes(&mut e, 3);
+        assert_eq!((e.text.as_str(), e.truncated), ("abc", false));
     }
 
     #[test]

@@ -43,6 +43,15 @@ pub enum PathError {
     /// Control characters.
     #[error("must not contain control characters")]
     Control,
+    /// Something the redaction rules take for a credential: an execution default is never a
+    /// place for secrets, and storing one would serve it back in every session summary.
+    #[error("must not contain credentials")]
+    Credential,
+}
+
+/// Whether the redaction rules would change `raw`, i.e. it carries something credential-shaped.
+fn carries_credential(raw: &str) -> bool {
+    crate::redaction::redact(raw) != raw
 }
 
 impl ProjectRelativePath {
@@ -53,6 +62,9 @@ impl ProjectRelativePath {
         }
         if raw.chars().any(char::is_control) {
             return Err(PathError::Control);
+        }
+        if carries_credential(raw) {
+            return Err(PathError::Credential);
         }
         let lower = raw.to_ascii_lowercase();
         if let Some((scheme, _)) = lower.split_once("://")
@@ -93,15 +105,20 @@ pub fn remote_path(raw: &str) -> Result<String, PathError> {
     if raw.chars().any(char::is_control) {
         return Err(PathError::Control);
     }
+    if carries_credential(raw) {
+        return Err(PathError::Credential);
+    }
     Ok(raw.to_owned())
 }
 
-/// Whether a resource name is acceptable: 1-64 of `[A-Za-z0-9._-]`.
+/// Whether a resource name is acceptable: 1-64 of `[A-Za-z0-9._-]`, and not shaped like a
+/// credential (a token is not a resource name).
 pub fn valid_resource(name: &str) -> bool {
     (1..=MAX_RESOURCE_LEN).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && !carries_credential(name)
 }
 
 /// The stored execution defaults of a session.
@@ -153,6 +170,11 @@ mod tests {
             ("a/../../b", PathError::Parent),
             ("a\nb", PathError::Control),
             ("a\u{0}b", PathError::Control),
+            (
+                "build/token=7f3c9a1b2d4e5f60718293a4",
+                PathError::Credential,
+            ),
+            ("src/password=hunter2hunter2", PathError::Credential),
         ] {
             assert_eq!(ProjectRelativePath::parse(raw), Err(err), "{raw:?}");
         }
@@ -168,5 +190,12 @@ mod tests {
         assert!(!valid_resource("") && !valid_resource("a b") && !valid_resource(&"x".repeat(65)));
         assert_eq!(remote_path("/home/dev/x").unwrap(), "/home/dev/x");
         assert!(remote_path("x\ry").is_err());
+        assert_eq!(
+            remote_path("/srv/password=hunter2hunter2"),
+            Err(PathError::Credential)
+        );
+        assert!(!valid_resource(
+            "ghp_1234567890abcdefghijklmnopqrstuvwxyzAB"
+        ));
     }
 }

@@ -405,3 +405,121 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
         self.clone()
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Projects and Workflow Sessions
+
+/// Registers project `id` (`agent:<client>:<name>`) directly in the store.
+pub async fn register_project(db: &TestDatabase, id: &str) {
+    let mut parts = id.splitn(3, ':');
+    let (_, client_id, name) = (parts.next(), parts.next(), parts.next());
+    let client = db.pool().get().await.unwrap();
+    wc_store::projects::register(
+        &client,
+        id,
+        name.unwrap_or(id),
+        client_id.unwrap_or("local"),
+    )
+    .await
+    .unwrap();
+}
+
+/// Creates a credential in authority group `group` (`None`: a group of its own) and returns
+/// its bearer secret.
+pub async fn credential_in_group(
+    db: &TestDatabase,
+    kind: CredentialKind,
+    scopes: &[&str],
+    projects: &[&str],
+    group: Option<&str>,
+) -> String {
+    let secret = token::generate(kind);
+    let client = db.pool().get().await.unwrap();
+    credentials::insert(
+        &client,
+        &NewCredential {
+            kind,
+            label: Some("test".into()),
+            authority_group: group.map(str::to_owned),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            projects: projects.iter().map(|s| s.to_string()).collect(),
+            secret_sha256: token::digest(&secret),
+        },
+    )
+    .await
+    .unwrap();
+    secret
+}
+
+/// A Workflow Session ledger row as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerRow {
+    pub seq: i64,
+    pub kind: String,
+    pub call_id: uuid::Uuid,
+    pub invocation_id: uuid::Uuid,
+    pub role: String,
+    pub tool_name: Option<String>,
+    pub payload: Value,
+}
+
+/// Every retained event of Workflow Session `id`, ascending by seq.
+pub async fn ledger(db: &TestDatabase, id: &str) -> Vec<LedgerRow> {
+    let client = db.pool().get().await.unwrap();
+    client
+        .query(
+            "SELECT seq, kind, call_id, invocation_id, role, tool_name, payload FROM session_events \
+             WHERE session_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| LedgerRow {
+            seq: r.get(0),
+            kind: r.get(1),
+            call_id: r.get(2),
+            invocation_id: r.get(3),
+            role: r.get(4),
+            tool_name: r.get(5),
+            payload: r.get(6),
+        })
+        .collect()
+}
+
+/// The stored row of Workflow Session `id`.
+pub async fn session_row(db: &TestDatabase, id: &str) -> wc_store::sessions::SessionRow {
+    let client = db.pool().get().await.unwrap();
+    wc_store::sessions::get(&client, id)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("no workflow session {id}"))
+}
+
+/// (workflow sessions, session events) in the whole database.
+pub async fn workflow_totals(db: &TestDatabase) -> (i64, i64) {
+    let client = db.pool().get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM workflow_sessions), (SELECT count(*) FROM session_events)",
+            &[],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// Every session's id and `events_observed`, by id: a fingerprint of all ledger state.
+pub async fn workflow_state(db: &TestDatabase) -> Vec<(String, i64, String, String, Value)> {
+    let client = db.pool().get().await.unwrap();
+    client
+        .query(
+            "SELECT id, events_observed, lifecycle, mode, execution_context FROM workflow_sessions ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+        .collect()
+}

@@ -1,0 +1,97 @@
+//! `close_session`: close a Workflow Session (active or finished). Idempotent.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use wc_store::cas::CasOutcome;
+use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange};
+
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::{ErrorKind, ToolError};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+
+/// Arguments of `close_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+}
+
+/// Output of `close_session`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// Now `closed`.
+    pub lifecycle: String,
+    /// False when it was already closed (nothing changed).
+    pub changed: bool,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "close_session",
+            title: "Close session",
+            description: "Close a Workflow Session; a closed session refuses every further change. Closing a closed session changes nothing.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: true,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Manages)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let invocation_id = ctx.invocation_id;
+    let outcome = sessions::mutate(&ctx.state.pool, &args.session_id, move |row| {
+        if row.lifecycle == "closed" {
+            return Decision::Leave(false);
+        }
+        let event = NewEvent {
+            kind: "session_closed".into(),
+            call_id: uuid::Uuid::now_v7(),
+            invocation_id,
+            role: "business",
+            tool_name: Some("close_session".into()),
+            payload: json!({ "from": row.lifecycle }),
+        };
+        Decision::Write(
+            SessionChange {
+                lifecycle: Some("closed"),
+                ..Default::default()
+            },
+            vec![event],
+            true,
+        )
+    })
+    .await?;
+    match outcome {
+        CasOutcome::Applied {
+            value: Mutated::Done(changed, _),
+            ..
+        } => Ok(Output {
+            session_id: args.session_id,
+            lifecycle: "closed".into(),
+            changed,
+        }),
+        CasOutcome::Applied {
+            value: Mutated::NotFound,
+            ..
+        } => Err(ToolError::new(
+            ErrorKind::UnknownSessionId,
+            "the session no longer exists",
+        )),
+        CasOutcome::Conflict { .. } => Err(ToolError::new(
+            ErrorKind::Conflict,
+            "the session is busy; retry",
+        )),
+    }
+}

@@ -1,0 +1,145 @@
+//! `finish_coding_task`: close out the task of a Workflow Session: the session becomes
+//! `finished` (no further changes) and the caller gets the handoff brief and continuation
+//! feedback of the finished work.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wc_store::cas::CasOutcome;
+use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange};
+
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::{ErrorKind, ToolError};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::evidence::{self, Evidence};
+use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
+use crate::workflow::feedback::ExplorationLimit;
+
+/// Longest closing summary accepted, in characters.
+pub const MAX_SUMMARY_CHARS: usize = 4000;
+/// Bytes of UTF-8 the stored summary may take (ledger rows hold at most 8 KiB of JSON; 4,000
+/// characters of a non-Latin script do not fit).
+pub const STORED_SUMMARY_BYTES: usize = 6000;
+
+/// Arguments of `finish_coding_task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// What was done, in plain words (at most 4,000 characters; stored redacted).
+    #[schemars(length(max = 4000))]
+    pub summary: Option<String>,
+}
+
+/// Output of `finish_coding_task`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// Its project.
+    pub project: String,
+    /// Now `finished`.
+    pub lifecycle: String,
+    /// The handoff brief of the finished session.
+    pub handoff_brief: Value,
+    /// Feedback about the finished attempt.
+    pub continuation_feedback: Value,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "finish_coding_task",
+            title: "Finish coding task",
+            description: "Finish a Workflow Session's task: the session becomes finished and refuses further changes; returns its handoff brief and continuation feedback.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
+            read_only: false,
+            consequential: true,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Changes)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    let summary = args.summary.as_deref().map(|s| {
+        let mut e = excerpt(s, MAX_SUMMARY_CHARS);
+        shrink_to_bytes(&mut e, STORED_SUMMARY_BYTES);
+        json!({ "excerpt": e.text, "truncated": e.truncated })
+    });
+    let event = NewEvent {
+        kind: "session_finished".into(),
+        call_id: uuid::Uuid::now_v7(),
+        invocation_id: ctx.invocation_id,
+        role: "business",
+        tool_name: Some("finish_coding_task".into()),
+        payload: json!({ "summary": summary }),
+    };
+    let outcome = sessions::mutate(&ctx.state.pool, &session.id, move |row| {
+        if !row.is_active() {
+            return Decision::Leave(Err(row.lifecycle.clone()));
+        }
+        Decision::Write(
+            SessionChange {
+                lifecycle: Some("finished"),
+                ..Default::default()
+            },
+            vec![event.clone()],
+            Ok(()),
+        )
+    })
+    .await?;
+    match outcome {
+        CasOutcome::Applied {
+            value: Mutated::Done(Ok(()), _),
+            ..
+        } => {}
+        CasOutcome::Applied {
+            value: Mutated::Done(Err(lifecycle), _),
+            ..
+        } => {
+            return Err(ToolError::new(
+                ErrorKind::SessionClosed,
+                format!("the session is already {lifecycle}"),
+            ));
+        }
+        CasOutcome::Applied {
+            value: Mutated::NotFound,
+            ..
+        } => {
+            return Err(ToolError::new(
+                ErrorKind::UnknownSessionId,
+                "the session no longer exists",
+            ));
+        }
+        CasOutcome::Conflict { .. } => {
+            return Err(ToolError::new(
+                ErrorKind::Conflict,
+                "the session is busy; retry",
+            ));
+        }
+    }
+    let evidence = Evidence::load(&ctx.state.pool, &session.id).await?;
+    let (workspace, validation) = evidence::unobserved(true, true);
+    Ok(Output {
+        session_id: session.id.clone(),
+        project: session.project.clone(),
+        lifecycle: evidence.session.lifecycle.clone(),
+        handoff_brief: evidence.brief(&workspace, &validation, false).to_json(),
+        continuation_feedback: evidence
+            .feedback(
+                Some(ctx.invocation_id),
+                &workspace,
+                &validation,
+                ExplorationLimit::Full,
+            )
+            .to_json(),
+    })
+}

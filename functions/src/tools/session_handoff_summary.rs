@@ -1,0 +1,117 @@
+//! `session_handoff_summary`: the bounded handoff brief of a Workflow Session, for a new
+//! window, agent or person taking the work over.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wc_store::sessions;
+
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::evidence::{self, Evidence};
+use crate::workflow::feedback::ExplorationLimit;
+
+/// Arguments of `session_handoff_summary`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// Observe the workspace (default true).
+    pub include_workspace: Option<bool>,
+    /// Observe validation (default true).
+    pub include_validation: Option<bool>,
+    /// Add detailed evidence: continuation feedback and the newest events (default false).
+    pub diagnostic: Option<bool>,
+    /// Events in the diagnostic view (default 50, at most 200).
+    #[schemars(range(min = 1, max = 200))]
+    pub limit: Option<u32>,
+}
+
+/// Output of `session_handoff_summary`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// Its project.
+    pub project: String,
+    /// The version-1 handoff brief (at most 8,192 bytes serialized).
+    pub handoff_brief: Value,
+    /// Detailed evidence, with `diagnostic: true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostic: Option<Value>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "session_handoff_summary",
+            title: "Session handoff summary",
+            description: "Recover a Workflow Session's context: a bounded handoff brief with the root and latest instructions, progress state, workspace and validation status, attention counts, next actions and how complete the evidence is.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Reads)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    // Snapshot fence: the two mutation dimensions as the kernel saw them before assembly.
+    let fence = (
+        session.events_observed,
+        session.message_observation_revision,
+    );
+    let evidence = Evidence::load(&ctx.state.pool, &session.id).await?;
+    let (workspace, validation) = evidence::unobserved(
+        args.include_workspace.unwrap_or(true),
+        args.include_validation.unwrap_or(true),
+    );
+    let after = {
+        let client = ctx
+            .state
+            .pool
+            .get()
+            .await
+            .map_err(wc_store::StoreError::from)?;
+        sessions::get(&client, &session.id).await?
+    };
+    let changed = match &after {
+        Some(row) => {
+            (row.events_observed, row.message_observation_revision) != fence
+                || (
+                    evidence.session.events_observed,
+                    evidence.session.message_observation_revision,
+                ) != fence
+        }
+        None => true,
+    };
+    let brief = evidence.brief(&workspace, &validation, changed);
+    let diagnostic = args.diagnostic.unwrap_or(false).then(|| {
+        let limit = args.limit.unwrap_or(50).min(200) as usize;
+        let events: Vec<&wc_store::sessions::EventRow> =
+            evidence.events.iter().rev().take(limit).collect();
+        json!({
+            "continuation_feedback": evidence
+                .feedback(Some(ctx.invocation_id), &workspace, &validation, ExplorationLimit::Full)
+                .to_json(),
+            "events": events,
+            "events_observed": evidence.session.events_observed,
+            "retention_truncated": evidence.session.retention_truncated(),
+        })
+    });
+    Ok(Output {
+        session_id: session.id.clone(),
+        project: session.project.clone(),
+        handoff_brief: brief.to_json(),
+        diagnostic,
+    })
+}

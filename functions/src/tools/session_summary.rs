@@ -1,0 +1,150 @@
+//! `session_summary`: a bounded view of a Workflow Session and its newest events.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use wc_store::sessions;
+
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::exec_context::ExecutionContext;
+
+/// Default and largest number of events in one summary.
+pub const DEFAULT_LIMIT: u32 = 50;
+/// Largest number of events in one summary.
+pub const MAX_LIMIT: u32 = 200;
+
+/// Arguments of `session_summary`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// Newest events to include (default 50, at most 200).
+    #[schemars(range(min = 1, max = 200))]
+    pub limit: Option<u32>,
+}
+
+/// One event as summarized.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SummaryEvent {
+    /// Position in the ledger.
+    pub seq: i64,
+    /// Kind (`tool_call_started`, `task_instruction`, …).
+    pub kind: String,
+    /// When.
+    pub occurred_at: DateTime<Utc>,
+    /// `recorder` or `business`.
+    pub role: String,
+    /// Tool, for call events.
+    pub tool_name: Option<String>,
+    /// Call pair id.
+    pub call_id: String,
+    /// Invocation id shared by the pairs of one call.
+    pub invocation_id: String,
+    /// Bounded, redacted payload.
+    pub payload: Value,
+}
+
+/// Output of `session_summary`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// Its project.
+    pub project: String,
+    /// Lifecycle.
+    pub lifecycle: String,
+    /// Mode.
+    pub mode: String,
+    /// Execution defaults.
+    pub execution_context: ExecutionContext,
+    /// Events ever appended (cumulative, including those removed by retention).
+    pub events_observed: i64,
+    /// Whether older events were removed; counts then describe the retained ledger only.
+    pub retention_truncated: bool,
+    /// Lowest retained seq.
+    pub retained_from_seq: i64,
+    /// Retained events by kind.
+    pub counts: BTreeMap<String, i64>,
+    /// Message observation revision.
+    pub message_observation_revision: i64,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Newest events first.
+    pub events: Vec<SummaryEvent>,
+    /// How many events were returned.
+    pub returned: usize,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "session_summary",
+            title: "Session summary",
+            description: "Show a Workflow Session: lifecycle, mode, execution defaults, event counts and its newest events (50 by default, at most 200).",
+            category: Category::Session,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Reads)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    let limit = i64::from(args.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
+    let client = ctx
+        .state
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
+    let events = sessions::recent_events(&client, &session.id, limit).await?;
+    let counts = sessions::event_counts(&client, &session.id)
+        .await?
+        .into_iter()
+        .collect();
+    let events: Vec<SummaryEvent> = events
+        .into_iter()
+        .map(|e| SummaryEvent {
+            seq: e.seq,
+            kind: e.kind,
+            occurred_at: e.occurred_at,
+            role: e.role,
+            tool_name: e.tool_name,
+            call_id: e.call_id.to_string(),
+            invocation_id: e.invocation_id.to_string(),
+            payload: e.payload,
+        })
+        .collect();
+    Ok(Output {
+        session_id: session.id.clone(),
+        project: session.project.clone(),
+        lifecycle: session.lifecycle.clone(),
+        mode: session.mode.clone(),
+        execution_context: serde_json::from_value(session.execution_context.clone())
+            .unwrap_or_default(),
+        events_observed: session.events_observed,
+        retention_truncated: session.retention_truncated(),
+        retained_from_seq: session.retained_from_seq,
+        counts,
+        message_observation_revision: session.message_observation_revision,
+        created_at: session.created_at,
+        updated_at: session.updated_at,
+        returned: events.len(),
+        events,
+    })
+}

@@ -1,0 +1,203 @@
+//! `update_session_context`: set or clear a Workflow Session's execution defaults
+//! (`default_cwd`, `default_shell`, `resource`). A field that is absent keeps its value; `null`
+//! clears it. Invalid values fail without changing anything.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
+use wc_store::cas::CasOutcome;
+use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange};
+
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::{ErrorKind, ToolError};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::exec_context::{
+    ExecutionContext, ProjectRelativePath, Shell, remote_path, valid_resource,
+};
+
+/// Present-and-null is `Some(None)`; absent is `None` (with `#[serde(default)]`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Arguments of `update_session_context`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// Default working directory: project-relative (no absolute paths, URIs, `..` or control
+    /// characters), or a remote path when `resource` is set; never credentials. `null` clears it.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(length(max = 1024))]
+    pub default_cwd: Option<Option<String>>,
+    /// Default shell for shell tools. `null` clears it.
+    #[serde(default, deserialize_with = "present")]
+    pub default_shell: Option<Option<Shell>>,
+    /// Named runner resource. `null` clears it.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(length(max = 64))]
+    pub resource: Option<Option<String>>,
+}
+
+/// Output of `update_session_context`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// The execution defaults now in force.
+    pub execution_context: ExecutionContext,
+    /// Whether anything changed.
+    pub changed: bool,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "update_session_context",
+            title: "Update session context",
+            description: "Set or clear a Workflow Session's execution defaults: default_cwd (project-relative, or remote with a resource), default_shell (sh or bash) and a named runner resource. null clears a field.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Changes)
+}
+
+fn invalid(pointer: &str, message: String) -> ToolError {
+    ToolError::new(ErrorKind::InvalidArguments, message)
+        .with("pointer", pointer.to_owned())
+        .with("rule", "execution_context")
+}
+
+/// The context `args` asks for, starting from `current`; validated, so storing it is safe.
+fn desired(current: &ExecutionContext, args: &Args) -> Result<ExecutionContext, ToolError> {
+    let mut next = current.clone();
+    if let Some(resource) = &args.resource {
+        if let Some(name) = resource
+            && !valid_resource(name)
+        {
+            return Err(invalid(
+                "/resource",
+                "resource must be 1-64 of A-Z a-z 0-9 . _ - and not a credential".into(),
+            ));
+        }
+        next.resource = resource.clone();
+    }
+    if let Some(shell) = args.default_shell {
+        next.default_shell = shell;
+    }
+    if let Some(cwd) = &args.default_cwd {
+        next.default_cwd = match cwd {
+            None => None,
+            Some(raw) if next.resource.is_some() => Some(
+                remote_path(raw)
+                    .map_err(|e| invalid("/default_cwd", format!("default_cwd {e}")))?,
+            ),
+            Some(raw) => Some(
+                ProjectRelativePath::parse(raw)
+                    .map_err(|e| invalid("/default_cwd", format!("default_cwd {e}")))?
+                    .as_str()
+                    .to_owned(),
+            ),
+        };
+    } else if args.resource.is_some() && next.resource.is_none() && current.resource.is_some() {
+        // Dropping the resource leaves a remote cwd meaningless: it must be valid locally.
+        if let Some(cwd) = &next.default_cwd {
+            ProjectRelativePath::parse(cwd).map_err(|e| {
+                invalid("/default_cwd", format!("the remote default_cwd is not a valid project path once the resource is cleared: {e}"))
+            })?;
+        }
+    }
+    Ok(next)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    let current: ExecutionContext =
+        serde_json::from_value(session.execution_context.clone()).unwrap_or_default();
+    // Validate against what the kernel loaded; the mutation re-derives from the locked row.
+    desired(&current, &args)?;
+    let invocation_id = ctx.invocation_id;
+    let outcome = sessions::mutate(&ctx.state.pool, &session.id, move |row| {
+        if !row.is_active() {
+            return Decision::Leave(Err(ToolError::new(
+                ErrorKind::SessionClosed,
+                format!("the session is {}", row.lifecycle),
+            )));
+        }
+        let current: ExecutionContext =
+            serde_json::from_value(row.execution_context.clone()).unwrap_or_default();
+        let next = match desired(&current, &args) {
+            Ok(n) => n,
+            Err(e) => return Decision::Leave(Err(e)),
+        };
+        if next == current {
+            return Decision::Leave(Ok((next, false)));
+        }
+        let changed: Vec<&str> = [
+            ("default_cwd", next.default_cwd != current.default_cwd),
+            ("default_shell", next.default_shell != current.default_shell),
+            ("resource", next.resource != current.resource),
+        ]
+        .into_iter()
+        .filter_map(|(k, c)| c.then_some(k))
+        .collect();
+        let mut payload = json!({ "changed": changed, "execution_context": next });
+        crate::redaction::redact_json(&mut payload);
+        let event = NewEvent {
+            kind: "session_context_updated".into(),
+            call_id: uuid::Uuid::now_v7(),
+            invocation_id,
+            role: "business",
+            tool_name: Some("update_session_context".into()),
+            payload,
+        };
+        let value: Value = serde_json::to_value(&next).unwrap_or_default();
+        Decision::Write(
+            SessionChange {
+                execution_context: Some(value),
+                ..Default::default()
+            },
+            vec![event],
+            Ok((next, true)),
+        )
+    })
+    .await?;
+    match outcome {
+        CasOutcome::Applied {
+            value: Mutated::Done(Ok((execution_context, changed)), _),
+            ..
+        } => Ok(Output {
+            session_id: session.id.clone(),
+            execution_context,
+            changed,
+        }),
+        CasOutcome::Applied {
+            value: Mutated::Done(Err(e), _),
+            ..
+        } => Err(e),
+        CasOutcome::Applied {
+            value: Mutated::NotFound,
+            ..
+        } => Err(ToolError::new(
+            ErrorKind::UnknownSessionId,
+            "the session no longer exists",
+        )),
+        CasOutcome::Conflict { .. } => Err(ToolError::new(
+            ErrorKind::Conflict,
+            "the session is busy; retry",
+        )),
+    }
+}

@@ -1,0 +1,265 @@
+//! `work_on_project`: start a fresh Workflow Session on a project, or resume exactly the one
+//! named by `session_id`. Never selects a session any other way.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wc_store::cas::CasOutcome;
+use wc_store::sessions::{self, Decision, Mutated, NewEvent, NewSession, SessionChange};
+
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::{ErrorKind, ToolError};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::evidence::{self, Evidence, TASK_INSTRUCTION};
+use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
+use crate::workflow::exec_context::ExecutionContext;
+use crate::workflow::feedback::ExplorationLimit;
+use crate::workflow::ids::SessionId;
+use crate::workflow::{authority, feedback};
+
+/// Characters of an instruction kept in the ledger (redacted).
+pub const STORED_INSTRUCTION_CHARS: usize = 2_000;
+/// Bytes of UTF-8 an instruction excerpt may take in the ledger (rows hold at most 8 KiB of
+/// JSON, and 2,000 four-byte characters would not leave room for the rest).
+pub const STORED_INSTRUCTION_BYTES: usize = 6_000;
+
+/// Session modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Project work allowed.
+    Normal,
+    /// Only reading; project-changing tools are refused in this session.
+    ReadOnly,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::ReadOnly => "read_only",
+        }
+    }
+}
+
+/// Arguments of `work_on_project`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [
+    { "required": ["project"], "properties": { "project": { "type": "string" } } },
+    { "required": ["session_id"], "properties": { "session_id": { "type": "string" } } },
+]))]
+pub struct Args {
+    /// Project id (`agent:<client>:<name>`). Required to start; when resuming it must equal the
+    /// session's project.
+    #[schemars(
+        length(min = 1, max = 300),
+        regex(pattern = r"^[^\u0000-\u001F\u007F]+$")
+    )]
+    pub project: Option<String>,
+    /// The task, in plain words (at most 16,000 characters).
+    #[schemars(length(min = 1, max = 16000))]
+    pub instruction: String,
+    /// Resume exactly this session; omit to start a fresh one.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: Option<String>,
+    /// `normal` (default) or `read_only`. On resume, changes the session's mode.
+    pub mode: Option<Mode>,
+    /// Include the workflow guidance (default true; false only if you already hold it).
+    pub include_workflow_guidance: Option<bool>,
+    /// Include the project's instructions (default true; false only if you already hold them).
+    pub include_project_instructions: Option<bool>,
+}
+
+/// Output of `work_on_project`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session id.
+    pub session_id: String,
+    /// The project.
+    pub project: String,
+    /// `created` or `resumed`.
+    pub started: String,
+    /// Mode.
+    pub mode: String,
+    /// Lifecycle.
+    pub lifecycle: String,
+    /// Execution defaults of the session.
+    pub execution_context: ExecutionContext,
+    /// Events ever appended to the session.
+    pub events_observed: i64,
+    /// Feedback about the previous attempt (`not_applicable` for a fresh session).
+    pub continuation_feedback: Value,
+    /// How to work with wc, when requested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_guidance: Option<Value>,
+    /// The project's instructions, when requested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_instructions: Option<Value>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "work_on_project",
+            title: "Work on a project",
+            description: "Start a fresh Workflow Session on a project with a task instruction, or resume exactly the session named by session_id. Returns the session id to pass as recording_session_id on later calls, and feedback about the previous attempt.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
+            read_only: false,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Changes)
+}
+
+const WORKFLOW_GUIDANCE: &str = "Pass the session_id as recording_session_id on every later call so the work is recorded. \
+Call session_handoff_summary(session_id) when you need to recover context, and finish_coding_task(session_id) when the task is done. \
+Every tool returns {success, output, error}; error.kind is stable and says what to do.";
+
+fn instruction_payload(instruction: &str) -> Value {
+    let mut e = excerpt(instruction, STORED_INSTRUCTION_CHARS);
+    shrink_to_bytes(&mut e, STORED_INSTRUCTION_BYTES);
+    json!({ "excerpt": e.text, "truncated": e.truncated, "chars": instruction.chars().count() })
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let payload = instruction_payload(&args.instruction);
+    let event = NewEvent {
+        kind: TASK_INSTRUCTION.into(),
+        call_id: uuid::Uuid::now_v7(),
+        invocation_id: ctx.invocation_id,
+        role: "business",
+        tool_name: Some("work_on_project".into()),
+        payload: payload.clone(),
+    };
+    let resumed = match &args.session_id {
+        Some(id) => Some(ctx.business_session(id)?),
+        None => None,
+    };
+    let (row, started, continuation_feedback) = match &resumed {
+        Some(session) => {
+            // Snapshot before the new instruction, so the feedback describes the previous attempt.
+            let before = Evidence::load(&ctx.state.pool, &session.id).await?;
+            let (workspace, validation) = evidence::unobserved(true, true);
+            let feedback = before.feedback(
+                Some(ctx.invocation_id),
+                &workspace,
+                &validation,
+                ExplorationLimit::Standard,
+            );
+            let mode = args.mode.map(Mode::as_str);
+            let outcome = sessions::mutate(&ctx.state.pool, &session.id, move |row| {
+                if !row.is_active() {
+                    return Decision::Leave(Err(row.lifecycle.clone()));
+                }
+                let change = SessionChange {
+                    mode: mode.filter(|m| *m != row.mode),
+                    ..Default::default()
+                };
+                Decision::Write(change, vec![event.clone()], Ok(()))
+            })
+            .await?;
+            let row = match outcome {
+                CasOutcome::Applied {
+                    value: Mutated::Done(Ok(()), row),
+                    ..
+                } => row,
+                CasOutcome::Applied {
+                    value: Mutated::Done(Err(lifecycle), _),
+                    ..
+                } => {
+                    return Err(ToolError::new(
+                        ErrorKind::SessionClosed,
+                        format!("the session is {lifecycle}"),
+                    ));
+                }
+                CasOutcome::Applied {
+                    value: Mutated::NotFound,
+                    ..
+                } => {
+                    return Err(ToolError::new(
+                        ErrorKind::UnknownSessionId,
+                        "the session no longer exists",
+                    ));
+                }
+                CasOutcome::Conflict { .. } => {
+                    return Err(ToolError::new(
+                        ErrorKind::Conflict,
+                        "the session is busy; retry",
+                    ));
+                }
+            };
+            (row, "resumed", feedback.to_json())
+        }
+        None => {
+            let project = args.project.clone().ok_or_else(|| {
+                ToolError::new(
+                    ErrorKind::InvalidArguments,
+                    "project is required to start a session (or give session_id to resume one)",
+                )
+                .with("pointer", "/project")
+                .with("rule", "required")
+            })?;
+            let client = ctx
+                .state
+                .pool
+                .get()
+                .await
+                .map_err(wc_store::StoreError::from)?;
+            let known = wc_store::projects::get(&client, &project).await?.is_some();
+            if !known || !ctx.principal.projects.allows(&project) {
+                return Err(ToolError::new(
+                    ErrorKind::UnknownProject,
+                    "no such project is visible to this caller",
+                )
+                .with("project", project));
+            }
+            drop(client);
+            let new = NewSession {
+                id: SessionId::generate().as_str().to_owned(),
+                project,
+                owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
+                mode: args.mode.unwrap_or(Mode::Normal).as_str(),
+                root_instruction: Some(payload),
+            };
+            let row = sessions::create(&ctx.state.pool, &new, &[event]).await?;
+            let fresh = feedback::build(&feedback::FeedbackInput {
+                fresh_session: true,
+                events: &[],
+                retention_truncated: false,
+                retained_from_seq: 1,
+                workspace: &crate::workflow::handoff::WorkspaceEvidence::NotRequested,
+                validation: &crate::workflow::handoff::ValidationEvidence::NotRequested,
+                exploration_limit: ExplorationLimit::Standard,
+            });
+            (row, "created", fresh.to_json())
+        }
+    };
+    let execution_context: ExecutionContext =
+        serde_json::from_value(row.execution_context.clone()).unwrap_or_default();
+    Ok(Output {
+        session_id: row.id,
+        project: row.project,
+        started: started.to_owned(),
+        mode: row.mode,
+        lifecycle: row.lifecycle,
+        execution_context,
+        events_observed: row.events_observed,
+        continuation_feedback,
+        workflow_guidance: args
+            .include_workflow_guidance
+            .unwrap_or(true)
+            .then(|| json!({ "version": 1, "text": WORKFLOW_GUIDANCE })),
+        // Project instructions are read from the checkout by the project's runner, and this
+        // server has no runner connection to read them with.
+        project_instructions: args
+            .include_project_instructions
+            .unwrap_or(true)
+            .then(|| json!({ "status": "unavailable", "reason_code": "runner_unavailable" })),
+    })
+}

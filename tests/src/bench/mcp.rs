@@ -1,0 +1,123 @@
+//! Stateless MCP requests and the `/healthz` baseline over HTTP keep-alive.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{drive, report};
+use crate::client::Client;
+
+/// Headers and body of a stateless 2026-07-28 MCP request.
+pub fn mcp_request(
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+) -> (Vec<(String, String)>, Vec<u8>) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "wc-bench", "version": "1" },
+    });
+    let mut headers = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        (
+            "accept".to_owned(),
+            "application/json, text/event-stream".to_owned(),
+        ),
+        ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),
+        ("mcp-method".to_owned(), method.to_owned()),
+    ];
+    if let Some(n) = name {
+        headers.push(("mcp-name".to_owned(), n.to_owned()));
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    (headers, serde_json::to_vec(&body).expect("json"))
+}
+
+/// One MCP request shape, measured.
+pub struct McpCall {
+    /// Scenario name.
+    pub scenario: &'static str,
+    /// JSON-RPC method.
+    pub method: &'static str,
+    /// Tool name, for tools/call.
+    pub name: Option<&'static str>,
+    /// Params (without `_meta`).
+    pub params: Value,
+}
+
+/// Runs one MCP request shape.
+pub async fn mcp_scenario(
+    call: McpCall,
+    base: &str,
+    token: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let (mut headers, body) = mcp_request(call.method, call.name, call.params);
+    headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+    let headers = Arc::new(headers);
+    let body = hyper::body::Bytes::from(body);
+    let reply_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = reply_bytes.clone();
+    let method = call.method;
+    let (mut samples, _) = drive(concurrency, duration, move |_| {
+        let client = client.clone();
+        let url = url.clone();
+        let headers = headers.clone();
+        let body = body.clone();
+        let seen = seen.clone();
+        async move {
+            let h: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let r = client.send(hyper::Method::POST, &url, &h, body).await?;
+            anyhow::ensure!(
+                r.status == 200,
+                "{method} answered {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            );
+            let v: Value = serde_json::from_slice(&r.body)?;
+            anyhow::ensure!(v.get("error").is_none(), "{method} failed: {v}");
+            anyhow::ensure!(
+                v["result"]["isError"] != json!(true),
+                "{method} failed: {v}"
+            );
+            seen.store(r.body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(vec![])
+        }
+    })
+    .await;
+    samples.extra.insert(
+        "reply_bytes".into(),
+        json!(reply_bytes.load(std::sync::atomic::Ordering::Relaxed)),
+    );
+    Ok(report(call.scenario, concurrency, samples))
+}
+
+/// `GET /healthz`.
+pub async fn healthz_scenario(
+    base: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/healthz"));
+    let (samples, _) = drive(concurrency, duration, move |_| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let r = client.get(&url, None).await?;
+            anyhow::ensure!(r.status == 200, "healthz answered {}", r.status);
+            Ok(vec![])
+        }
+    })
+    .await;
+    Ok(report("http_healthz", concurrency, samples))
+}
