@@ -42,6 +42,8 @@ pub struct SessionRow {
     pub retained_from_seq: i64,
     /// Message observation revision.
     pub message_observation_revision: i64,
+    /// Events ever appended, by kind (cumulative, like `events_observed`).
+    pub kind_counts: Value,
     /// Creation time.
     pub created_at: DateTime<Utc>,
     /// Last change.
@@ -67,8 +69,8 @@ impl SessionRow {
 }
 
 const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
-     events_observed, retained_from_seq, message_observation_revision, created_at, updated_at, finished_at, \
-     closed_at, version";
+     events_observed, retained_from_seq, message_observation_revision, kind_counts, created_at, updated_at, \
+     finished_at, closed_at, version";
 
 fn from_row(r: &Row) -> SessionRow {
     SessionRow {
@@ -82,6 +84,7 @@ fn from_row(r: &Row) -> SessionRow {
         events_observed: r.get("events_observed"),
         retained_from_seq: r.get("retained_from_seq"),
         message_observation_revision: r.get("message_observation_revision"),
+        kind_counts: r.get("kind_counts"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
         finished_at: r.get("finished_at"),
@@ -299,6 +302,9 @@ async fn write_back<C: GenericClient>(
                root_instruction = coalesce(root_instruction, $6), \
                message_observation_revision = message_observation_revision + $7, \
                events_observed = $8, retained_from_seq = $9, updated_at = now(), \
+               kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
+                   coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
+                 FROM (SELECT k, count(*) AS n FROM unnest($11::text[]) AS k GROUP BY k) c), \
                finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
                closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
                version = version + 1 \
@@ -370,22 +376,6 @@ where
         })
     })
     .await
-}
-
-/// Retained event counts by kind.
-pub async fn event_counts(
-    client: &impl GenericClient,
-    id: &str,
-) -> Result<Vec<(String, i64)>, StoreError> {
-    let stmt = client
-        .prepare_cached("SELECT kind, count(*) FROM session_events WHERE session_id = $1 GROUP BY kind ORDER BY kind")
-        .await?;
-    Ok(client
-        .query(&stmt, &[&id])
-        .await?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect())
 }
 
 /// One consistent snapshot of a session and all its retained events (ascending by seq), read

@@ -71,7 +71,7 @@ pub struct Output {
     pub retention_truncated: bool,
     /// Lowest retained seq.
     pub retained_from_seq: i64,
-    /// Retained events by kind.
+    /// Events ever appended, by kind (cumulative, like `events_observed`).
     pub counts: BTreeMap<String, i64>,
     /// Message observation revision.
     pub message_observation_revision: i64,
@@ -113,10 +113,8 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         .await
         .map_err(wc_store::StoreError::from)?;
     let events = sessions::recent_events(&client, &session.id, limit).await?;
-    let counts = sessions::event_counts(&client, &session.id)
-        .await?
-        .into_iter()
-        .collect();
+    // Cumulative counts by kind, kept on the session row by every append.
+    let counts = serde_json::from_value(session.kind_counts.clone()).unwrap_or_default();
     let events: Vec<SummaryEvent> = events
         .into_iter()
         .map(|e| SummaryEvent {

@@ -137,8 +137,8 @@ fn chrono_now() -> String {
 
 /// The statements one recorded `session_summary` call issues, sent straight through the store
 /// with no HTTP, JSON-RPC, auth parsing or serialization: authenticate (credential lookup), load
-/// and authorize the session (one load: the recorder is the business session), read the newest
-/// 50 events and the counts, append the recorder and business pairs in one CAS transaction,
+/// and authorize the session (one load: the recorder is the business session; it carries the
+/// counts), read the newest 50 events, append the recorder and business pairs in one CAS transaction,
 /// and write the audit event. Keep in step with `ToolRuntime::invoke` and the audit middleware.
 pub async fn sql_floor(
     inputs: FloorInputs,
@@ -158,7 +158,6 @@ pub async fn sql_floor(
                     .await?
                     .ok_or_else(|| anyhow::anyhow!("no session"))?;
                 sessions::recent_events(&client, session, 50).await?;
-                sessions::event_counts(&client, session).await?;
             }
             let invocation = uuid::Uuid::now_v7();
             let [rs, rf] = pair("recorder", invocation);
