@@ -62,6 +62,8 @@ pub struct ToolCall {
 pub struct Invoked {
     /// The model-facing result.
     pub result: ToolResult,
+    /// The result serialized once, as the surfaces send it (and as telemetry counts it).
+    pub json: String,
     /// Its telemetry record.
     pub telemetry: ModelErgonomics,
 }
@@ -139,13 +141,10 @@ impl ToolRuntime {
             .clone();
         let started = Instant::now();
         let finish = |result: ToolResult, state: ExecutionState| -> Invoked {
+            let json = serde_json::to_string(&result).expect("tool results serialize");
             let bytes = match state {
                 ExecutionState::Rejected => None,
-                _ => Some(
-                    serde_json::to_vec(&result)
-                        .map(|b| b.len() as u64)
-                        .unwrap_or(0),
-                ),
+                _ => Some(json.len() as u64),
             };
             let kind = result.error.as_ref().map(|e| e.kind);
             let telemetry = ModelErgonomics {
@@ -163,7 +162,11 @@ impl ToolRuntime {
                 recovery_kind: kind.map_or("none", ErrorKind::recovery_kind),
                 execution_state: state,
             };
-            Invoked { result, telemetry }
+            Invoked {
+                result,
+                json,
+                telemetry,
+            }
         };
 
         if let Some(missing) = spec

@@ -308,18 +308,20 @@ impl WcMcp {
             .invoke(&self.state, call)
             .await
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let value = invoked.result.to_value();
+        let success = invoked.result.success;
         if let Some(slot) = &slot {
             slot.note(AuditNote {
                 action_name: spec.meta.name.to_owned(),
-                success: invoked.result.success,
-                model_ergonomics: Some(invoked.telemetry),
+                success,
+                model_ergonomics: Some(invoked.telemetry.clone()),
                 extra: None,
             });
         }
-        let mut result = CallToolResult::structured(value.clone());
-        result.content = vec![ContentBlock::text(value.to_string())];
-        result.is_error = Some(!invoked.result.success);
+        // The text block is the JSON the kernel serialized once; structuredContent is the same
+        // object as a value.
+        let mut result = CallToolResult::success(vec![ContentBlock::text(invoked.json)]);
+        result.structured_content = Some(invoked.result.to_value());
+        result.is_error = Some(!success);
         if is_modern(&ctx) {
             result.meta = Some(server_meta());
         }

@@ -34,14 +34,27 @@ pub fn public_routes() -> Router<AppState> {
     Router::new().route("/openapi.json", get(openapi::serve))
 }
 
-fn respond(result: &ToolResult) -> Response {
-    let status = match &result.error {
+fn status_of(result: &ToolResult) -> StatusCode {
+    match &result.error {
         None => StatusCode::OK,
         Some(e) => {
             StatusCode::from_u16(e.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
         }
-    };
-    (status, Json(result.to_value())).into_response()
+    }
+}
+
+fn respond(result: &ToolResult) -> Response {
+    (status_of(result), Json(result.to_value())).into_response()
+}
+
+/// A kernel result, sent as the JSON the kernel already serialized.
+fn respond_invoked(invoked: crate::kernel::Invoked) -> Response {
+    (
+        status_of(&invoked.result),
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        invoked.json,
+    )
+        .into_response()
 }
 
 fn failure(kind: ErrorKind, message: impl Into<String>) -> Response {
@@ -94,11 +107,11 @@ async fn run(
                 slot.note(AuditNote {
                     action_name: name.to_owned(),
                     success: invoked.result.success,
-                    model_ergonomics: Some(invoked.telemetry),
+                    model_ergonomics: Some(invoked.telemetry.clone()),
                     extra: None,
                 });
             }
-            respond(&invoked.result)
+            respond_invoked(invoked)
         }
         Err(UnknownTool(n)) => failure(
             ErrorKind::UnknownTool,
