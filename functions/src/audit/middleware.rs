@@ -226,6 +226,14 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
     if is_notification || pending.method != "POST" {
         return resp;
     }
+    // A tool call's outcome is in the slot (the kernel's telemetry, or the surface's refusal);
+    // its reply, which can be large, passes through untouched.
+    let is_tool_call = rpc.as_ref().and_then(|r| r.method.as_deref()) == Some("tools/call");
+    if is_tool_call {
+        let classified = classify_tool_call(&state, &pending, rpc.as_ref());
+        persist(&state, &pending, status, classified).await;
+        return resp;
+    }
     let (resp_parts, resp_body) = resp.into_parts();
     let response_bytes = buffer(resp_body).await.unwrap_or_default();
     let parsed: Option<RpcResponse<'_>> = serde_json::from_slice(&response_bytes).ok();
@@ -261,33 +269,7 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
                 summary,
             }
         }
-        Some("tools/call") => {
-            let name = rpc
-                .as_ref()
-                .and_then(|r| r.params.as_ref())
-                .and_then(|p| p.name.clone())
-                .unwrap_or_default();
-            match pending.slot.take() {
-                Some(note) => Classified {
-                    summary: tool_summary("mcp", &note),
-                    success: rpc_ok && note.success,
-                    action_name: note.action_name,
-                    operation: "mcp_tools_call".into(),
-                },
-                // Refused before a registered tool was identified (unknown tool, bad params).
-                // The name is caller text: keep it only when it names a registered tool.
-                None => Classified {
-                    action_name: if state.runtime.get(&name).is_some() {
-                        name
-                    } else {
-                        "unknown_tool".into()
-                    },
-                    operation: "mcp_tools_call".into(),
-                    success: false,
-                    summary: json!({ "transport": "mcp" }),
-                },
-            }
-        }
+        Some("tools/call") => classify_tool_call(&state, &pending, rpc.as_ref()),
         Some(other) => Classified {
             action_name: other.chars().take(64).collect(),
             operation: format!(
@@ -310,6 +292,38 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
     };
     persist(&state, &pending, status, classified).await;
     Response::from_parts(resp_parts, Body::from(response_bytes))
+}
+
+/// The audit row of a `tools/call`, from what the handler noted.
+fn classify_tool_call(
+    state: &AppState,
+    pending: &Pending,
+    rpc: Option<&RpcRequest<'_>>,
+) -> Classified {
+    let name = rpc
+        .and_then(|r| r.params.as_ref())
+        .and_then(|p| p.name.clone())
+        .unwrap_or_default();
+    match pending.slot.take() {
+        Some(note) => Classified {
+            summary: tool_summary("mcp", &note),
+            success: note.success,
+            action_name: note.action_name,
+            operation: "mcp_tools_call".into(),
+        },
+        // Refused before a registered tool was identified (unknown tool, bad params). The name
+        // is caller text: keep it only when it names a registered tool.
+        None => Classified {
+            action_name: if state.runtime.get(&name).is_some() {
+                name
+            } else {
+                "unknown_tool".into()
+            },
+            operation: "mcp_tools_call".into(),
+            success: false,
+            summary: json!({ "transport": "mcp" }),
+        },
+    }
 }
 
 #[derive(Deserialize)]
