@@ -14,8 +14,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
-use wc_store::cas::CasOutcome;
-use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange, SessionRow};
+use wc_store::sessions::{Decision, NewEvent, SessionChange, SessionRow};
 
 use super::result::{ErrorKind, ToolError, ToolResult};
 use super::spec::{SessionUse, ToolSpec};
@@ -24,7 +23,7 @@ use super::wrapper::WrapperMeta;
 use crate::AppState;
 use crate::auth::Principal;
 use crate::redaction::redact_json;
-use crate::workflow::authority;
+use crate::workflow::{authority, mutation};
 
 /// Largest argument summary kept in a `tool_call_started` event.
 const MAX_ARGUMENT_SUMMARY_BYTES: usize = 2048;
@@ -282,44 +281,14 @@ async fn append(
     }
     for (id, (events, must_be_active)) in by_session {
         let require_active = require_active && must_be_active;
-        let outcome = sessions::mutate(&state.pool, id, move |row| {
+        mutation::mutate(&state.pool, id, move |row| {
             if require_active && !row.is_active() {
-                Decision::Leave(false)
+                Decision::Leave(Err(mutation::closed(row)))
             } else {
-                Decision::Write(SessionChange::default(), events.clone(), true)
+                Decision::Write(SessionChange::default(), events.clone(), Ok(()))
             }
         })
         .await?;
-        match outcome {
-            CasOutcome::Applied {
-                value: Mutated::Done(true, _),
-                ..
-            } => {}
-            CasOutcome::Applied {
-                value: Mutated::Done(false, row),
-                ..
-            } => {
-                return Err(ToolError::new(
-                    ErrorKind::SessionClosed,
-                    format!("the session was {} meanwhile", row.lifecycle),
-                ));
-            }
-            CasOutcome::Applied {
-                value: Mutated::NotFound,
-                ..
-            } => {
-                return Err(ToolError::new(
-                    ErrorKind::UnknownSessionId,
-                    "the session no longer exists",
-                ));
-            }
-            CasOutcome::Conflict { .. } => {
-                return Err(ToolError::new(
-                    ErrorKind::Conflict,
-                    "the session is busy; retry the call",
-                ));
-            }
-        }
     }
     Ok(())
 }

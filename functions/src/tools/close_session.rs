@@ -3,13 +3,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use wc_store::cas::CasOutcome;
-use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange};
+use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
+use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::mutation;
 
 /// Arguments of `close_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -51,9 +51,9 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let invocation_id = ctx.invocation_id;
-    let outcome = sessions::mutate(&ctx.state.pool, &args.session_id, move |row| {
+    let (changed, _) = mutation::mutate(&ctx.state.pool, &args.session_id, move |row| {
         if row.lifecycle == "closed" {
-            return Decision::Leave(false);
+            return Decision::Leave(Ok(false));
         }
         let event = NewEvent {
             kind: "session_closed".into(),
@@ -69,29 +69,13 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 ..Default::default()
             },
             vec![event],
-            true,
+            Ok(true),
         )
     })
     .await?;
-    match outcome {
-        CasOutcome::Applied {
-            value: Mutated::Done(changed, _),
-            ..
-        } => Ok(Output {
-            session_id: args.session_id,
-            lifecycle: "closed".into(),
-            changed,
-        }),
-        CasOutcome::Applied {
-            value: Mutated::NotFound,
-            ..
-        } => Err(ToolError::new(
-            ErrorKind::UnknownSessionId,
-            "the session no longer exists",
-        )),
-        CasOutcome::Conflict { .. } => Err(ToolError::new(
-            ErrorKind::Conflict,
-            "the session is busy; retry",
-        )),
-    }
+    Ok(Output {
+        session_id: args.session_id,
+        lifecycle: "closed".into(),
+        changed,
+    })
 }

@@ -5,16 +5,16 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wc_store::cas::CasOutcome;
-use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange};
+use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
+use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::feedback::ExplorationLimit;
+use crate::workflow::mutation;
 
 /// Longest closing summary accepted, in characters.
 pub const MAX_SUMMARY_CHARS: usize = 4000;
@@ -82,9 +82,9 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         tool_name: Some("finish_coding_task".into()),
         payload: json!({ "summary": summary }),
     };
-    let outcome = sessions::mutate(&ctx.state.pool, &session.id, move |row| {
+    mutation::mutate(&ctx.state.pool, &session.id, move |row| {
         if !row.is_active() {
-            return Decision::Leave(Err(row.lifecycle.clone()));
+            return Decision::Leave(Err(mutation::closed(row)));
         }
         Decision::Write(
             SessionChange {
@@ -96,36 +96,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         )
     })
     .await?;
-    match outcome {
-        CasOutcome::Applied {
-            value: Mutated::Done(Ok(()), _),
-            ..
-        } => {}
-        CasOutcome::Applied {
-            value: Mutated::Done(Err(lifecycle), _),
-            ..
-        } => {
-            return Err(ToolError::new(
-                ErrorKind::SessionClosed,
-                format!("the session is already {lifecycle}"),
-            ));
-        }
-        CasOutcome::Applied {
-            value: Mutated::NotFound,
-            ..
-        } => {
-            return Err(ToolError::new(
-                ErrorKind::UnknownSessionId,
-                "the session no longer exists",
-            ));
-        }
-        CasOutcome::Conflict { .. } => {
-            return Err(ToolError::new(
-                ErrorKind::Conflict,
-                "the session is busy; retry",
-            ));
-        }
-    }
     let evidence = Evidence::load(&ctx.state.pool, &session.id).await?;
     let (workspace, validation) = evidence::unobserved(true, true);
     Ok(Output {

@@ -5,8 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
-use wc_store::cas::CasOutcome;
-use wc_store::sessions::{self, Decision, Mutated, NewEvent, SessionChange};
+use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
@@ -15,6 +14,7 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::workflow::exec_context::{
     ExecutionContext, ProjectRelativePath, Shell, remote_path, valid_resource,
 };
+use crate::workflow::mutation;
 
 /// Present-and-null is `Some(None)`; absent is `None` (with `#[serde(default)]`).
 fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
@@ -130,74 +130,52 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     // Validate against what the kernel loaded; the mutation re-derives from the locked row.
     desired(&current, &args)?;
     let invocation_id = ctx.invocation_id;
-    let outcome = sessions::mutate(&ctx.state.pool, &session.id, move |row| {
-        if !row.is_active() {
-            return Decision::Leave(Err(ToolError::new(
-                ErrorKind::SessionClosed,
-                format!("the session is {}", row.lifecycle),
-            )));
-        }
-        let current: ExecutionContext =
-            serde_json::from_value(row.execution_context.clone()).unwrap_or_default();
-        let next = match desired(&current, &args) {
-            Ok(n) => n,
-            Err(e) => return Decision::Leave(Err(e)),
-        };
-        if next == current {
-            return Decision::Leave(Ok((next, false)));
-        }
-        let changed: Vec<&str> = [
-            ("default_cwd", next.default_cwd != current.default_cwd),
-            ("default_shell", next.default_shell != current.default_shell),
-            ("resource", next.resource != current.resource),
-        ]
-        .into_iter()
-        .filter_map(|(k, c)| c.then_some(k))
-        .collect();
-        let mut payload = json!({ "changed": changed, "execution_context": next });
-        crate::redaction::redact_json(&mut payload);
-        let event = NewEvent {
-            kind: "session_context_updated".into(),
-            call_id: uuid::Uuid::now_v7(),
-            invocation_id,
-            role: "business",
-            tool_name: Some("update_session_context".into()),
-            payload,
-        };
-        let value: Value = serde_json::to_value(&next).unwrap_or_default();
-        Decision::Write(
-            SessionChange {
-                execution_context: Some(value),
-                ..Default::default()
-            },
-            vec![event],
-            Ok((next, true)),
-        )
+    let ((execution_context, changed), _) =
+        mutation::mutate(&ctx.state.pool, &session.id, move |row| {
+            if !row.is_active() {
+                return Decision::Leave(Err(mutation::closed(row)));
+            }
+            let current: ExecutionContext =
+                serde_json::from_value(row.execution_context.clone()).unwrap_or_default();
+            let next = match desired(&current, &args) {
+                Ok(n) => n,
+                Err(e) => return Decision::Leave(Err(e)),
+            };
+            if next == current {
+                return Decision::Leave(Ok((next, false)));
+            }
+            let changed: Vec<&str> = [
+                ("default_cwd", next.default_cwd != current.default_cwd),
+                ("default_shell", next.default_shell != current.default_shell),
+                ("resource", next.resource != current.resource),
+            ]
+            .into_iter()
+            .filter_map(|(k, c)| c.then_some(k))
+            .collect();
+            let mut payload = json!({ "changed": changed, "execution_context": next });
+            crate::redaction::redact_json(&mut payload);
+            let event = NewEvent {
+                kind: "session_context_updated".into(),
+                call_id: uuid::Uuid::now_v7(),
+                invocation_id,
+                role: "business",
+                tool_name: Some("update_session_context".into()),
+                payload,
+            };
+            let value: Value = serde_json::to_value(&next).unwrap_or_default();
+            Decision::Write(
+                SessionChange {
+                    execution_context: Some(value),
+                    ..Default::default()
+                },
+                vec![event],
+                Ok((next, true)),
+            )
+        })
+        .await?;
+    Ok(Output {
+        session_id: session.id.clone(),
+        execution_context,
+        changed,
     })
-    .await?;
-    match outcome {
-        CasOutcome::Applied {
-            value: Mutated::Done(Ok((execution_context, changed)), _),
-            ..
-        } => Ok(Output {
-            session_id: session.id.clone(),
-            execution_context,
-            changed,
-        }),
-        CasOutcome::Applied {
-            value: Mutated::Done(Err(e), _),
-            ..
-        } => Err(e),
-        CasOutcome::Applied {
-            value: Mutated::NotFound,
-            ..
-        } => Err(ToolError::new(
-            ErrorKind::UnknownSessionId,
-            "the session no longer exists",
-        )),
-        CasOutcome::Conflict { .. } => Err(ToolError::new(
-            ErrorKind::Conflict,
-            "the session is busy; retry",
-        )),
-    }
 }

@@ -4,8 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wc_store::cas::CasOutcome;
-use wc_store::sessions::{self, Decision, Mutated, NewEvent, NewSession, SessionChange};
+use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
@@ -16,7 +15,7 @@ use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::exec_context::ExecutionContext;
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::ids::SessionId;
-use crate::workflow::{authority, feedback};
+use crate::workflow::{authority, feedback, mutation};
 
 /// Characters of an instruction kept in the ledger (redacted).
 pub const STORED_INSTRUCTION_CHARS: usize = 2_000;
@@ -153,9 +152,9 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 ExplorationLimit::Standard,
             );
             let mode = args.mode.map(Mode::as_str);
-            let outcome = sessions::mutate(&ctx.state.pool, &session.id, move |row| {
+            let ((), row) = mutation::mutate(&ctx.state.pool, &session.id, move |row| {
                 if !row.is_active() {
-                    return Decision::Leave(Err(row.lifecycle.clone()));
+                    return Decision::Leave(Err(mutation::closed(row)));
                 }
                 let change = SessionChange {
                     mode: mode.filter(|m| *m != row.mode),
@@ -164,36 +163,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 Decision::Write(change, vec![event.clone()], Ok(()))
             })
             .await?;
-            let row = match outcome {
-                CasOutcome::Applied {
-                    value: Mutated::Done(Ok(()), row),
-                    ..
-                } => row,
-                CasOutcome::Applied {
-                    value: Mutated::Done(Err(lifecycle), _),
-                    ..
-                } => {
-                    return Err(ToolError::new(
-                        ErrorKind::SessionClosed,
-                        format!("the session is {lifecycle}"),
-                    ));
-                }
-                CasOutcome::Applied {
-                    value: Mutated::NotFound,
-                    ..
-                } => {
-                    return Err(ToolError::new(
-                        ErrorKind::UnknownSessionId,
-                        "the session no longer exists",
-                    ));
-                }
-                CasOutcome::Conflict { .. } => {
-                    return Err(ToolError::new(
-                        ErrorKind::Conflict,
-                        "the session is busy; retry",
-                    ));
-                }
-            };
             (row, "resumed", feedback.to_json())
         }
         None => {

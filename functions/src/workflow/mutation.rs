@@ -1,0 +1,50 @@
+//! The tools' way to change a session: [`wc_store::sessions::mutate`] with a decision that may
+//! refuse with a typed [`ToolError`], and the store's outcomes mapped to tool errors once.
+
+use wc_store::cas::CasOutcome;
+use wc_store::sessions::{self, Decision, Mutated, SessionRow};
+
+use crate::kernel::result::{ErrorKind, ToolError};
+
+/// `session_closed` for a session that is no longer active.
+pub fn closed(row: &SessionRow) -> ToolError {
+    ToolError::new(
+        ErrorKind::SessionClosed,
+        format!("the session is {}", row.lifecycle),
+    )
+    .with("lifecycle", row.lifecycle.clone())
+}
+
+/// Runs `decide` on the locked session row and writes what it decides; returns its value and
+/// the row as written (or as found, when nothing was written).
+pub async fn mutate<T, F>(
+    pool: &wc_store::Pool,
+    id: &str,
+    decide: F,
+) -> Result<(T, SessionRow), ToolError>
+where
+    T: Send + 'static,
+    F: Fn(&SessionRow) -> Decision<Result<T, ToolError>> + Send + Sync + 'static,
+{
+    match sessions::mutate(pool, id, decide).await? {
+        CasOutcome::Applied {
+            value: Mutated::Done(Ok(value), row),
+            ..
+        } => Ok((value, row)),
+        CasOutcome::Applied {
+            value: Mutated::Done(Err(e), _),
+            ..
+        } => Err(e),
+        CasOutcome::Applied {
+            value: Mutated::NotFound,
+            ..
+        } => Err(ToolError::new(
+            ErrorKind::UnknownSessionId,
+            "the session no longer exists",
+        )),
+        CasOutcome::Conflict { .. } => Err(ToolError::new(
+            ErrorKind::Conflict,
+            "the session is busy; retry",
+        )),
+    }
+}
