@@ -14,16 +14,7 @@ PY="${WC_PYTHON:-$SUITE_ROOT/.tools/venv/bin/python}"
 "$PY" -c 'import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(v != "2.3.0" and f"mcp {v} installed, 2.3.0 pinned")' ||
     { echo "FAIL: the pinned mcp SDK is not installed in $PY" >&2; exit 1; }
 
-if ! db="$(fresh_db 2>"$SUITE_TMP/migrate.log")"; then
-    cat "$SUITE_TMP/migrate.log" >&2
-    echo "FAIL: could not create the suite database" >&2
-    exit 1
-fi
-project_dir="$SUITE_TMP/project-demo"
-mkdir -p "$project_dir"
-# Only A registers the project: B must see it through the shared database.
-start_local A "$db" --project "demo=$project_dir"
-start_local B "$db"
+start_pair
 echo "instances: A=$A_URL B=$B_URL (one database); project agent:local:demo registered by A"
 
 # A's token is served by B too: credentials live in the database, not in a process.

@@ -30,15 +30,7 @@ export MCP_CATALOG_PATH="$HOME/catalog.json"
 export MCP_CLIENT_CONFIG_PATH="$HOME/client.json"
 mkdir -p "$HOME"
 
-if ! db="$(fresh_db 2>"$SUITE_TMP/migrate.log")"; then
-    cat "$SUITE_TMP/migrate.log" >&2
-    echo "FAIL: could not create the suite database" >&2
-    exit 1
-fi
-project_dir="$SUITE_TMP/project-demo"
-mkdir -p "$project_dir"
-start_local A "$db" --project "demo=$project_dir"
-start_local B "$db"
+start_pair
 echo "instances: A=$A_URL B=$B_URL (one database); project agent:local:demo registered by A"
 
 FAILURES=0

@@ -24,15 +24,7 @@ SEED="${WC_SCHEMATHESIS_SEED:-20261130}"
 EXAMPLES="${WC_SCHEMATHESIS_EXAMPLES:-400}"
 EXAMPLES_B=$((EXAMPLES * 3 / 8 > 50 ? EXAMPLES * 3 / 8 : 50))
 
-if ! db="$(fresh_db 2>"$SUITE_TMP/migrate.log")"; then
-    cat "$SUITE_TMP/migrate.log" >&2
-    echo "FAIL: could not create the suite database" >&2
-    exit 1
-fi
-project_dir="$SUITE_TMP/project-demo"
-mkdir -p "$project_dir"
-start_local A "$db" --project "demo=$project_dir"
-start_local B "$db"
+start_pair
 echo "schemathesis $version; instances: A=$A_URL B=$B_URL (one database)"
 
 # st_run NAME URL TOKEN SEED EXAMPLES: one Schemathesis pass, output in $SUITE_TMP/st-NAME.log.

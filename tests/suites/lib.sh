@@ -93,3 +93,19 @@ start_local() {
     printf -v "${name}_LOG" '%s' "$dir/stderr"
     export "${name}_URL" "${name}_TOKEN" "${name}_LOG"
 }
+
+# start_pair: a fresh database served by two wc-local instances, A and B, with the project
+# agent:local:demo registered by A only (B must see it through the shared database). Sets
+# SUITE_DB besides the A_*/B_* variables of start_local.
+start_pair() {
+    if ! SUITE_DB="$(fresh_db 2>"$SUITE_TMP/migrate.log")"; then
+        cat "$SUITE_TMP/migrate.log" >&2
+        echo "FAIL: could not create the suite database" >&2
+        return 1
+    fi
+    export SUITE_DB
+    local project_dir="$SUITE_TMP/project-demo"
+    mkdir -p "$project_dir"
+    start_local A "$SUITE_DB" --project "demo=$project_dir"
+    start_local B "$SUITE_DB"
+}
