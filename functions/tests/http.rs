@@ -1,7 +1,6 @@
 //! The HTTP skeleton and bearer auth, served in-process over a real database.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod common;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -13,6 +12,8 @@ use wc_functions::config::ServerConfig;
 use wc_functions::{AppState, app};
 use wc_store::credentials::{self, CredentialKind, NewCredential};
 use wc_store::testing::TestDatabase;
+
+use common::Captured;
 
 struct Reply {
     status: StatusCode,
@@ -285,28 +286,6 @@ async fn insufficient_scope_is_a_403_naming_the_scope() {
     );
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber_make_writer::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-use tracing_subscriber::fmt as tracing_subscriber_make_writer;
-
 #[tokio::test(flavor = "current_thread")]
 async fn tokens_never_reach_the_logs() {
     let db = TestDatabase::new().await;
@@ -330,7 +309,7 @@ async fn tokens_never_reach_the_logs() {
         let r = send(&st, req).await;
         ids.push(r.headers["x-request-id"].to_str().unwrap().to_owned());
     }
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     // The capture works: every request left its access line with its id.
     for id in &ids {
         assert!(text.contains(id), "request {id} not logged:\n{text}");

@@ -72,24 +72,8 @@ pub async fn mcp_scenario(
         let body = body.clone();
         let seen = seen.clone();
         async move {
-            let h: Vec<(&str, &str)> = headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let r = client.send(hyper::Method::POST, &url, &h, body).await?;
-            anyhow::ensure!(
-                r.status == 200,
-                "{method} answered {}: {}",
-                r.status,
-                String::from_utf8_lossy(&r.body)
-            );
-            let v: Value = serde_json::from_slice(&r.body)?;
-            anyhow::ensure!(v.get("error").is_none(), "{method} failed: {v}");
-            anyhow::ensure!(
-                v["result"]["isError"] != json!(true),
-                "{method} failed: {v}"
-            );
-            seen.store(r.body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            let (_, len) = post_mcp(&client, &url, &headers, body, method).await?;
+            seen.store(len as u64, std::sync::atomic::Ordering::Relaxed);
             Ok(vec![])
         }
     })
@@ -99,6 +83,35 @@ pub async fn mcp_scenario(
         json!(reply_bytes.load(std::sync::atomic::Ordering::Relaxed)),
     );
     Ok(report(call.scenario, concurrency, samples))
+}
+
+/// Sends one MCP POST and checks that it answered 200 with a result that is neither a
+/// JSON-RPC error nor a failed tool call; returns the reply and its size.
+pub async fn post_mcp(
+    client: &Client,
+    url: &str,
+    headers: &[(String, String)],
+    body: hyper::body::Bytes,
+    method: &str,
+) -> anyhow::Result<(Value, usize)> {
+    let h: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let r = client.send(hyper::Method::POST, url, &h, body).await?;
+    anyhow::ensure!(
+        r.status == 200,
+        "{method} answered {}: {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    let v: Value = serde_json::from_slice(&r.body)?;
+    anyhow::ensure!(v.get("error").is_none(), "{method} failed: {v}");
+    anyhow::ensure!(
+        v["result"]["isError"] != json!(true),
+        "{method} failed: {v}"
+    );
+    Ok((v, r.body.len()))
 }
 
 /// `GET /healthz`.

@@ -12,7 +12,7 @@ use wc_store::cas::CasOutcome;
 use wc_store::sessions::{self, Decision, NewEvent, SessionChange};
 use wc_store::testing::TestDatabase;
 
-use super::mcp::mcp_request;
+use super::mcp::{mcp_request, post_mcp};
 use super::{drive, report, round};
 use crate::client::Client;
 
@@ -73,18 +73,7 @@ pub async fn recorded_call(
             });
             let (mut headers, body) = mcp_request("tools/call", Some("session_summary"), params);
             headers.push(("authorization".into(), (*token).clone()));
-            let h: Vec<(&str, &str)> = headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let r = client.send(hyper::Method::POST, &url, &h, body).await?;
-            anyhow::ensure!(
-                r.status == 200,
-                "answered {}: {}",
-                r.status,
-                String::from_utf8_lossy(&r.body)
-            );
-            let v: Value = serde_json::from_slice(&r.body)?;
+            let (v, _) = post_mcp(&client, &url, &headers, body.into(), "tools/call").await?;
             anyhow::ensure!(
                 v["result"]["structuredContent"]["success"] == json!(true),
                 "call failed: {v}"
