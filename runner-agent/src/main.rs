@@ -3,7 +3,7 @@
 //! This build validates its configuration (`--check-config`); the work loops (poll, heartbeat,
 //! execution, cancellation) arrive with the runner API.
 
-mod config;
+use wc_runner_agent::config;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -3,7 +3,13 @@
 //! Every message carries [`PROTOCOL_VERSION`]; a peer refuses versions it does not speak.
 #![warn(missing_docs)]
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+mod bounds;
+pub use bounds::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -52,6 +58,551 @@ impl WorkState {
     }
 }
 
+/// A runner protocol message refused before any effect: what was wrong, in words a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn refuse<T>(msg: impl Into<String>) -> Result<T, ProtocolError> {
+    Err(ProtocolError(msg.into()))
+}
+
+/// The shell that runs raw shell text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Shell {
+    /// POSIX `sh`.
+    #[default]
+    Sh,
+    /// GNU `bash`.
+    Bash,
+}
+
+impl Shell {
+    /// The program name.
+    pub fn program(self) -> &'static str {
+        match self {
+            Shell::Sh => "sh",
+            Shell::Bash => "bash",
+        }
+    }
+}
+
+/// What to execute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WorkSpec {
+    /// A program and its arguments, started without a shell.
+    Process {
+        /// `argv[0]` is the program (looked up on `PATH` when it has no `/`).
+        argv: Vec<String>,
+    },
+    /// Raw shell text run by `sh -c` or `bash -c`.
+    Shell {
+        /// The shell.
+        shell: Shell,
+        /// The text (≤ [`MAX_SHELL_TEXT_BYTES`] on the model-facing surface).
+        command: String,
+    },
+    /// A script body written to a private temporary file and run by an interpreter.
+    Script {
+        /// Interpreter program, e.g. `sh`, `bash`, `python3`.
+        interpreter: String,
+        /// Script text.
+        script: String,
+        /// Arguments after the script path.
+        #[serde(default)]
+        args: Vec<String>,
+    },
+}
+
+/// Limits the runner enforces on one work item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkLimits {
+    /// Wall-clock limit; the process group is stopped when it passes.
+    pub timeout_ms: u64,
+    /// Bytes kept per output stream; the rest is counted and flagged, never kept.
+    pub output_bytes_per_stream: u64,
+}
+
+/// One unit of work as the runner receives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkItem {
+    /// Protocol version of the sender.
+    pub protocol_version: u32,
+    /// Work id.
+    pub work_id: Uuid,
+    /// The runner-local project id (the `<project>` of `agent:<client_id>:<project>`).
+    pub project: String,
+    /// Working directory relative to the project root; `None` is the root.
+    pub cwd: Option<String>,
+    /// What to run.
+    pub spec: WorkSpec,
+    /// Standard input, written then closed; `None` gives the child an empty stdin.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Environment additions (the runner's own secrets are never inherited).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Limits.
+    pub limits: WorkLimits,
+}
+
+impl WorkItem {
+    /// Checks every bound and form the runner relies on. The runner calls this before anything
+    /// starts; the functions call it before anything is queued.
+    pub fn validate(&self) -> Result<(), ProtocolError> {
+        if self.protocol_version != PROTOCOL_VERSION {
+            return refuse(format!(
+                "protocol version {} is not spoken here (this build speaks {PROTOCOL_VERSION})",
+                self.protocol_version
+            ));
+        }
+        if !valid_name(&self.project) {
+            return refuse("project must be 1-64 of A-Z a-z 0-9 . _ -");
+        }
+        if let Some(cwd) = &self.cwd {
+            check_relative_path("cwd", cwd)?;
+        }
+        let mut wire = 0usize;
+        match &self.spec {
+            WorkSpec::Process { argv } => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return refuse("argv needs a program in argv[0]");
+                }
+                if argv.len() > MAX_ARGV_ITEMS {
+                    return refuse(format!("argv has more than {MAX_ARGV_ITEMS} items"));
+                }
+                for (i, a) in argv.iter().enumerate() {
+                    no_nul(&format!("argv[{i}]"), a)?;
+                    wire += a.len();
+                }
+            }
+            WorkSpec::Shell { command, .. } => {
+                no_nul("command", command)?;
+                if command.trim().is_empty() {
+                    return refuse("command is empty");
+                }
+                wire += command.len();
+            }
+            WorkSpec::Script {
+                interpreter,
+                script,
+                args,
+            } => {
+                if !valid_interpreter(interpreter) {
+                    return refuse(
+                        "interpreter must be a program name (A-Z a-z 0-9 . _ - +, no path)",
+                    );
+                }
+                no_nul("script", script)?;
+                if script.len() > MAX_SCRIPT_BYTES {
+                    return refuse(format!("script is over {MAX_SCRIPT_BYTES} bytes"));
+                }
+                if args.len() > MAX_ARGV_ITEMS {
+                    return refuse(format!("args has more than {MAX_ARGV_ITEMS} items"));
+                }
+                for (i, a) in args.iter().enumerate() {
+                    no_nul(&format!("args[{i}]"), a)?;
+                }
+            }
+        }
+        if !matches!(self.spec, WorkSpec::Script { .. }) && wire > MAX_WIRE_COMMAND_BYTES {
+            return refuse(format!(
+                "the command is over the {MAX_WIRE_COMMAND_BYTES}-byte wire envelope"
+            ));
+        }
+        if let Some(stdin) = &self.stdin
+            && stdin.len() > MAX_STDIN_BYTES
+        {
+            return refuse(format!("stdin is over {MAX_STDIN_BYTES} bytes"));
+        }
+        if self.env.len() > MAX_ENV_VARS {
+            return refuse(format!("more than {MAX_ENV_VARS} environment variables"));
+        }
+        for (k, v) in &self.env {
+            if k.is_empty()
+                || k.len() > 128
+                || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                || k.as_bytes()[0].is_ascii_digit()
+            {
+                return refuse(format!("environment name {k:?} is not a shell name"));
+            }
+            no_nul(&format!("env {k}"), v)?;
+            if v.len() > 4096 {
+                return refuse(format!("environment value of {k} is over 4096 bytes"));
+            }
+        }
+        if self.limits.timeout_ms == 0 || self.limits.timeout_ms > MAX_TIMEOUT_MS {
+            return refuse(format!("timeout_ms must be 1-{MAX_TIMEOUT_MS}"));
+        }
+        if self.limits.output_bytes_per_stream == 0
+            || self.limits.output_bytes_per_stream > MAX_OUTPUT_BYTES_PER_STREAM
+        {
+            return refuse(format!(
+                "output_bytes_per_stream must be 1-{MAX_OUTPUT_BYTES_PER_STREAM}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn no_nul(what: &str, s: &str) -> Result<(), ProtocolError> {
+    if s.contains('\0') {
+        return refuse(format!("{what} contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// Whether `s` is a runner-local id (client id or project name).
+pub fn valid_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn valid_interpreter(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && !s.starts_with('-')
+        && s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'))
+}
+
+/// Checks the form of a project-relative path: not empty, not absolute, no URI scheme, no
+/// control characters, no `..` component, bounded. Existence and symlinks are the runner's
+/// checks, made against the real filesystem.
+pub fn check_relative_path(what: &str, p: &str) -> Result<(), ProtocolError> {
+    if p.is_empty() || p.len() > MAX_RELATIVE_PATH_BYTES {
+        return refuse(format!("{what} must be 1-{MAX_RELATIVE_PATH_BYTES} bytes"));
+    }
+    if p.chars().any(char::is_control) {
+        return refuse(format!("{what} contains a control character"));
+    }
+    if p.starts_with('/') || p.starts_with('\\') || p.starts_with('~') {
+        return refuse(format!("{what} must be relative to the project root"));
+    }
+    if p.contains("://") || p.split_once(':').is_some_and(|(scheme, _)| {
+        !scheme.is_empty() && !scheme.contains('/') && scheme.bytes().all(|b| b.is_ascii_alphabetic())
+    }) {
+        return refuse(format!("{what} must be a path, not a URI"));
+    }
+    if p.split(['/', '\\']).any(|c| c == "..") {
+        return refuse(format!("{what} must not contain `..`"));
+    }
+    Ok(())
+}
+
+/// `POST /runner/v1/register`: a runner process announces itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRequest {
+    /// Protocol version of the runner.
+    pub protocol_version: u32,
+    /// A fresh id for this process; a newer instance replaces older ones.
+    pub instance_id: Uuid,
+    /// Runner-local project ids this host serves.
+    pub projects: Vec<String>,
+    /// Runner build version, for operators.
+    pub agent_version: String,
+    /// How this instance receives work.
+    pub queue: QueueKind,
+    /// Work items this instance runs at once.
+    pub max_concurrency: u32,
+}
+
+/// How a runner instance receives work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueKind {
+    /// Long-polling the runner API (Postgres queue).
+    ApiPoll,
+    /// Receiving from SQS and claiming through the runner API.
+    Sqs,
+}
+
+/// Answer to [`RegisterRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterResponse {
+    /// Protocol version of the server.
+    pub protocol_version: u32,
+    /// The runner's client id (from its token).
+    pub client_id: String,
+    /// Open work of older instances that this registration made `lost`.
+    pub lost_work: u64,
+    /// Lease length granted on claim and heartbeat.
+    pub lease_ms: u64,
+    /// How often to heartbeat (well inside the lease).
+    pub heartbeat_interval_ms: u64,
+}
+
+/// `POST /runner/v1/poll`: wait for queued work and claim it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PollRequest {
+    /// The polling instance.
+    pub instance_id: Uuid,
+    /// How long to wait for work (≤ [`MAX_POLL_WAIT_MS`]).
+    pub wait_ms: u64,
+    /// How many items to claim at most (1..=[`MAX_POLL_ITEMS`]).
+    pub max_items: u32,
+}
+
+/// Work handed to one instance under a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lease {
+    /// The work.
+    pub work: WorkItem,
+    /// Proof of the lease; every later report must carry it.
+    pub lease_token: Uuid,
+    /// Lease length from now.
+    pub lease_ms: u64,
+}
+
+/// Answer to [`PollRequest`]: empty when the wait ran out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PollResponse {
+    /// Claimed work.
+    pub leases: Vec<Lease>,
+}
+
+/// `POST /runner/v1/claim`: claim one work id delivered by a queue message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// The claiming instance.
+    pub instance_id: Uuid,
+    /// The work id from the message.
+    pub work_id: Uuid,
+}
+
+/// Answer to [`ClaimRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClaimResponse {
+    /// The work is now leased to the caller.
+    Claimed {
+        /// The lease.
+        lease: Lease,
+    },
+    /// Someone already claimed it (or it finished, or it was cancelled): delete the message
+    /// and do not run it.
+    AlreadyClaimed {
+        /// Its current state.
+        state: WorkState,
+    },
+}
+
+/// A message envelope on the SQS queue: only the work id, never the work itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueEnvelope {
+    /// Protocol version.
+    pub protocol_version: u32,
+    /// The work to claim.
+    pub work_id: Uuid,
+}
+
+/// A lease held by an instance, as heartbeats and reports name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldLease {
+    /// Work id.
+    pub work_id: Uuid,
+    /// Lease token.
+    pub lease_token: Uuid,
+}
+
+/// `POST /runner/v1/heartbeat`: extend leases and learn what to stop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    /// The instance.
+    pub instance_id: Uuid,
+    /// Leases it holds (≤ [`MAX_POLL_ITEMS`] × concurrency; bounded by [`MAX_HELD_LEASES`]).
+    pub leases: Vec<HeldLease>,
+}
+
+/// What the server says about one held lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseStatus {
+    /// Extended; keep running.
+    Extended,
+    /// A stop was requested: cancel the work and report `cancelled`.
+    CancelRequested,
+    /// The lease is gone (expired, replaced instance, or unknown): stop the work; its result will
+    /// be refused.
+    Lost,
+}
+
+/// Answer to [`HeartbeatRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatResponse {
+    /// One entry per lease in the request, same order.
+    pub leases: Vec<(Uuid, LeaseStatus)>,
+    /// Lease length granted from now.
+    pub lease_ms: u64,
+}
+
+/// An output stream of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// A piece of kept output. `data` is base64 of the raw bytes at `offset` in the stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputChunk {
+    /// Which stream.
+    pub stream: Stream,
+    /// Byte offset of the first byte in the stream.
+    pub offset: u64,
+    /// Base64 (standard alphabet, padded) of at most [`MAX_CHUNK_BYTES`] bytes.
+    pub data: String,
+}
+
+/// `POST /runner/v1/output`: kept output of running work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputRequest {
+    /// The instance.
+    pub instance_id: Uuid,
+    /// The lease.
+    pub lease: HeldLease,
+    /// Chunks (≤ [`MAX_CHUNKS_PER_REQUEST`]).
+    pub chunks: Vec<OutputChunk>,
+}
+
+/// How work ended on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    /// The process exited on its own (any exit code).
+    Exited,
+    /// It ran past its wall-clock limit and was stopped.
+    TimedOut,
+    /// It was stopped on request.
+    Cancelled,
+    /// It never started: the runner refused it (bad cwd, path escape, unknown project, …).
+    Rejected,
+    /// It could not be started (program not found, not executable, …).
+    SpawnFailed,
+}
+
+/// The terminal report of one work item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkOutcome {
+    /// How it ended.
+    pub termination: Termination,
+    /// Exit code, when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal number, when it was killed by one.
+    pub signal: Option<i32>,
+    /// Why it was rejected or failed to start (≤ 1,000 bytes), naming the problem.
+    pub error: Option<String>,
+    /// Wall-clock time from start to end.
+    pub duration_ms: u64,
+    /// Total bytes the process wrote to stdout (kept or not).
+    pub stdout_bytes: u64,
+    /// Total bytes the process wrote to stderr (kept or not).
+    pub stderr_bytes: u64,
+    /// More stdout was written than kept.
+    pub stdout_truncated: bool,
+    /// More stderr was written than kept.
+    pub stderr_truncated: bool,
+}
+
+impl WorkOutcome {
+    /// The terminal state this outcome puts the work in.
+    pub fn state(&self) -> WorkState {
+        match self.termination {
+            Termination::Exited if self.exit_code == Some(0) => WorkState::Succeeded,
+            Termination::Cancelled => WorkState::Cancelled,
+            _ => WorkState::Failed,
+        }
+    }
+}
+
+/// `POST /runner/v1/result`: the terminal report, with any output not yet sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultRequest {
+    /// The instance.
+    pub instance_id: Uuid,
+    /// The lease.
+    pub lease: HeldLease,
+    /// The outcome.
+    pub outcome: WorkOutcome,
+    /// Kept output not yet sent (≤ [`MAX_CHUNKS_PER_REQUEST`]).
+    #[serde(default)]
+    pub chunks: Vec<OutputChunk>,
+}
+
+/// Answer to [`ResultRequest`] and [`OutputRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReportResponse {
+    /// Accepted (a repeated identical result is accepted again).
+    Accepted {
+        /// The work's state after the report.
+        state: WorkState,
+    },
+    /// The lease is not held (expired, replaced, wrong token): the report changed nothing.
+    LeaseLost {
+        /// The work's current state.
+        state: WorkState,
+    },
+}
+
+/// `POST /runner/v1/inventory`: after a reconnect, the work this instance still runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryRequest {
+    /// The instance.
+    pub instance_id: Uuid,
+    /// Leases it still holds and runs.
+    pub running: Vec<HeldLease>,
+}
+
+/// Answer to [`InventoryRequest`]: the same shape as a heartbeat.
+pub type InventoryResponse = HeartbeatResponse;
+
+/// A typed error body of the runner API: `{"error": {"kind", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiErrorBody {
+    /// The error.
+    pub error: ApiError,
+}
+
+/// The error inside [`ApiErrorBody`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    /// Stable kind, e.g. `invalid_request`, `instance_replaced`, `unauthorized`.
+    pub kind: String,
+    /// What was wrong.
+    pub message: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::WorkState::{self, *};
@@ -70,6 +621,153 @@ mod tests {
         assert!(Queued.can_become(Leased));
         assert!(Leased.can_become(Lost));
         assert!(!Queued.can_become(Succeeded), "a result needs a lease");
+    }
+
+    use super::*;
+
+    fn item(spec: WorkSpec) -> WorkItem {
+        WorkItem {
+            protocol_version: PROTOCOL_VERSION,
+            work_id: Uuid::nil(),
+            project: "web".into(),
+            cwd: None,
+            spec,
+            stdin: None,
+            env: BTreeMap::new(),
+            limits: WorkLimits {
+                timeout_ms: 1000,
+                output_bytes_per_stream: 1024,
+            },
+        }
+    }
+
+    #[test]
+    fn valid_items_pass_and_each_bad_form_names_its_field() {
+        let ok = item(WorkSpec::Process {
+            argv: vec!["echo".into(), "hi".into()],
+        });
+        ok.validate().unwrap();
+        let cases: Vec<(WorkItem, &str)> = vec![
+            (item(WorkSpec::Process { argv: vec![] }), "argv"),
+            (
+                item(WorkSpec::Process {
+                    argv: vec!["a\0b".into()],
+                }),
+                "NUL",
+            ),
+            (
+                item(WorkSpec::Shell {
+                    shell: Shell::Sh,
+                    command: "x".repeat(MAX_WIRE_COMMAND_BYTES + 1),
+                }),
+                "wire envelope",
+            ),
+            (
+                item(WorkSpec::Script {
+                    interpreter: "/bin/sh".into(),
+                    script: "true".into(),
+                    args: vec![],
+                }),
+                "interpreter",
+            ),
+            (
+                WorkItem {
+                    cwd: Some("../up".into()),
+                    ..ok.clone()
+                },
+                "`..`",
+            ),
+            (
+                WorkItem {
+                    cwd: Some("/etc".into()),
+                    ..ok.clone()
+                },
+                "relative",
+            ),
+            (
+                WorkItem {
+                    cwd: Some("file:x".into()),
+                    ..ok.clone()
+                },
+                "URI",
+            ),
+            (
+                WorkItem {
+                    protocol_version: 99,
+                    ..ok.clone()
+                },
+                "protocol version",
+            ),
+            (
+                WorkItem {
+                    env: BTreeMap::from([("A=B".into(), "x".into())]),
+                    ..ok.clone()
+                },
+                "environment name",
+            ),
+            (
+                WorkItem {
+                    limits: WorkLimits {
+                        timeout_ms: 0,
+                        output_bytes_per_stream: 1,
+                    },
+                    ..ok.clone()
+                },
+                "timeout_ms",
+            ),
+        ];
+        for (bad, expect) in cases {
+            let err = bad.validate().unwrap_err().to_string();
+            assert!(err.contains(expect), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn outcomes_map_to_terminal_states() {
+        let mut o = WorkOutcome {
+            termination: Termination::Exited,
+            exit_code: Some(0),
+            signal: None,
+            error: None,
+            duration_ms: 1,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+        };
+        assert_eq!(o.state(), Succeeded);
+        o.exit_code = Some(3);
+        assert_eq!(o.state(), Failed);
+        o.termination = Termination::Cancelled;
+        assert_eq!(o.state(), Cancelled);
+        o.termination = Termination::TimedOut;
+        assert_eq!(o.state(), Failed);
+    }
+
+    #[test]
+    fn wire_shapes_are_tagged_and_strict() {
+        let spec: WorkSpec =
+            serde_json::from_str(r#"{"kind":"shell","shell":"bash","command":"ls"}"#).unwrap();
+        assert_eq!(
+            spec,
+            WorkSpec::Shell {
+                shell: Shell::Bash,
+                command: "ls".into()
+            }
+        );
+        assert!(
+            serde_json::from_str::<WorkSpec>(r#"{"kind":"shell","shell":"zsh","command":"ls"}"#)
+                .is_err()
+        );
+        assert!(
+            serde_json::from_str::<PollRequest>(
+                r#"{"instance_id":"00000000-0000-0000-0000-000000000000","wait_ms":1,"max_items":1,"x":1}"#
+            )
+            .is_err(),
+            "unknown fields are refused"
+        );
+        let claim = serde_json::to_value(ClaimResponse::AlreadyClaimed { state: Leased }).unwrap();
+        assert_eq!(claim, serde_json::json!({"status": "already_claimed", "state": "leased"}));
     }
 
     #[test]

@@ -1,0 +1,6 @@
+//! The wc runner agent: executes work for the projects of one build host.
+//!
+//! `wc-runner` (the binary) and `wc-local` (its embedded runner) both run [`config`]-driven
+//! agents from this library; the agent speaks only the runner protocol over HTTP.
+
+pub mod config;
