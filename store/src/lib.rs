@@ -17,9 +17,11 @@ pub mod health;
 pub mod migrate;
 pub mod pool;
 pub mod projects;
+pub mod runners;
 pub mod sessions;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod work;
 
 pub use deadpool_postgres::{GenericClient, Pool, PoolError, Transaction};
 pub use error::StoreError;

@@ -68,11 +68,11 @@ impl SessionRow {
     }
 }
 
-const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
+pub(crate) const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
      events_observed, retained_from_seq, message_observation_revision, kind_counts, created_at, updated_at, \
      finished_at, closed_at, version";
 
-fn from_row(r: &Row) -> SessionRow {
+pub(crate) fn from_row(r: &Row) -> SessionRow {
     SessionRow {
         id: r.get("id"),
         project: r.get("project"),
@@ -259,7 +259,7 @@ pub enum Mutated<T> {
 /// Writes `change` and `events` to the locked `session`; `None` if its version moved. One
 /// statement: the event inserts, the retention delete and the version-guarded row update go
 /// to the server together, so the row lock is held for one round trip.
-async fn write_back<C: GenericClient>(
+pub(crate) async fn write_back<C: GenericClient>(
     tx: &C,
     session: &SessionRow,
     change: &SessionChange,

@@ -1,0 +1,754 @@
+//! The `runner_work` aggregate: units of work for runners, their leases, kept output and
+//! results. With the Postgres queue the row itself is the queue; with SQS a staged outbox row
+//! is written in the enqueuing transaction and sent after commit ([`crate::outbox`]).
+//!
+//! Every transition is one guarded statement: `queued → leased` only from `queued` (claims use
+//! `FOR UPDATE SKIP LOCKED`), reports only under the live lease of the current instance, and
+//! terminal states never change. Wake-ups go out as `NOTIFY` hints (`wc_work` with the client
+//! id when work is queued, `wc_work_done` with the work id when it ends); durable state stays
+//! the truth.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Pool};
+use serde_json::Value;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::StoreError;
+use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::sessions::{self, NewEvent};
+
+/// `NOTIFY` channel announcing queued work; the payload is the runner client id.
+pub const CHANNEL_QUEUED: &str = "wc_work";
+/// `NOTIFY` channel announcing work that reached a terminal state; the payload is its id.
+pub const CHANNEL_DONE: &str = "wc_work_done";
+
+/// How the work reaches its runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueRoute {
+    /// The row is the queue; runners long-poll the runner API.
+    Postgres,
+    /// A message with the work id goes to this SQS queue after commit.
+    Sqs {
+        /// The runner's queue.
+        queue_url: String,
+    },
+}
+
+/// Work to enqueue.
+#[derive(Debug, Clone)]
+pub struct NewWork {
+    /// Fresh id.
+    pub id: Uuid,
+    /// The runner that must run it.
+    pub client_id: String,
+    /// Canonical project id.
+    pub project_id: String,
+    /// Fingerprint of the creating principal's authority group.
+    pub owner_authority_fingerprint: String,
+    /// The Workflow Session whose evidence it is part of.
+    pub session_id: Option<String>,
+    /// Tool that created it.
+    pub tool: String,
+    /// `sync` or `job`.
+    pub mode: &'static str,
+    /// The protocol `WorkItem`.
+    pub item: Value,
+    /// Server-side classification inputs.
+    pub expectation: Value,
+    /// Where it is published.
+    pub queue: QueueRoute,
+}
+
+/// A stored unit of work.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkRow {
+    /// Id.
+    pub id: Uuid,
+    /// Runner client id.
+    pub client_id: String,
+    /// Canonical project id.
+    pub project_id: String,
+    /// Owner fingerprint.
+    pub owner_authority_fingerprint: String,
+    /// Session of its evidence.
+    pub session_id: Option<String>,
+    /// Creating tool.
+    pub tool: String,
+    /// `sync` or `job`.
+    pub mode: String,
+    /// The protocol `WorkItem`.
+    pub item: Value,
+    /// Classification inputs.
+    pub expectation: Value,
+    /// `postgres` or `sqs`.
+    pub queue: String,
+    /// `queued|leased|succeeded|failed|cancelled|lost`.
+    pub state: String,
+    /// Instance holding (or that last held) the lease.
+    pub instance_id: Option<Uuid>,
+    /// Current (or last) lease token.
+    pub lease_token: Option<Uuid>,
+    /// Lease expiry while leased.
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// When a stop was requested.
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    /// The runner's outcome, when reported.
+    pub outcome: Option<Value>,
+    /// Why it ended without a report.
+    pub end_reason: Option<String>,
+    /// Enqueued at.
+    pub created_at: DateTime<Utc>,
+    /// Leased at.
+    pub leased_at: Option<DateTime<Utc>>,
+    /// Terminal at.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Row version.
+    pub version: i64,
+}
+
+impl WorkRow {
+    /// Whether the state can no longer change.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self.state.as_str(), "queued" | "leased")
+    }
+}
+
+const COLUMNS: &str = "id, client_id, project_id, owner_authority_fingerprint, session_id, tool, mode, \
+     item, expectation, queue, state, instance_id, lease_token, lease_expires_at, cancel_requested_at, \
+     outcome, end_reason, created_at, leased_at, finished_at, version";
+
+fn from_row(r: &Row) -> WorkRow {
+    WorkRow {
+        id: r.get("id"),
+        client_id: r.get("client_id"),
+        project_id: r.get("project_id"),
+        owner_authority_fingerprint: r.get("owner_authority_fingerprint"),
+        session_id: r.get("session_id"),
+        tool: r.get("tool"),
+        mode: r.get("mode"),
+        item: r.get("item"),
+        expectation: r.get("expectation"),
+        queue: r.get("queue"),
+        state: r.get("state"),
+        instance_id: r.get("instance_id"),
+        lease_token: r.get("lease_token"),
+        lease_expires_at: r.get("lease_expires_at"),
+        cancel_requested_at: r.get("cancel_requested_at"),
+        outcome: r.get("outcome"),
+        end_reason: r.get("end_reason"),
+        created_at: r.get("created_at"),
+        leased_at: r.get("leased_at"),
+        finished_at: r.get("finished_at"),
+        version: r.get("version"),
+    }
+}
+
+/// Sends the terminal-state hint for `id` (delivered at commit).
+pub(crate) async fn notify_done(client: &impl GenericClient, id: Uuid) -> Result<(), StoreError> {
+    let stmt = client
+        .prepare_cached("SELECT pg_notify('wc_work_done', $1::text)")
+        .await?;
+    client.execute(&stmt, &[&id.to_string()]).await?;
+    Ok(())
+}
+
+/// Evidence appended to a Workflow Session in the enqueuing transaction.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    /// The session (must be active).
+    pub session_id: String,
+    /// The event.
+    pub event: NewEvent,
+}
+
+/// What [`enqueue`] did.
+#[derive(Debug, Clone)]
+pub enum Enqueued {
+    /// The work is queued (and its evidence appended).
+    Queued(WorkRow),
+    /// The evidence session no longer exists; nothing was written.
+    SessionNotFound,
+    /// The evidence session is no longer active (its lifecycle); nothing was written.
+    SessionInactive(String),
+}
+
+/// Inserts the work, appends `evidence` to its session and publishes the work, in one
+/// transaction. With SQS the publication is an outbox row; the caller sends it after commit.
+pub async fn enqueue(
+    pool: &Pool,
+    work: &NewWork,
+    evidence: Option<&Evidence>,
+) -> Result<CasOutcome<Enqueued>, StoreError> {
+    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+        let work = work.clone();
+        let evidence = evidence.cloned();
+        Box::pin(async move {
+            if let Some(ev) = &evidence {
+                let Some(row) = tx
+                    .query_opt(
+                        &format!(
+                            "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
+                            sessions::COLUMNS
+                        ),
+                        &[&ev.session_id],
+                    )
+                    .await?
+                else {
+                    return Ok(Step::Done(Enqueued::SessionNotFound));
+                };
+                let session = sessions::from_row(&row);
+                if !session.is_active() {
+                    return Ok(Step::Done(Enqueued::SessionInactive(session.lifecycle)));
+                }
+                let change = sessions::SessionChange::default();
+                if sessions::write_back(tx, &session, &change, std::slice::from_ref(&ev.event))
+                    .await?
+                    .is_none()
+                {
+                    return Ok(Step::Stale);
+                }
+            }
+            let queue = match &work.queue {
+                QueueRoute::Postgres => "postgres",
+                QueueRoute::Sqs { .. } => "sqs",
+            };
+            let stmt = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO runner_work (id, client_id, project_id, owner_authority_fingerprint, \
+                         session_id, tool, mode, item, expectation, queue) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
+                ))
+                .await?;
+            let row = tx
+                .query_one(
+                    &stmt,
+                    &[
+                        &work.id,
+                        &work.client_id,
+                        &work.project_id,
+                        &work.owner_authority_fingerprint,
+                        &work.session_id,
+                        &work.tool,
+                        &work.mode,
+                        &work.item,
+                        &work.expectation,
+                        &queue,
+                    ],
+                )
+                .await?;
+            match &work.queue {
+                QueueRoute::Postgres => {
+                    let stmt = tx
+                        .prepare_cached("SELECT pg_notify('wc_work', $1)")
+                        .await?;
+                    tx.execute(&stmt, &[&work.client_id]).await?;
+                }
+                QueueRoute::Sqs { queue_url } => {
+                    let stmt = tx
+                        .prepare_cached(
+                            "INSERT INTO runner_outbox (work_id, queue_url) VALUES ($1, $2)",
+                        )
+                        .await?;
+                    tx.execute(&stmt, &[&work.id, queue_url]).await?;
+                }
+            }
+            Ok(Step::Done(Enqueued::Queued(from_row(&row))))
+        })
+    })
+    .await
+}
+
+fn lease_interval(lease_ms: u64) -> f64 {
+    lease_ms as f64 / 1000.0
+}
+
+/// Claims up to `max` queued Postgres-queue work items of `client_id` for the current
+/// instance `instance_id`, oldest first, skipping rows other claimers hold.
+pub async fn claim_queued(
+    client: &impl GenericClient,
+    client_id: &str,
+    instance_id: Uuid,
+    max: i64,
+    lease_ms: u64,
+) -> Result<Vec<WorkRow>, StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "WITH picked AS ( \
+               SELECT id FROM runner_work \
+               WHERE client_id = $1 AND state = 'queued' AND queue = 'postgres' \
+                 AND EXISTS (SELECT 1 FROM runners WHERE client_id = $1 AND instance_id = $2 \
+                             AND revoked_at IS NULL) \
+               ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+             UPDATE runner_work w SET state = 'leased', instance_id = $2, \
+                 lease_token = gen_random_uuid(), \
+                 lease_expires_at = now() + make_interval(secs => $4), leased_at = now(), \
+                 version = w.version + 1 \
+             FROM picked WHERE w.id = picked.id RETURNING {}",
+            prefixed("w")
+        ))
+        .await?;
+    Ok(client
+        .query(
+            &stmt,
+            &[&client_id, &instance_id, &max, &lease_interval(lease_ms)],
+        )
+        .await?
+        .iter()
+        .map(from_row)
+        .collect())
+}
+
+fn prefixed(alias: &str) -> String {
+    COLUMNS
+        .split(", ")
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a claim of one delivered work id found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// Leased to the caller now.
+    Claimed(WorkRow),
+    /// Not queued any more (claimed, finished, cancelled): its state.
+    AlreadyClaimed(String),
+    /// No such work for this runner.
+    NotFound,
+}
+
+/// Claims one work id (delivered by SQS) for the current instance: `queued → leased`.
+pub async fn claim_one(
+    client: &impl GenericClient,
+    client_id: &str,
+    instance_id: Uuid,
+    work_id: Uuid,
+    lease_ms: u64,
+) -> Result<Claim, StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "UPDATE runner_work SET state = 'leased', instance_id = $2, \
+                 lease_token = gen_random_uuid(), \
+                 lease_expires_at = now() + make_interval(secs => $4), leased_at = now(), \
+                 version = version + 1 \
+             WHERE id = $3 AND client_id = $1 AND state = 'queued' \
+               AND EXISTS (SELECT 1 FROM runners WHERE client_id = $1 AND instance_id = $2 \
+                           AND revoked_at IS NULL) \
+             RETURNING {COLUMNS}"
+        ))
+        .await?;
+    if let Some(row) = client
+        .query_opt(
+            &stmt,
+            &[
+                &client_id,
+                &instance_id,
+                &work_id,
+                &lease_interval(lease_ms),
+            ],
+        )
+        .await?
+    {
+        return Ok(Claim::Claimed(from_row(&row)));
+    }
+    let stmt = client
+        .prepare_cached("SELECT state FROM runner_work WHERE id = $1 AND client_id = $2")
+        .await?;
+    Ok(
+        match client.query_opt(&stmt, &[&work_id, &client_id]).await? {
+            Some(row) => Claim::AlreadyClaimed(row.get(0)),
+            None => Claim::NotFound,
+        },
+    )
+}
+
+/// The server's view of one lease named in a heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseView {
+    /// Extended.
+    Extended,
+    /// Extended, and a stop was requested.
+    CancelRequested,
+    /// Not held any more.
+    Lost,
+}
+
+/// Extends the live leases of `instance_id` among `leases` (`(work id, token)`), in order.
+pub async fn heartbeat(
+    client: &impl GenericClient,
+    client_id: &str,
+    instance_id: Uuid,
+    leases: &[(Uuid, Uuid)],
+    lease_ms: u64,
+) -> Result<Vec<(Uuid, LeaseView)>, StoreError> {
+    let ids: Vec<Uuid> = leases.iter().map(|l| l.0).collect();
+    let tokens: Vec<Uuid> = leases.iter().map(|l| l.1).collect();
+    let stmt = client
+        .prepare_cached(
+            "WITH held AS (SELECT * FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS h(id, token, n)), \
+             upd AS (UPDATE runner_work w SET lease_expires_at = now() + make_interval(secs => $5), \
+                         version = w.version + 1 \
+                     FROM held WHERE w.id = held.id AND w.lease_token = held.token \
+                       AND w.client_id = $1 AND w.instance_id = $2 AND w.state = 'leased' \
+                       AND w.lease_expires_at > now() \
+                     RETURNING w.id, w.cancel_requested_at IS NOT NULL AS cancel) \
+             SELECT held.id, upd.cancel FROM held LEFT JOIN upd ON upd.id = held.id ORDER BY held.n",
+        )
+        .await?;
+    let rows = client
+        .query(
+            &stmt,
+            &[
+                &client_id,
+                &instance_id,
+                &ids,
+                &tokens,
+                &lease_interval(lease_ms),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let view = match r.get::<_, Option<bool>>(1) {
+                None => LeaseView::Lost,
+                Some(true) => LeaseView::CancelRequested,
+                Some(false) => LeaseView::Extended,
+            };
+            (r.get(0), view)
+        })
+        .collect())
+}
+
+/// A kept output chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    /// Byte offset in the stream.
+    pub offset: i64,
+    /// Bytes (1..=64 KiB).
+    pub data: Vec<u8>,
+}
+
+/// What a report under a lease did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// Accepted; the work's state now.
+    Accepted(String),
+    /// The lease is not held; nothing changed; the work's state now.
+    LeaseLost(String),
+    /// A chunk lies beyond the work's output limit; nothing changed.
+    BeyondLimit,
+    /// No such work for this runner.
+    NotFound,
+}
+
+fn chunk_arrays(chunks: &[Chunk]) -> (Vec<&str>, Vec<i64>, Vec<&[u8]>) {
+    (
+        chunks.iter().map(|c| c.stream).collect(),
+        chunks.iter().map(|c| c.offset).collect(),
+        chunks.iter().map(|c| c.data.as_slice()).collect(),
+    )
+}
+
+/// Stores kept output of running work under its live lease. Chunks already stored (a retried
+/// request) are ignored.
+pub async fn append_output(
+    client: &impl GenericClient,
+    client_id: &str,
+    instance_id: Uuid,
+    work_id: Uuid,
+    lease_token: Uuid,
+    chunks: &[Chunk],
+) -> Result<Report, StoreError> {
+    let (streams, offsets, data) = chunk_arrays(chunks);
+    let stmt = client
+        .prepare_cached(
+            "WITH cur AS (SELECT state, (item->'limits'->>'output_bytes_per_stream')::bigint AS lim \
+                          FROM runner_work WHERE id = $1 AND client_id = $2), \
+             c AS (SELECT * FROM unnest($5::text[], $6::bigint[], $7::bytea[]) AS c(s, o, d)), \
+             over AS (SELECT count(*) AS n FROM c, cur WHERE c.o + octet_length(c.d) > cur.lim), \
+             ok AS (SELECT id FROM runner_work WHERE id = $1 AND client_id = $2 AND instance_id = $3 \
+                      AND lease_token = $4 AND state = 'leased' AND lease_expires_at > now() \
+                      AND (SELECT n FROM over) = 0 FOR SHARE), \
+             ins AS (INSERT INTO runner_work_output (work_id, stream, byte_offset, data) \
+                     SELECT ok.id, c.s, c.o, c.d FROM ok, c ON CONFLICT DO NOTHING RETURNING 1) \
+             SELECT (SELECT state FROM cur), (SELECT count(*) FROM ok), (SELECT n FROM over)",
+        )
+        .await?;
+    let row = client
+        .query_one(
+            &stmt,
+            &[
+                &work_id,
+                &client_id,
+                &instance_id,
+                &lease_token,
+                &streams,
+                &offsets,
+                &data,
+            ],
+        )
+        .await?;
+    let state: Option<String> = row.get(0);
+    let ok: i64 = row.get(1);
+    let over: i64 = row.get(2);
+    Ok(match (state, ok, over) {
+        (None, _, _) => Report::NotFound,
+        (Some(_), _, n) if n > 0 => Report::BeyondLimit,
+        (Some(s), 1, _) => Report::Accepted(s),
+        (Some(s), _, _) => Report::LeaseLost(s),
+    })
+}
+
+/// Ends leased work with the runner's outcome (`state` is the terminal state it implies) and
+/// stores its remaining chunks, under the live lease. A repeated identical report of the same
+/// lease is accepted again without another effect.
+#[allow(clippy::too_many_arguments)]
+pub async fn finish(
+    client: &impl GenericClient,
+    client_id: &str,
+    instance_id: Uuid,
+    work_id: Uuid,
+    lease_token: Uuid,
+    state: &str,
+    outcome: &Value,
+    chunks: &[Chunk],
+) -> Result<Report, StoreError> {
+    let (streams, offsets, data) = chunk_arrays(chunks);
+    let stmt = client
+        .prepare_cached(
+            "WITH cur AS (SELECT state, lease_token, outcome, \
+                             (item->'limits'->>'output_bytes_per_stream')::bigint AS lim \
+                          FROM runner_work WHERE id = $1 AND client_id = $2), \
+             c AS (SELECT * FROM unnest($7::text[], $8::bigint[], $9::bytea[]) AS c(s, o, d)), \
+             over AS (SELECT count(*) AS n FROM c, cur WHERE c.o + octet_length(c.d) > cur.lim), \
+             upd AS (UPDATE runner_work SET state = $5, outcome = $6, finished_at = now(), \
+                         lease_expires_at = NULL, version = version + 1 \
+                     WHERE id = $1 AND client_id = $2 AND instance_id = $3 AND lease_token = $4 \
+                       AND state = 'leased' AND lease_expires_at > now() \
+                       AND (SELECT n FROM over) = 0 \
+                     RETURNING id, state, pg_notify('wc_work_done', id::text)), \
+             ins AS (INSERT INTO runner_work_output (work_id, stream, byte_offset, data) \
+                     SELECT upd.id, c.s, c.o, c.d FROM upd, c ON CONFLICT DO NOTHING RETURNING 1) \
+             SELECT (SELECT state FROM upd), (SELECT state FROM cur), \
+                    (SELECT lease_token = $4 AND outcome = $6 FROM cur), (SELECT n FROM over)",
+        )
+        .await?;
+    let row = client
+        .query_one(
+            &stmt,
+            &[
+                &work_id,
+                &client_id,
+                &instance_id,
+                &lease_token,
+                &state,
+                outcome,
+                &streams,
+                &offsets,
+                &data,
+            ],
+        )
+        .await?;
+    let updated: Option<String> = row.get(0);
+    let current: Option<String> = row.get(1);
+    let replay: Option<bool> = row.get(2);
+    let over: i64 = row.get(3);
+    Ok(match (updated, current) {
+        (Some(s), _) => Report::Accepted(s),
+        (None, None) => Report::NotFound,
+        (None, Some(_)) if over > 0 => Report::BeyondLimit,
+        (None, Some(s)) if replay == Some(true) && s == state => Report::Accepted(s),
+        (None, Some(s)) => Report::LeaseLost(s),
+    })
+}
+
+/// Ends every expired lease as `lost` (never requeued: a started command is not replayed).
+pub async fn reap_expired(client: &impl GenericClient) -> Result<Vec<Uuid>, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "UPDATE runner_work SET state = 'lost', end_reason = 'lease_expired', \
+                 lease_expires_at = NULL, finished_at = now(), version = version + 1 \
+             WHERE state = 'leased' AND lease_expires_at <= now() \
+             RETURNING id, pg_notify('wc_work_done', id::text)",
+        )
+        .await?;
+    Ok(client
+        .query(&stmt, &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// One work item, ending its lease as `lost` first if it has expired (reads never report a
+/// dead lease as running).
+pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<WorkRow>, StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "WITH exp AS (UPDATE runner_work SET state = 'lost', end_reason = 'lease_expired', \
+                              lease_expires_at = NULL, finished_at = now(), version = version + 1 \
+                          WHERE id = $1 AND state = 'leased' AND lease_expires_at <= now() \
+                          RETURNING {COLUMNS}, pg_notify('wc_work_done', id::text)) \
+             SELECT {COLUMNS} FROM exp \
+             UNION ALL SELECT {COLUMNS} FROM runner_work WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM exp)"
+        ))
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id])
+        .await?
+        .as_ref()
+        .map(from_row))
+}
+
+/// Requests a stop: queued work is cancelled at once; leased work is marked so the runner's
+/// next heartbeat stops it. Returns the state after, `None` for unknown work.
+pub async fn request_cancel(
+    client: &impl GenericClient,
+    id: Uuid,
+) -> Result<Option<String>, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "WITH upd AS (UPDATE runner_work SET \
+                 state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, \
+                 end_reason = CASE WHEN state = 'queued' THEN 'stopped_while_queued' ELSE end_reason END, \
+                 finished_at = CASE WHEN state = 'queued' THEN now() ELSE finished_at END, \
+                 cancel_requested_at = coalesce(cancel_requested_at, now()), \
+                 version = version + 1 \
+               WHERE id = $1 AND state IN ('queued', 'leased') \
+               RETURNING state, CASE WHEN state = 'cancelled' \
+                   THEN pg_notify('wc_work_done', id::text) END AS hint) \
+             SELECT (SELECT state FROM upd), (SELECT state FROM runner_work WHERE id = $1)",
+        )
+        .await?;
+    let row = client.query_one(&stmt, &[&id]).await?;
+    let after: Option<String> = row.get(0);
+    Ok(after.or_else(|| row.get(1)))
+}
+
+/// Filters of [`list`].
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only this owner.
+    pub owner_authority_fingerprint: String,
+    /// Only these projects (`None`: any).
+    pub projects: Option<Vec<String>>,
+    /// Only this project.
+    pub project_id: Option<String>,
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// Only this mode.
+    pub mode: Option<&'static str>,
+}
+
+/// Newest first, up to `limit`.
+pub async fn list(
+    client: &impl GenericClient,
+    filter: &ListFilter,
+    limit: i64,
+) -> Result<Vec<WorkRow>, StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM runner_work WHERE owner_authority_fingerprint = $1 \
+               AND ($2::text[] IS NULL OR project_id = ANY($2)) \
+               AND ($3::text IS NULL OR project_id = $3) \
+               AND ($4::text IS NULL OR session_id = $4) \
+               AND ($5::text IS NULL OR mode = $5) \
+             ORDER BY created_at DESC, id LIMIT $6"
+        ))
+        .await?;
+    Ok(client
+        .query(
+            &stmt,
+            &[
+                &filter.owner_authority_fingerprint,
+                &filter.projects,
+                &filter.project_id,
+                &filter.session_id,
+                &filter.mode,
+                &limit,
+            ],
+        )
+        .await?
+        .iter()
+        .map(from_row)
+        .collect())
+}
+
+/// Kept output of one stream: up to `limit` bytes from `offset`, and how many bytes are kept
+/// in all.
+pub async fn read_output(
+    client: &impl GenericClient,
+    id: Uuid,
+    stream: &str,
+    offset: i64,
+    limit: i64,
+) -> Result<(Vec<u8>, i64), StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT byte_offset, data, \
+                    (SELECT coalesce(max(byte_offset + octet_length(data)), 0) FROM runner_work_output \
+                     WHERE work_id = $1 AND stream = $2) AS kept \
+             FROM runner_work_output WHERE work_id = $1 AND stream = $2 \
+               AND byte_offset + octet_length(data) > $3 AND byte_offset < $3 + $4 \
+             ORDER BY byte_offset",
+        )
+        .await?;
+    let rows = client
+        .query(&stmt, &[&id, &stream, &offset, &limit])
+        .await?;
+    let mut out = Vec::new();
+    let mut kept = 0;
+    if rows.is_empty() {
+        let stmt = client
+            .prepare_cached(
+                "SELECT coalesce(max(byte_offset + octet_length(data)), 0) FROM runner_work_output \
+                 WHERE work_id = $1 AND stream = $2",
+            )
+            .await?;
+        kept = client.query_one(&stmt, &[&id, &stream]).await?.get(0);
+    }
+    let end = offset + limit;
+    let mut next = offset;
+    for r in &rows {
+        kept = r.get("kept");
+        let at: i64 = r.get("byte_offset");
+        let data: Vec<u8> = r.get("data");
+        if at > next {
+            break; // a gap: output still arriving
+        }
+        let from = (next - at) as usize;
+        let to = ((end - at) as usize).min(data.len());
+        if from < to {
+            out.extend_from_slice(&data[from..to]);
+            next = at + to as i64;
+        }
+    }
+    Ok((out, kept))
+}
+
+/// Deletes terminal work (and its output) that finished before `before`.
+pub async fn prune_finished(
+    client: &impl GenericClient,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<u64, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "DELETE FROM runner_work WHERE id IN (SELECT id FROM runner_work \
+               WHERE finished_at IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT $2)",
+        )
+        .await?;
+    Ok(client.execute(&stmt, &[&before, &limit]).await?)
+}
+
+/// A result of [`enqueue`] flattened for callers that treat CAS exhaustion as an error.
+pub fn applied(outcome: CasOutcome<Enqueued>) -> Option<Enqueued> {
+    match outcome {
+        CasOutcome::Applied { value, .. } => Some(value),
+        CasOutcome::Conflict { .. } => None,
+    }
+}

@@ -1,0 +1,370 @@
+//! The runner work queue against a real Postgres: claims, leases, reports, expiry.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+use uuid::Uuid;
+use wc_store::Pool;
+use wc_store::runners::{self, Registered, Registration};
+use wc_store::testing::TestDatabase;
+use wc_store::work::{self, Chunk, Claim, Enqueued, LeaseView, NewWork, QueueRoute, Report};
+
+const FP: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+async fn runner(pool: &Pool, client_id: &str) -> Uuid {
+    let c = pool.get().await.unwrap();
+    let digest: [u8; 32] = rand_digest();
+    runners::create(&c, client_id, None, &digest, false)
+        .await
+        .unwrap()
+        .unwrap();
+    register(pool, client_id).await
+}
+
+fn rand_digest() -> [u8; 32] {
+    let mut d = [0u8; 32];
+    d[..16].copy_from_slice(Uuid::new_v4().as_bytes());
+    d
+}
+
+async fn register(pool: &Pool, client_id: &str) -> Uuid {
+    let instance = Uuid::now_v7();
+    let got = runners::register(
+        pool,
+        &Registration {
+            client_id,
+            instance_id: instance,
+            agent_version: "test",
+            queue: "api_poll",
+            max_concurrency: 4,
+            projects: &["web".to_owned()],
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(got, Registered::Current { .. }));
+    instance
+}
+
+fn new_work(client_id: &str, queue: QueueRoute) -> NewWork {
+    NewWork {
+        id: Uuid::now_v7(),
+        client_id: client_id.into(),
+        project_id: format!("agent:{client_id}:web"),
+        owner_authority_fingerprint: FP.into(),
+        session_id: None,
+        tool: "run_process".into(),
+        mode: "sync",
+        item: json!({"limits": {"timeout_ms": 1000, "output_bytes_per_stream": 10}}),
+        expectation: json!({}),
+        queue,
+    }
+}
+
+async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
+    match work::applied(work::enqueue(pool, w, None).await.unwrap()).unwrap() {
+        Enqueued::Queued(row) => {
+            assert_eq!(row.state, "queued");
+            row.id
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn concurrent_pollers_claim_each_item_exactly_once() {
+    let db = TestDatabase::new().await;
+    let instance = runner(db.pool(), "host").await;
+    let mut ids = BTreeSet::new();
+    for _ in 0..60 {
+        ids.insert(enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await);
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let pool = db.new_pool();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            loop {
+                let c = pool.get().await.unwrap();
+                let rows = work::claim_queued(&c, "host", instance, 3, 30_000)
+                    .await
+                    .unwrap();
+                if rows.is_empty() {
+                    return got;
+                }
+                got.extend(rows.into_iter().map(|r| r.id));
+            }
+        }));
+    }
+    let mut claimed = Vec::new();
+    for t in tasks {
+        claimed.extend(t.await.unwrap());
+    }
+    assert_eq!(claimed.len(), 60, "every item claimed once");
+    assert_eq!(claimed.iter().copied().collect::<BTreeSet<_>>(), ids);
+}
+
+#[tokio::test]
+async fn only_the_current_instance_of_the_right_runner_claims() {
+    let db = TestDatabase::new().await;
+    let a = runner(db.pool(), "a").await;
+    let _b = runner(db.pool(), "b").await;
+    let w = enqueue(db.pool(), &new_work("b", QueueRoute::Postgres)).await;
+    let c = db.pool().get().await.unwrap();
+    assert!(
+        work::claim_queued(&c, "a", a, 5, 1000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        work::claim_one(&c, "a", a, w, 1000).await.unwrap(),
+        Claim::NotFound,
+        "another runner's work looks unknown"
+    );
+    // A stale instance of b claims nothing.
+    assert!(
+        work::claim_queued(&c, "b", Uuid::now_v7(), 5, 1000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_delivered_id_is_claimed_once_and_then_answers_already_claimed() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let url = "http://sqs.local/q".to_owned();
+    let w = enqueue(
+        db.pool(),
+        &new_work("host", QueueRoute::Sqs { queue_url: url }),
+    )
+    .await;
+    let c = db.pool().get().await.unwrap();
+    assert!(
+        work::claim_queued(&c, "host", i, 5, 1000)
+            .await
+            .unwrap()
+            .is_empty(),
+        "SQS work is not handed out by polling"
+    );
+    let outbox: i64 = c
+        .query_one(
+            "SELECT count(*) FROM runner_outbox WHERE work_id = $1",
+            &[&w],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(outbox, 1, "the publication is staged with the work");
+    assert!(matches!(
+        work::claim_one(&c, "host", i, w, 1000).await.unwrap(),
+        Claim::Claimed(_)
+    ));
+    assert_eq!(
+        work::claim_one(&c, "host", i, w, 1000).await.unwrap(),
+        Claim::AlreadyClaimed("leased".into())
+    );
+}
+
+#[tokio::test]
+async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    let c = db.pool().get().await.unwrap();
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000)
+        .await
+        .unwrap()
+        .remove(0);
+    let token = lease.lease_token.unwrap();
+    let out = |offset: i64, data: &[u8]| Chunk {
+        stream: "stdout",
+        offset,
+        data: data.to_vec(),
+    };
+    // Wrong token, wrong instance: nothing changes.
+    assert_eq!(
+        work::append_output(&c, "host", i, w, Uuid::new_v4(), &[out(0, b"x")])
+            .await
+            .unwrap(),
+        Report::LeaseLost("leased".into())
+    );
+    assert_eq!(
+        work::append_output(&c, "host", Uuid::now_v7(), w, token, &[out(0, b"x")])
+            .await
+            .unwrap(),
+        Report::LeaseLost("leased".into())
+    );
+    assert_eq!(
+        work::append_output(&c, "host", i, w, token, &[out(0, b"hello")])
+            .await
+            .unwrap(),
+        Report::Accepted("leased".into())
+    );
+    // Beyond the 10-byte limit of the item.
+    assert_eq!(
+        work::append_output(&c, "host", i, w, token, &[out(5, b"123456")])
+            .await
+            .unwrap(),
+        Report::BeyondLimit
+    );
+    let outcome = json!({"termination": "exited", "exit_code": 0});
+    let fin = work::finish(
+        &c,
+        "host",
+        i,
+        w,
+        token,
+        "succeeded",
+        &outcome,
+        &[out(5, b"!")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(fin, Report::Accepted("succeeded".into()));
+    let again = work::finish(
+        &c,
+        "host",
+        i,
+        w,
+        token,
+        "succeeded",
+        &outcome,
+        &[out(5, b"!")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        again,
+        Report::Accepted("succeeded".into()),
+        "an identical retry is accepted"
+    );
+    let other = json!({"termination": "exited", "exit_code": 1});
+    assert_eq!(
+        work::finish(&c, "host", i, w, token, "failed", &other, &[])
+            .await
+            .unwrap(),
+        Report::LeaseLost("succeeded".into()),
+        "a terminal state never changes"
+    );
+    let (bytes, kept) = work::read_output(&c, w, "stdout", 0, 100).await.unwrap();
+    assert_eq!((bytes.as_slice(), kept), (&b"hello!"[..], 6));
+    let (bytes, _) = work::read_output(&c, w, "stdout", 2, 3).await.unwrap();
+    assert_eq!(bytes, b"llo");
+}
+
+#[tokio::test]
+async fn expired_leases_become_lost_lazily_and_by_the_reaper_and_never_requeue() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let c = db.pool().get().await.unwrap();
+    let w1 = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    let w2 = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    let leases = work::claim_queued(&c, "host", i, 2, 1).await.unwrap();
+    assert_eq!(leases.len(), 2);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let hb = work::heartbeat(&c, "host", i, &[(w1, leases[0].lease_token.unwrap())], 1000)
+        .await
+        .unwrap();
+    assert_eq!(
+        hb,
+        vec![(w1, LeaseView::Lost)],
+        "an expired lease is not extended"
+    );
+    let row = work::get(&c, w1).await.unwrap().unwrap();
+    assert_eq!(
+        (row.state.as_str(), row.end_reason.as_deref()),
+        ("lost", Some("lease_expired"))
+    );
+    let reaped = work::reap_expired(&c).await.unwrap();
+    assert_eq!(reaped, vec![w2]);
+    assert!(
+        work::claim_queued(&c, "host", i, 5, 1000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_back() {
+    let db = TestDatabase::new().await;
+    let old = runner(db.pool(), "host").await;
+    let c = db.pool().get().await.unwrap();
+    let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    let lease = work::claim_queued(&c, "host", old, 1, 30_000)
+        .await
+        .unwrap()
+        .remove(0);
+    let new = register(db.pool(), "host").await;
+    assert_ne!(old, new);
+    assert_eq!(work::get(&c, w).await.unwrap().unwrap().state, "lost");
+    let outcome = json!({});
+    assert_eq!(
+        work::finish(
+            &c,
+            "host",
+            old,
+            w,
+            lease.lease_token.unwrap(),
+            "succeeded",
+            &outcome,
+            &[]
+        )
+        .await
+        .unwrap(),
+        Report::LeaseLost("lost".into())
+    );
+    let again = runners::register(
+        db.pool(),
+        &Registration {
+            client_id: "host",
+            instance_id: old,
+            agent_version: "test",
+            queue: "api_poll",
+            max_concurrency: 1,
+            projects: &[],
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, Registered::Superseded);
+}
+
+#[tokio::test]
+async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let c = db.pool().get().await.unwrap();
+    let queued = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    assert_eq!(
+        work::request_cancel(&c, queued).await.unwrap().as_deref(),
+        Some("cancelled")
+    );
+    let leased = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(lease.id, leased);
+    assert_eq!(
+        work::request_cancel(&c, leased).await.unwrap().as_deref(),
+        Some("leased")
+    );
+    let hb = work::heartbeat(
+        &c,
+        "host",
+        i,
+        &[(leased, lease.lease_token.unwrap())],
+        30_000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(hb, vec![(leased, LeaseView::CancelRequested)]);
+    assert_eq!(
+        work::request_cancel(&c, Uuid::now_v7()).await.unwrap(),
+        None
+    );
+}
