@@ -4,3 +4,5 @@
 //! agents from this library; the agent speaks only the runner protocol over HTTP.
 
 pub mod config;
+pub mod confine;
+pub mod exec;

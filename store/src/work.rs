@@ -166,7 +166,7 @@ pub struct Evidence {
 #[derive(Debug, Clone)]
 pub enum Enqueued {
     /// The work is queued (and its evidence appended).
-    Queued(WorkRow),
+    Queued(Box<WorkRow>),
     /// The evidence session no longer exists; nothing was written.
     SessionNotFound,
     /// The evidence session is no longer active (its lifecycle); nothing was written.
@@ -253,7 +253,7 @@ pub async fn enqueue(
                     tx.execute(&stmt, &[&work.id, queue_url]).await?;
                 }
             }
-            Ok(Step::Done(Enqueued::Queued(from_row(&row))))
+            Ok(Step::Done(Enqueued::Queued(Box::new(from_row(&row)))))
         })
     })
     .await
@@ -311,7 +311,7 @@ fn prefixed(alias: &str) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
     /// Leased to the caller now.
-    Claimed(WorkRow),
+    Claimed(Box<WorkRow>),
     /// Not queued any more (claimed, finished, cancelled): its state.
     AlreadyClaimed(String),
     /// No such work for this runner.
@@ -350,7 +350,7 @@ pub async fn claim_one(
         )
         .await?
     {
-        return Ok(Claim::Claimed(from_row(&row)));
+        return Ok(Claim::Claimed(Box::new(from_row(&row))));
     }
     let stmt = client
         .prepare_cached("SELECT state FROM runner_work WHERE id = $1 AND client_id = $2")
