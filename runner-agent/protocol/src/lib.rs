@@ -273,8 +273,7 @@ pub fn valid_name(s: &str) -> bool {
 fn valid_interpreter(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && !s.starts_with('-')
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'))
 }
 
@@ -291,9 +290,13 @@ pub fn check_relative_path(what: &str, p: &str) -> Result<(), ProtocolError> {
     if p.starts_with('/') || p.starts_with('\\') || p.starts_with('~') {
         return refuse(format!("{what} must be relative to the project root"));
     }
-    if p.contains("://") || p.split_once(':').is_some_and(|(scheme, _)| {
-        !scheme.is_empty() && !scheme.contains('/') && scheme.bytes().all(|b| b.is_ascii_alphabetic())
-    }) {
+    if p.contains("://")
+        || p.split_once(':').is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && !scheme.contains('/')
+                && scheme.bytes().all(|b| b.is_ascii_alphabetic())
+        })
+    {
         return refuse(format!("{what} must be a path, not a URI"));
     }
     if p.split(['/', '\\']).any(|c| c == "..") {
@@ -395,7 +398,7 @@ pub enum ClaimResponse {
     /// The work is now leased to the caller.
     Claimed {
         /// The lease.
-        lease: Lease,
+        lease: Box<Lease>,
     },
     /// Someone already claimed it (or it finished, or it was cancelled): delete the message
     /// and do not run it.
@@ -767,7 +770,10 @@ mod tests {
             "unknown fields are refused"
         );
         let claim = serde_json::to_value(ClaimResponse::AlreadyClaimed { state: Leased }).unwrap();
-        assert_eq!(claim, serde_json::json!({"status": "already_claimed", "state": "leased"}));
+        assert_eq!(
+            claim,
+            serde_json::json!({"status": "already_claimed", "state": "leased"})
+        );
     }
 
     #[test]

@@ -1,0 +1,544 @@
+//! Black-box tests of `exec::execute` with real processes in temporary project roots.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+use tokio::sync::{mpsc, watch};
+use uuid::Uuid;
+use wc_runner_agent::exec::{OutputPiece, StopPolicy, execute};
+use wc_runner_protocol::{
+    MAX_CHUNK_BYTES, PROTOCOL_VERSION, Shell, Stream, Termination, WorkItem, WorkLimits,
+    WorkOutcome, WorkSpec,
+};
+
+/// Short enough to keep the suite fast, long enough for a shell to react on a busy machine.
+const FAST: StopPolicy = StopPolicy {
+    interrupt_grace: Duration::from_millis(200),
+    terminate_grace: Duration::from_millis(200),
+    drain_after_exit: Duration::from_millis(300),
+};
+
+/// A project root in a fresh temporary directory, next to a directory outside it.
+struct Project {
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    root: PathBuf,
+    projects: BTreeMap<String, PathBuf>,
+}
+
+fn project() -> Project {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(base.join("outside")).unwrap();
+    let projects = BTreeMap::from([("web".to_owned(), root.clone())]);
+    Project {
+        _tmp: tmp,
+        base,
+        root,
+        projects,
+    }
+}
+
+fn item(spec: WorkSpec) -> WorkItem {
+    WorkItem {
+        protocol_version: PROTOCOL_VERSION,
+        work_id: Uuid::new_v4(),
+        project: "web".into(),
+        cwd: None,
+        spec,
+        stdin: None,
+        env: BTreeMap::new(),
+        limits: WorkLimits {
+            timeout_ms: 20_000,
+            output_bytes_per_stream: 1024 * 1024,
+        },
+    }
+}
+
+fn sh(command: &str) -> WorkSpec {
+    WorkSpec::Shell {
+        shell: Shell::Sh,
+        command: command.into(),
+    }
+}
+
+fn argv(args: &[&str]) -> WorkSpec {
+    WorkSpec::Process {
+        argv: args.iter().map(|a| a.to_string()).collect(),
+    }
+}
+
+/// What one run produced: the outcome and the kept output of each stream, reassembled.
+struct Run {
+    outcome: WorkOutcome,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    pieces: usize,
+    elapsed: Duration,
+}
+
+impl Run {
+    fn stdout(&self) -> String {
+        String::from_utf8(self.stdout.clone()).unwrap()
+    }
+}
+
+async fn run(item: &WorkItem, p: &Project) -> Run {
+    let (_stop, cancel) = watch::channel(false);
+    run_with(item, p, cancel, &FAST).await
+}
+
+/// Runs `item`, collecting output concurrently, and checks the piece invariants on the way:
+/// pieces are at most one chunk and contiguous from offset 0 in each stream.
+async fn run_with(
+    item: &WorkItem,
+    p: &Project,
+    cancel: watch::Receiver<bool>,
+    policy: &StopPolicy,
+) -> Run {
+    let (tx, mut rx) = mpsc::channel::<OutputPiece>(8);
+    let collector = tokio::spawn(async move {
+        let (mut stdout, mut stderr, mut pieces) = (Vec::new(), Vec::new(), 0);
+        while let Some(piece) = rx.recv().await {
+            assert!(!piece.data.is_empty());
+            assert!(piece.data.len() <= MAX_CHUNK_BYTES, "{}", piece.data.len());
+            let kept = match piece.stream {
+                Stream::Stdout => &mut stdout,
+                Stream::Stderr => &mut stderr,
+            };
+            assert_eq!(piece.offset, kept.len() as u64, "offsets are contiguous");
+            kept.extend_from_slice(&piece.data);
+            pieces += 1;
+        }
+        (stdout, stderr, pieces)
+    });
+    let started = Instant::now();
+    let outcome = execute(item, &p.projects, cancel, tx, policy).await;
+    let elapsed = started.elapsed();
+    let (stdout, stderr, pieces) = collector.await.unwrap();
+    Run {
+        outcome,
+        stdout,
+        stderr,
+        pieces,
+        elapsed,
+    }
+}
+
+fn read_pid(path: &Path) -> Pid {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Pid::from_raw(text.trim().parse().unwrap())
+}
+
+/// Whether `pid` has ended. An orphan killed here is re-parented to PID 1, which in a container
+/// may never reap it; a zombie has exited all the same.
+fn ended(pid: Pid) -> bool {
+    match kill(pid, None) {
+        Err(Errno::ESRCH) => true,
+        _ => std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+        }),
+    }
+}
+
+async fn assert_ended(pid: Pid) {
+    for _ in 0..40 {
+        if ended(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("process {pid} is still running");
+}
+
+#[tokio::test]
+async fn echo_prints_and_exits_zero() {
+    let p = project();
+    let r = run(&item(argv(&["echo", "hi"])), &p).await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!(r.outcome.exit_code, Some(0));
+    assert_eq!(r.outcome.signal, None);
+    assert_eq!(r.outcome.error, None);
+    assert_eq!(r.stdout(), "hi\n");
+    assert_eq!(r.outcome.stdout_bytes, 3);
+    assert_eq!(r.outcome.stderr_bytes, 0);
+    assert!(!r.outcome.stdout_truncated);
+}
+
+#[tokio::test]
+async fn exit_codes_and_signals_are_reported() {
+    let p = project();
+    let r = run(&item(sh("exit 3")), &p).await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!((r.outcome.exit_code, r.outcome.signal), (Some(3), None));
+
+    let r = run(&item(sh("kill -TERM $$")), &p).await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!((r.outcome.exit_code, r.outcome.signal), (None, Some(15)));
+}
+
+#[tokio::test]
+async fn stderr_is_captured_separately() {
+    let p = project();
+    let r = run(&item(sh("echo out; echo err >&2; echo more >&2")), &p).await;
+    assert_eq!(r.stdout(), "out\n");
+    assert_eq!(r.stderr, b"err\nmore\n");
+    assert_eq!((r.outcome.stdout_bytes, r.outcome.stderr_bytes), (4, 9));
+}
+
+#[tokio::test]
+async fn stdin_round_trips_through_cat() {
+    let p = project();
+    let mut work = item(argv(&["cat"]));
+    work.stdin = Some("line one\nline two\n".into());
+    assert_eq!(run(&work, &p).await.stdout(), "line one\nline two\n");
+
+    // Larger than a pipe buffer both ways: stdin is fed while stdout is read.
+    let big: String = "0123456789abcdef\n".repeat(12_000);
+    work.stdin = Some(big.clone());
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.exit_code, Some(0));
+    assert_eq!(r.stdout(), big);
+}
+
+#[tokio::test]
+async fn stdin_is_empty_without_text_and_may_go_unread() {
+    let p = project();
+    let r = run(&item(argv(&["cat"])), &p).await;
+    assert_eq!((r.outcome.exit_code, r.stdout()), (Some(0), String::new()));
+
+    let mut work = item(sh("echo ignored"));
+    work.stdin = Some("x".repeat(200_000));
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!(
+        (r.outcome.exit_code, r.stdout()),
+        (Some(0), "ignored\n".into())
+    );
+}
+
+#[tokio::test]
+async fn argv_runs_without_a_shell() {
+    let p = project();
+    let r = run(&item(argv(&["printf", "%s|", "a b", "$HOME", "*"])), &p).await;
+    assert_eq!(r.stdout(), "a b|$HOME|*|");
+}
+
+#[tokio::test]
+async fn sh_and_bash_run_shell_text() {
+    let p = project();
+    let r = run(&item(sh("echo $0; echo one two | wc -w")), &p).await;
+    assert_eq!(
+        r.stdout().split_whitespace().collect::<Vec<_>>(),
+        ["sh", "2"]
+    );
+
+    let bash = WorkSpec::Shell {
+        shell: Shell::Bash,
+        command: r#"[[ -n "$BASH_VERSION" ]] && echo "$0""#.into(),
+    };
+    let r = run(&item(bash), &p).await;
+    assert_eq!(
+        (r.outcome.exit_code, r.stdout()),
+        (Some(0), "bash\n".into())
+    );
+}
+
+#[tokio::test]
+async fn scripts_run_from_a_private_file_that_is_removed_afterwards() {
+    let p = project();
+    let work = item(WorkSpec::Script {
+        interpreter: "sh".into(),
+        script: concat!(
+            "echo \"$0\"\n",
+            "echo \"$1|$2\"\n",
+            "stat -c %a \"$0\" \"$(dirname \"$0\")\"\n",
+            "pwd\n",
+        )
+        .into(),
+        args: vec!["a".into(), "b c".into()],
+    });
+    let r = run(&work, &p).await;
+    assert_eq!(
+        r.outcome.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let stdout = r.stdout();
+    let lines: Vec<&str> = stdout.lines().collect();
+    let [script, args, file_mode, dir_mode, pwd] = lines[..] else {
+        panic!("unexpected output {stdout:?}");
+    };
+    assert_eq!(args, "a|b c");
+    assert_eq!((file_mode, dir_mode), ("600", "700"));
+    assert_eq!(Path::new(pwd), p.root);
+    let script = Path::new(script);
+    assert!(!script.starts_with(&p.root), "{}", script.display());
+    assert!(!script.exists(), "the script file is removed");
+    assert!(!script.parent().unwrap().exists(), "its directory too");
+}
+
+#[tokio::test]
+async fn cwd_resolves_inside_the_project() {
+    let p = project();
+    std::fs::create_dir_all(p.root.join("sub/deep")).unwrap();
+    std::os::unix::fs::symlink(p.root.join("sub"), p.root.join("alias")).unwrap();
+    for (cwd, expect) in [("sub/deep", "sub/deep"), ("alias/deep", "sub/deep")] {
+        let mut work = item(argv(&["pwd", "-P"]));
+        work.cwd = Some(cwd.into());
+        let r = run(&work, &p).await;
+        assert_eq!(r.stdout().trim_end(), p.root.join(expect).to_str().unwrap());
+    }
+}
+
+#[tokio::test]
+async fn refused_work_never_runs() {
+    let p = project();
+    std::fs::write(p.root.join("file"), "x").unwrap();
+    std::os::unix::fs::symlink(p.base.join("outside"), p.root.join("out")).unwrap();
+    let outside = p.base.join("outside");
+    let marker = p.base.join("marker");
+    let cases = [
+        ("web", Some("../outside"), "`..`"),
+        ("web", Some(outside.to_str().unwrap()), "relative"),
+        ("web", Some("out"), "cwd escapes the project root"),
+        ("web", Some("missing"), "does not exist"),
+        ("web", Some("file"), "not a directory"),
+        ("api", None, "project \"api\" is not served"),
+    ];
+    for (project, cwd, expect) in cases {
+        let mut work = item(argv(&["touch", marker.to_str().unwrap()]));
+        work.project = project.into();
+        work.cwd = cwd.map(String::from);
+        let r = run(&work, &p).await;
+        assert_eq!(r.outcome.termination, Termination::Rejected, "{cwd:?}");
+        let error = r.outcome.error.unwrap_or_default();
+        assert!(error.contains(expect), "{cwd:?}: {error}");
+        assert!(!marker.exists(), "{cwd:?}: the command ran");
+    }
+}
+
+#[tokio::test]
+async fn runner_secrets_stay_out_and_additions_go_in() {
+    // SAFETY: every environment access in this test binary goes through std, which serializes
+    // `set_var` with reads and with process spawning under its environment lock; no C code here
+    // reads the environment. The names are unique to this test.
+    unsafe {
+        std::env::set_var("WC_RUNNER_TOKEN", "xyz");
+        std::env::set_var("MY_SECRET", "1");
+        std::env::set_var("EXEC_TEST_PLAIN", "kept");
+    }
+    let p = project();
+    let mut work = item(argv(&["env"]));
+    work.env = BTreeMap::from([("BUILD_MODE".to_owned(), "release".to_owned())]);
+    let r = run(&work, &p).await;
+    let env = r.stdout();
+    let names: Vec<&str> = env
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(!names.contains(&"WC_RUNNER_TOKEN"), "{env}");
+    assert!(!names.contains(&"MY_SECRET"), "{env}");
+    assert!(env.lines().any(|l| l == "BUILD_MODE=release"), "{env}");
+    assert!(env.lines().any(|l| l == "EXEC_TEST_PLAIN=kept"), "{env}");
+    assert!(names.contains(&"PATH"), "{env}");
+}
+
+#[tokio::test]
+async fn a_missing_or_unexecutable_program_fails_to_spawn() {
+    let p = project();
+    let r = run(&item(argv(&["wc-no-such-program-7f3a"])), &p).await;
+    assert_eq!(r.outcome.termination, Termination::SpawnFailed);
+    let error = r.outcome.error.unwrap();
+    assert!(error.contains("wc-no-such-program-7f3a"), "{error}");
+    assert!(error.contains("No such file"), "{error}");
+
+    std::fs::write(p.root.join("tool.sh"), "#!/bin/sh\necho ran\n").unwrap();
+    let r = run(&item(argv(&["./tool.sh"])), &p).await;
+    assert_eq!(r.outcome.termination, Termination::SpawnFailed);
+    let error = r.outcome.error.unwrap();
+    assert!(
+        error.contains("./tool.sh") && error.contains("Permission denied"),
+        "{error}"
+    );
+
+    let r = run(
+        &item(WorkSpec::Script {
+            interpreter: "wc-no-such-interpreter".into(),
+            script: "echo hi".into(),
+            args: vec![],
+        }),
+        &p,
+    )
+    .await;
+    assert_eq!(r.outcome.termination, Termination::SpawnFailed);
+    assert!(r.outcome.error.unwrap().contains("wc-no-such-interpreter"));
+}
+
+/// A leader whose grandchild ignores SIGINT and SIGTERM and keeps the pipes open.
+const STUBBORN_GROUP: &str = concat!(
+    "sh -c 'trap \"\" INT TERM; sleep 30 & echo $! > sleep.pid; wait' & ",
+    "echo $! > inner.pid; wait",
+);
+
+#[tokio::test]
+async fn a_timeout_stops_the_whole_group() {
+    let p = project();
+    let mut work = item(sh(STUBBORN_GROUP));
+    work.limits.timeout_ms = 300;
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.termination, Termination::TimedOut);
+    assert_eq!(r.outcome.exit_code, None);
+    assert!(r.outcome.signal.is_some());
+    assert!(r.elapsed < Duration::from_secs(10), "{:?}", r.elapsed);
+    assert_ended(read_pid(&p.root.join("inner.pid"))).await;
+    assert_ended(read_pid(&p.root.join("sleep.pid"))).await;
+}
+
+#[tokio::test]
+async fn a_cancel_stops_the_whole_group() {
+    let p = project();
+    let work = item(sh(STUBBORN_GROUP));
+    let (stop, cancel) = watch::channel(false);
+    let sleep_pid = p.root.join("sleep.pid");
+    let canceller = {
+        let sleep_pid = sleep_pid.clone();
+        tokio::spawn(async move {
+            while std::fs::read_to_string(&sleep_pid).map_or(true, |s| !s.ends_with('\n')) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            stop.send(true).unwrap();
+        })
+    };
+    let r = run_with(&work, &p, cancel, &FAST).await;
+    canceller.await.unwrap();
+    assert_eq!(r.outcome.termination, Termination::Cancelled);
+    assert!(r.elapsed < Duration::from_secs(10), "{:?}", r.elapsed);
+    assert_ended(read_pid(&p.root.join("inner.pid"))).await;
+    assert_ended(read_pid(&sleep_pid)).await;
+}
+
+#[tokio::test]
+async fn escalation_ends_in_sigkill_when_int_and_term_are_ignored() {
+    let p = project();
+    let mut work = item(sh("trap '' INT TERM; echo ready; sleep 30"));
+    work.limits.timeout_ms = 300;
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.termination, Termination::TimedOut);
+    assert_eq!(r.outcome.signal, Some(9));
+    assert_eq!(r.stdout(), "ready\n");
+    let graces = FAST.interrupt_grace + FAST.terminate_grace;
+    assert!(
+        r.elapsed >= Duration::from_millis(300) + graces,
+        "{:?}",
+        r.elapsed
+    );
+}
+
+#[tokio::test]
+async fn a_leader_may_handle_sigint_and_exit_on_its_own_terms() {
+    let p = project();
+    let mut work = item(sh("trap 'echo bye; exit 7' INT; sleep 30 & wait"));
+    work.limits.timeout_ms = 300;
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.termination, Termination::TimedOut);
+    assert_eq!((r.outcome.exit_code, r.outcome.signal), (Some(7), None));
+    assert_eq!(r.stdout(), "bye\n");
+}
+
+#[tokio::test]
+async fn a_cancel_before_the_start_runs_nothing() {
+    let p = project();
+    let marker = p.base.join("marker");
+    let (_stop, cancel) = watch::channel(true);
+    let work = item(argv(&["touch", marker.to_str().unwrap()]));
+    let r = run_with(&work, &p, cancel, &FAST).await;
+    assert_eq!(r.outcome.termination, Termination::Cancelled);
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn a_dropped_cancel_sender_lets_the_work_finish() {
+    let p = project();
+    let (stop, cancel) = watch::channel(false);
+    drop(stop);
+    let r = run_with(&item(sh("sleep 0.2; echo done")), &p, cancel, &FAST).await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!(r.stdout(), "done\n");
+}
+
+#[tokio::test]
+async fn a_background_process_holding_stdout_does_not_hang_the_run() {
+    let p = project();
+    let r = run(
+        &item(sh("sleep 30 & echo $! > bg.pid; echo leader done")),
+        &p,
+    )
+    .await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!(r.outcome.exit_code, Some(0));
+    assert_eq!(r.stdout(), "leader done\n");
+    assert!(r.elapsed < Duration::from_secs(10), "{:?}", r.elapsed);
+    assert_ended(read_pid(&p.root.join("bg.pid"))).await;
+}
+
+#[tokio::test]
+async fn output_past_the_limit_is_counted_not_kept() {
+    let p = project();
+    let mut work = item(sh("yes 0123456789abcdef | head -c 102400"));
+    work.limits.output_bytes_per_stream = 1024;
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.exit_code, Some(0));
+    assert_eq!(r.stdout.len(), 1024);
+    assert_eq!(r.stdout(), "0123456789abcdef\n".repeat(61)[..1024]);
+    assert_eq!(r.outcome.stdout_bytes, 102_400);
+    assert!(r.outcome.stdout_truncated);
+    assert!(!r.outcome.stderr_truncated);
+}
+
+#[tokio::test]
+async fn both_streams_are_read_at_once_in_bounded_pieces() {
+    let p = project();
+    // stderr first: reading the streams one after the other would deadlock on a full pipe.
+    let work = item(sh("head -c 300000 /dev/zero >&2; head -c 300000 /dev/zero"));
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.exit_code, Some(0));
+    assert_eq!((r.stdout.len(), r.stderr.len()), (300_000, 300_000));
+    assert!(r.stdout.iter().chain(&r.stderr).all(|&b| b == 0));
+    assert!(r.pieces >= 2 * 300_000 / MAX_CHUNK_BYTES, "{}", r.pieces);
+    assert!(!r.outcome.stdout_truncated && !r.outcome.stderr_truncated);
+}
+
+#[tokio::test]
+async fn work_runs_on_when_nobody_listens_to_its_output() {
+    let p = project();
+    let (tx, rx) = mpsc::channel(1);
+    drop(rx);
+    let (_stop, cancel) = watch::channel(false);
+    let work = item(sh("head -c 102400 /dev/zero; echo tail >&2"));
+    let outcome = execute(&work, &p.projects, cancel, tx, &FAST).await;
+    assert_eq!(outcome.termination, Termination::Exited);
+    assert_eq!(outcome.exit_code, Some(0));
+    assert_eq!((outcome.stdout_bytes, outcome.stderr_bytes), (102_400, 5));
+}
+
+#[test]
+fn the_execution_future_can_move_between_threads() {
+    fn assert_send<T: Send>(_: &T) {}
+    let p = project();
+    let work = item(argv(&["true"]));
+    let (_stop, cancel) = watch::channel(false);
+    let (tx, _rx) = mpsc::channel(1);
+    let policy = StopPolicy::default();
+    let future = execute(&work, &p.projects, cancel, tx, &policy);
+    assert_send(&future);
+}
