@@ -43,6 +43,8 @@ CREATE TABLE runner_work (
     outcome                     jsonb       CHECK (pg_column_size(outcome) <= 4096),
     -- Why the work ended without a report: expired lease, replaced instance, stopped while queued.
     end_reason                  text        CHECK (char_length(end_reason) <= 64),
+    -- Set once, when the terminal evidence was appended to the session (never twice).
+    evidence_recorded_at        timestamptz,
     created_at                  timestamptz NOT NULL DEFAULT now(),
     leased_at                   timestamptz,
     finished_at                 timestamptz,

@@ -20,7 +20,7 @@ use crate::auth::{Scope, ScopeSet, token};
 #[command(
     name = "wc-admin",
     version,
-    about = "Operate a wc deployment: migrations and credentials"
+    about = "Operate a wc deployment: migrations, credentials and runners"
 )]
 pub struct AdminCli {
     /// PostgreSQL URL of the wc database.
@@ -37,11 +37,40 @@ enum AdminCommand {
     /// Manage bearer credentials.
     #[command(subcommand)]
     Credential(CredentialCommand),
+    /// Manage runner tokens (one per build host).
+    #[command(subcommand)]
+    Runner(RunnerCommand),
     /// Print a generated reference document (no database needed).
     Docs {
         /// Which document.
         #[arg(value_enum)]
         which: DocArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RunnerCommand {
+    /// Create a runner and print its token once, alone on the last line of stdout.
+    Create {
+        /// Stable id of the build host (projects become agent:<client_id>:<project>).
+        client_id: String,
+        /// Operator label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Replace the token of an existing runner (the old one stops working at once).
+        #[arg(long)]
+        rotate: bool,
+    },
+    /// Revoke a runner's token; its agent stops at its next request.
+    Revoke {
+        /// The runner.
+        client_id: String,
+    },
+    /// List runners (never their tokens).
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -147,7 +176,94 @@ pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
             let pool = pool::build_pool(&DatabaseConfig::new(url))?;
             credential(&pool, cmd, out).await?;
         }
+        AdminCommand::Runner(cmd) => {
+            let pool = pool::build_pool(&DatabaseConfig::new(url))?;
+            runner(&pool, cmd, out).await?;
+        }
         AdminCommand::Docs { .. } => unreachable!("handled above"),
+    }
+    Ok(())
+}
+
+async fn runner(
+    pool: &wc_store::Pool,
+    cmd: RunnerCommand,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let client = pool.get().await?;
+    match cmd {
+        RunnerCommand::Create {
+            client_id,
+            label,
+            rotate,
+        } => {
+            if !wc_runner_protocol::valid_name(&client_id) {
+                bail!("client_id must be 1-64 of A-Z a-z 0-9 . _ -");
+            }
+            if label.as_ref().is_some_and(|l| l.chars().count() > 200) {
+                bail!("label must be at most 200 characters");
+            }
+            let secret = crate::runner_api::auth::generate();
+            let created = wc_store::runners::create(
+                &client,
+                &client_id,
+                label.as_deref(),
+                &token::digest(&secret),
+                rotate,
+            )
+            .await?;
+            if created.is_none() {
+                bail!("runner {client_id} exists; pass --rotate to give it a new token");
+            }
+            writeln!(
+                out,
+                "{} runner {client_id}; its token (shown once) follows",
+                if rotate { "rotated" } else { "created" }
+            )?;
+            writeln!(out, "{secret}")?;
+        }
+        RunnerCommand::Revoke { client_id } => {
+            if wc_store::runners::revoke(&client, &client_id).await? {
+                writeln!(out, "revoked runner {client_id}")?;
+            } else {
+                bail!("no active runner {client_id}");
+            }
+        }
+        RunnerCommand::List { json } => {
+            for r in wc_store::runners::list(&client, None, 10_000).await? {
+                let state = if r.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "active"
+                };
+                if json {
+                    let line = serde_json::json!({
+                        "client_id": r.client_id,
+                        "state": state,
+                        "label": r.label,
+                        "instance_id": r.instance_id,
+                        "last_seen_at": r.last_seen_at,
+                        "agent_version": r.agent_version,
+                        "queue": r.queue,
+                        "projects": r.projects,
+                        "work_in_flight": r.work_in_flight,
+                    });
+                    writeln!(out, "{line}")?;
+                } else {
+                    writeln!(
+                        out,
+                        "{:<24}  {:<7}  last seen {}  {} in flight  {}",
+                        r.client_id,
+                        state,
+                        r.last_seen_at
+                            .map(|t| t.to_rfc3339())
+                            .unwrap_or_else(|| "never".into()),
+                        r.work_in_flight,
+                        r.projects.join(",")
+                    )?;
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -13,7 +13,8 @@ use crate::auth::{Principal, ProjectGrants, principal_or_anonymous, require_prin
 use crate::config::ServerConfig;
 use crate::http::{ApiError, limit_body, panic_response, request_context};
 use crate::kernel::{KernelConfig, ToolRuntime};
-use crate::{audit, health, mcp, rest, tools};
+use crate::wake::Wakeups;
+use crate::{audit, health, mcp, rest, runner_api, tools};
 
 /// Everything a request handler may use. Cloned per request; holds no request state: the
 /// runtime and the OpenAPI document are derived from code and configuration only.
@@ -27,6 +28,8 @@ pub struct AppState {
     pub runtime: Arc<ToolRuntime>,
     /// The serialized OpenAPI document.
     pub openapi: axum::body::Bytes,
+    /// Wake-ups for waits on durable state (hints only; see [`crate::wake`]).
+    pub wake: Wakeups,
 }
 
 impl AppState {
@@ -50,7 +53,14 @@ impl AppState {
             config: Arc::new(config),
             runtime,
             openapi,
+            wake: Wakeups::polling(),
         }
+    }
+
+    /// The same state with `wake` as its wake-up hub.
+    pub fn with_wakeups(mut self, wake: Wakeups) -> Self {
+        self.wake = wake;
+        self
     }
 }
 
@@ -87,6 +97,7 @@ pub fn app(state: AppState) -> Router {
         .merge(mcp)
         .merge(rest_tools)
         .merge(authenticated)
+        .merge(runner_api::router(state.clone()))
         .fallback(not_found)
         // Innermost first: the body limit runs before any handler, inside panic catching,
         // inside the request context that stamps every response and log line.

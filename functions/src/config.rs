@@ -25,6 +25,18 @@ pub struct ServerConfig {
     /// How long an open audit session stays eligible for reuse after its last event
     /// (`ACTION_SESSION_IDLE_TIMEOUT_SECS`).
     pub audit_idle_timeout: Duration,
+    /// Lease granted to a runner on claim and heartbeat (`WC_RUNNER_LEASE_MS`); work whose
+    /// lease runs out without a heartbeat becomes `lost`.
+    pub runner_lease: Duration,
+    /// How long a synchronous execution tool waits for the terminal state before answering
+    /// with the job handle (`WC_EXEC_WAIT_MS`, below the dispatch deadline).
+    pub exec_wait: Duration,
+    /// Use Postgres `LISTEN/NOTIFY` as a wake-up hint (`WC_NOTIFY=0` turns it off; durable
+    /// state is polled either way).
+    pub notify: bool,
+    /// SQS queue URL per runner client id (`WC_RUNNER_SQS_QUEUES=client=url,…`); runners not
+    /// named here use the Postgres queue.
+    pub runner_sqs_queues: std::collections::BTreeMap<String, String>,
 }
 
 /// Why configuration could not be loaded.
@@ -98,7 +110,40 @@ impl ServerConfig {
         if let Some(secs) = env_number("ACTION_SESSION_IDLE_TIMEOUT_SECS", 1, 7 * 24 * 3600)? {
             cfg.audit_idle_timeout = Duration::from_secs(secs);
         }
+        if let Some(ms) = env_number("WC_RUNNER_LEASE_MS", 500, 600_000)? {
+            cfg.runner_lease = Duration::from_millis(ms);
+        }
+        if let Some(ms) = env_number("WC_EXEC_WAIT_MS", 0, 27_000)? {
+            cfg.exec_wait = Duration::from_millis(ms);
+        }
+        if cfg.exec_wait + Duration::from_secs(1) > cfg.dispatch_deadline {
+            return Err(ConfigError(
+                "WC_EXEC_WAIT_MS must be at least 1 s below WC_DISPATCH_DEADLINE_MS".into(),
+            ));
+        }
+        if let Ok(v) = std::env::var("WC_NOTIFY") {
+            cfg.notify = !matches!(v.trim(), "0" | "false" | "no" | "off");
+        }
+        if let Some(pairs) = env_list("WC_RUNNER_SQS_QUEUES") {
+            for pair in pairs {
+                let (client, url) = pair.split_once('=').ok_or_else(|| {
+                    ConfigError("WC_RUNNER_SQS_QUEUES entries are client_id=queue_url".into())
+                })?;
+                if !wc_runner_protocol::valid_name(client) || !url.starts_with("http") {
+                    return Err(ConfigError(format!(
+                        "WC_RUNNER_SQS_QUEUES: bad entry for {client:?} (client id, then an http(s) queue URL)"
+                    )));
+                }
+                cfg.runner_sqs_queues
+                    .insert(client.to_owned(), url.to_owned());
+            }
+        }
         Ok(cfg)
+    }
+
+    /// How often runners heartbeat: a quarter of the lease, at most 20 s.
+    pub fn runner_heartbeat(&self) -> Duration {
+        (self.runner_lease / 4).min(Duration::from_secs(20))
     }
 
     /// Browser origins accepted by the MCP endpoint: those of the allowed hosts, on any port,
@@ -141,6 +186,10 @@ impl Default for ServerConfig {
             allow_anonymous: false,
             conformance_fixtures: false,
             audit_idle_timeout: Duration::from_secs(1800),
+            runner_lease: Duration::from_secs(60),
+            exec_wait: Duration::from_secs(20),
+            notify: true,
+            runner_sqs_queues: Default::default(),
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod docs;
+pub mod execution;
 pub mod health;
 pub mod http;
 pub mod kernel;
@@ -23,8 +24,10 @@ pub mod local;
 pub mod mcp;
 pub mod redaction;
 pub mod rest;
+pub mod runner_api;
 pub mod telemetry;
 pub mod tools;
+pub mod wake;
 pub mod workflow;
 
 pub use app::{AppState, app};

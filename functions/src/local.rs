@@ -22,7 +22,10 @@ use wc_store::{migrate, pool, projects};
 use crate::admin::default_scopes;
 use crate::auth::token;
 use crate::config::ServerConfig;
+use crate::wake::Wakeups;
 use crate::{AppState, VERSION, app};
+use wc_runner_agent::agent::{AgentOptions, Stop};
+use wc_runner_agent::config::{Limits, RunnerConfig, Secret};
 
 /// Command line of `wc-local`.
 #[derive(Debug, Parser)]
@@ -53,6 +56,9 @@ pub struct LocalCli {
     /// Register the MCP conformance suite's fixture tools, resources and prompts. Test only.
     #[arg(long)]
     pub conformance_fixtures: bool,
+    /// Do not start the embedded runner (run `wc-runner` separately, or serve no host).
+    #[arg(long)]
+    pub no_runner: bool,
 }
 
 /// A project served by this wc-local.
@@ -141,6 +147,7 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
     let switches = Switches {
         allow_anonymous: cli.allow_anonymous,
         conformance_fixtures: cli.conformance_fixtures,
+        embedded_runner: !cli.no_runner,
     };
     match cli.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
         Some(url) => {
@@ -199,6 +206,7 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
 struct Switches {
     allow_anonymous: bool,
     conformance_fixtures: bool,
+    embedded_runner: bool,
 }
 
 async fn serve(
@@ -216,7 +224,7 @@ async fn serve(
     for m in &report.applied {
         tracing::info!(migration = %m, "applied migration");
     }
-    let pool = pool::build_pool(&DatabaseConfig::new(url))?;
+    let pool = pool::build_pool(&DatabaseConfig::new(url.clone()))?;
     let (token, generated) = ensure_token(&pool, token).await?;
     {
         let client = pool.get().await?;
@@ -243,7 +251,13 @@ async fn serve(
     if config.conformance_fixtures {
         tracing::warn!("conformance fixtures are registered: this server is for testing only");
     }
-    let state = AppState::new(pool, config);
+    let wake = if config.notify {
+        Wakeups::listening(url)
+    } else {
+        Wakeups::polling()
+    };
+    let reaper = tokio::spawn(reap_forever(pool.clone(), config.runner_lease));
+    let state = AppState::new(pool.clone(), config).with_wakeups(wake);
     print_banner(out, addr, projects, &token, generated, &database)?;
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -254,14 +268,101 @@ async fn serve(
             })
             .await
     });
+    let runner = if switches.embedded_runner {
+        Some(start_runner(&pool, addr, projects).await?)
+    } else {
+        None
+    };
     shutdown_signal().await;
     tracing::info!("shutting down");
+    // The runner stops first (cancelling and reporting its work) while the server still answers.
+    if let Some((runner_stop, joined)) = runner {
+        let _ = runner_stop.send(Stop::Now);
+        match tokio::time::timeout(Duration::from_secs(15), joined).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the embedded runner ended with an error"),
+            Ok(_) => {}
+            Err(_) => tracing::warn!("the embedded runner did not stop within 15 s"),
+        }
+    }
+    reaper.abort();
     let _ = stop_tx.send(());
     match tokio::time::timeout(Duration::from_secs(10), server).await {
         Ok(joined) => joined??,
         Err(_) => tracing::warn!("connections still open after 10 s; closing them"),
     }
     Ok(())
+}
+
+/// The client id of the runner embedded in wc-local.
+pub const LOCAL_RUNNER: &str = "local";
+
+/// Starts the embedded runner for `projects`, talking to this server over loopback through the
+/// runner API exactly as a remote runner would. Each start gives it a fresh token.
+async fn start_runner(
+    pool: &wc_store::Pool,
+    addr: SocketAddr,
+    projects: &[LocalProject],
+) -> anyhow::Result<(
+    tokio::sync::watch::Sender<Stop>,
+    tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
+)> {
+    let secret = crate::runner_api::auth::generate();
+    {
+        let client = pool.get().await?;
+        wc_store::runners::create(
+            &client,
+            LOCAL_RUNNER,
+            Some("wc-local embedded runner"),
+            &token::digest(&secret),
+            true,
+        )
+        .await?;
+    }
+    let cfg = RunnerConfig::embedded(
+        &format!("http://{addr}"),
+        LOCAL_RUNNER,
+        Secret::new(secret),
+        projects
+            .iter()
+            .map(|p| (p.name.clone(), p.root.clone()))
+            .collect(),
+        Limits::default(),
+    )?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
+    let joined = tokio::spawn(wc_runner_agent::agent::run(
+        cfg,
+        AgentOptions::default(),
+        stop_rx,
+    ));
+    Ok((stop_tx, joined))
+}
+
+/// Ends expired leases as `lost` (a quarter of the lease apart) and prunes work that ended
+/// more than a week ago (hourly).
+async fn reap_forever(pool: wc_store::Pool, lease: Duration) {
+    let every = (lease / 4).max(Duration::from_millis(250));
+    let mut tick = tokio::time::interval(every);
+    let mut last_prune = std::time::Instant::now() - Duration::from_secs(3600);
+    loop {
+        tick.tick().await;
+        let Ok(client) = pool.get().await else {
+            continue;
+        };
+        match wc_store::work::reap_expired(&client).await {
+            Ok(lost) if !lost.is_empty() => {
+                tracing::warn!(count = lost.len(), "work lost: runner leases expired")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "lease reaper failed"),
+        }
+        if last_prune.elapsed() >= Duration::from_secs(3600) {
+            last_prune = std::time::Instant::now();
+            let week_ago = chrono::Utc::now() - chrono::Duration::days(7);
+            if let Err(e) = wc_store::work::prune_finished(&client, week_ago, 10_000).await {
+                tracing::warn!(error = %e, "pruning finished work failed");
+            }
+        }
+    }
 }
 
 async fn shutdown_signal() {

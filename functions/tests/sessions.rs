@@ -609,6 +609,24 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             let c = fresh("close me").await;
             (json!({ "session_id": c }), Some(c))
         }
+        "run_process" => (json!({ "project": P, "argv": ["true"] }), None),
+        "run_shell" => {
+            let c = fresh("run in me").await;
+            (json!({ "session_id": c, "command": "true" }), Some(c))
+        }
+        "run_script" => (json!({ "project": P, "script": "exit 0" }), None),
+        "run_job" => (json!({ "project": P, "argv": ["true"] }), None),
+        "job_status" | "job_log" | "stop_job" => {
+            let job = call(
+                st,
+                key,
+                "run_job",
+                json!({ "project": P, "argv": ["true"] }),
+            )
+            .await;
+            (json!({ "job_id": output(&job)["job_id"] }), None)
+        }
+        "list_jobs" | "list_runners" => (json!({}), None),
         other => panic!(
             "{other} is model-visible but this test has no arguments for it: add them, so its recording is checked"
         ),
@@ -634,6 +652,8 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 #[tokio::test]
 async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() {
     let (db, st, key) = setup().await;
+    let root = tempfile::tempdir().unwrap();
+    let _runner = TestRunner::start(&db, &st, "local", &[("alpha", root.path())]).await;
     for via in SURFACES {
         let w = start(&st, &key, P, "the recording session").await;
         let names = listed(&st, via, &key).await;

@@ -13,9 +13,19 @@ use serde::Deserialize;
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret holding `text`.
+    pub fn new(text: String) -> Self {
+        Secret(text)
+    }
+
     /// Whether the secret has any text (never the text itself).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The text, for the one place that sends it (the Authorization header).
+    pub fn expose(&self) -> &str {
+        &self.0
     }
 }
 
@@ -113,6 +123,31 @@ fn valid_id(s: &str) -> bool {
 }
 
 impl RunnerConfig {
+    /// A configuration built in code (the runner embedded in `wc-local`): the same checks as a
+    /// file, for projects given as `id → root`.
+    pub fn embedded(
+        server_url: &str,
+        client_id: &str,
+        token: Secret,
+        projects: BTreeMap<String, PathBuf>,
+        limits: Limits,
+    ) -> anyhow::Result<RunnerConfig> {
+        Self::validate(
+            RawConfig {
+                server_url: server_url.to_owned(),
+                client_id: client_id.to_owned(),
+                token: Some(token),
+                token_file: None,
+                queue: QueueBackend::ApiPoll,
+                sqs_queue_url: None,
+                allowed_roots: Vec::new(),
+                projects,
+                limits,
+            },
+            None,
+        )
+    }
+
     /// Loads `path`; `WC_RUNNER_TOKEN` overrides the token.
     pub fn load(path: &Path) -> anyhow::Result<RunnerConfig> {
         let text = std::fs::read_to_string(path)

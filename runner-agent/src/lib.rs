@@ -3,6 +3,8 @@
 //! `wc-runner` (the binary) and `wc-local` (its embedded runner) both run [`config`]-driven
 //! agents from this library; the agent speaks only the runner protocol over HTTP.
 
+pub mod agent;
+pub mod client;
 pub mod config;
 pub mod confine;
 pub mod exec;

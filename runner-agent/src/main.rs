@@ -1,7 +1,8 @@
 //! `wc-runner`: the runner agent of one build host.
 //!
-//! This build validates its configuration (`--check-config`); the work loops (poll, heartbeat,
-//! execution, cancellation) arrive with the runner API.
+//! `--check-config` validates the configuration and exits; otherwise the agent runs until
+//! SIGTERM or SIGINT (finish running work while heartbeating, then exit); a second signal, or
+//! SIGQUIT, cancels running work at once.
 
 use wc_runner_agent::config;
 
@@ -9,6 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tokio::sync::watch;
+use wc_runner_agent::agent::{self, AgentOptions, Stop};
 
 /// Command line of `wc-runner`.
 #[derive(Debug, Parser)]
@@ -57,8 +60,62 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    eprintln!(
-        "wc-runner: this build only validates configuration (--check-config); it does not execute work yet"
-    );
-    ExitCode::FAILURE
+    init_logs();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("wc-runner: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let (stop_tx, stop_rx) = watch::channel(Stop::Run);
+        tokio::spawn(signals(stop_tx));
+        match agent::run(cfg, AgentOptions::default(), stop_rx).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("wc-runner: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+fn init_logs() {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_env("WC_RUNNER_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// SIGTERM/SIGINT: drain; again, or SIGQUIT: stop now.
+async fn signals(stop: watch::Sender<Stop>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+    ) else {
+        eprintln!("wc-runner: cannot install signal handlers");
+        let _ = stop.send(Stop::Now);
+        return;
+    };
+    loop {
+        let now = tokio::select! {
+            _ = term.recv() => false,
+            _ = int.recv() => false,
+            _ = quit.recv() => true,
+        };
+        let next = if now || *stop.borrow() != Stop::Run {
+            Stop::Now
+        } else {
+            Stop::Drain
+        };
+        tracing::info!(?next, "signal received");
+        let _ = stop.send(next);
+    }
 }

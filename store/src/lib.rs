@@ -15,6 +15,7 @@ pub mod credentials;
 mod error;
 pub mod health;
 pub mod migrate;
+pub mod notify;
 pub mod pool;
 pub mod projects;
 pub mod runners;

@@ -421,6 +421,42 @@ pub async fn heartbeat(
         .collect())
 }
 
+/// The current view of leases, without extending them (a waiting heartbeat re-checks with it).
+pub async fn lease_views(
+    client: &impl GenericClient,
+    client_id: &str,
+    instance_id: Uuid,
+    leases: &[(Uuid, Uuid)],
+) -> Result<Vec<(Uuid, LeaseView)>, StoreError> {
+    let ids: Vec<Uuid> = leases.iter().map(|l| l.0).collect();
+    let tokens: Vec<Uuid> = leases.iter().map(|l| l.1).collect();
+    let stmt = client
+        .prepare_cached(
+            "SELECT h.id, w.cancel_requested_at IS NOT NULL \
+             FROM unnest($3::uuid[], $4::uuid[]) WITH ORDINALITY AS h(id, token, n) \
+             LEFT JOIN runner_work w ON w.id = h.id AND w.lease_token = h.token \
+               AND w.client_id = $1 AND w.instance_id = $2 AND w.state = 'leased' \
+               AND w.lease_expires_at > now() \
+             ORDER BY h.n",
+        )
+        .await?;
+    let rows = client
+        .query(&stmt, &[&client_id, &instance_id, &ids, &tokens])
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            // The LEFT JOIN yields NULL for the cancel flag when the lease is not live.
+            let view = match r.get::<_, Option<bool>>(1) {
+                None => LeaseView::Lost,
+                Some(true) => LeaseView::CancelRequested,
+                Some(false) => LeaseView::Extended,
+            };
+            (r.get(0), view)
+        })
+        .collect())
+}
+
 /// A kept output chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
@@ -620,7 +656,8 @@ pub async fn request_cancel(
                  version = version + 1 \
                WHERE id = $1 AND state IN ('queued', 'leased') \
                RETURNING state, CASE WHEN state = 'cancelled' \
-                   THEN pg_notify('wc_work_done', id::text) END AS hint) \
+                   THEN pg_notify('wc_work_done', id::text) \
+                   ELSE pg_notify('wc_work', client_id) END AS hint) \
              SELECT (SELECT state FROM upd), (SELECT state FROM runner_work WHERE id = $1)",
         )
         .await?;
@@ -743,6 +780,61 @@ pub async fn prune_finished(
         )
         .await?;
     Ok(client.execute(&stmt, &[&before, &limit]).await?)
+}
+
+/// Appends the terminal evidence of work `id` to its session exactly once: the first caller
+/// marks the work and appends `event` in one transaction; later callers change nothing. An
+/// inactive or missing session still marks the work (its ledger takes no more events).
+/// Returns whether this call recorded it.
+pub async fn record_terminal_evidence(
+    pool: &Pool,
+    id: Uuid,
+    session_id: &str,
+    event: &NewEvent,
+) -> Result<CasOutcome<bool>, StoreError> {
+    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+        let event = event.clone();
+        let session_id = session_id.to_owned();
+        Box::pin(async move {
+            let stmt = tx
+                .prepare_cached(
+                    "UPDATE runner_work SET evidence_recorded_at = now() \
+                     WHERE id = $1 AND evidence_recorded_at IS NULL \
+                       AND state NOT IN ('queued', 'leased') RETURNING id",
+                )
+                .await?;
+            if tx.query_opt(&stmt, &[&id]).await?.is_none() {
+                return Ok(Step::Done(false));
+            }
+            let Some(row) = tx
+                .query_opt(
+                    &format!(
+                        "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
+                        sessions::COLUMNS
+                    ),
+                    &[&session_id],
+                )
+                .await?
+            else {
+                return Ok(Step::Done(true));
+            };
+            let session = sessions::from_row(&row);
+            if session.is_active()
+                && sessions::write_back(
+                    tx,
+                    &session,
+                    &sessions::SessionChange::default(),
+                    std::slice::from_ref(&event),
+                )
+                .await?
+                .is_none()
+            {
+                return Ok(Step::Stale);
+            }
+            Ok(Step::Done(true))
+        })
+    })
+    .await
 }
 
 /// A result of [`enqueue`] flattened for callers that treat CAS exhaustion as an error.

@@ -23,9 +23,14 @@ pub fn prefix(kind: CredentialKind) -> &'static str {
 
 /// A fresh token: the kind's prefix and 256 random bits in unpadded base64url.
 pub fn generate(kind: CredentialKind) -> String {
+    generate_with_prefix(prefix(kind))
+}
+
+/// A fresh token with `prefix` and 256 random bits in unpadded base64url.
+pub fn generate_with_prefix(prefix: &str) -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
-    format!("{}{}", prefix(kind), URL_SAFE_NO_PAD.encode(bytes))
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
 /// Whether `token` could be a token at all: visible ASCII, bounded length. Anything else is

@@ -10,6 +10,12 @@ async fn main() -> Result<(), lambda_http::Error> {
     wc_functions::telemetry::init();
     let db = DatabaseConfig::from_env()?;
     let pool = wc_store::pool::build_pool(&db)?;
-    let state = AppState::new(pool, ServerConfig::from_env()?);
+    let config = ServerConfig::from_env()?;
+    let wake = if config.notify {
+        wc_functions::wake::Wakeups::listening(db.url.clone())
+    } else {
+        wc_functions::wake::Wakeups::polling()
+    };
+    let state = AppState::new(pool, config).with_wakeups(wake);
     lambda_http::run(app(state)).await
 }

@@ -110,7 +110,7 @@ pub async fn begin(
         (SessionUse::None, _) | (_, None) => None,
         (use_, Some(raw)) => {
             let row = authority::load(&state.pool, principal, raw, "session_id").await?;
-            if use_ == SessionUse::Changes {
+            if matches!(use_, SessionUse::Changes | SessionUse::Works) {
                 authority::require_active(&row, "session_id")?;
             }
             if let Some(project) = args.get("project").and_then(Value::as_str) {

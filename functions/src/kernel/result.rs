@@ -32,6 +32,13 @@ pub enum ErrorKind {
     Internal,
     /// The tool did not finish within the dispatch deadline; its effect is unknown.
     DispatchTimeout,
+    /// No runner serving the project is connected; nothing was queued. Retry later.
+    RunnerUnavailable,
+    /// No job with this id is visible to the caller.
+    UnknownJob,
+    /// The request asks for something this deployment does not support (e.g. a named
+    /// remote resource); nothing was started.
+    Unsupported,
 }
 
 impl ErrorKind {
@@ -50,6 +57,9 @@ impl ErrorKind {
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
             ErrorKind::DispatchTimeout => "dispatch_timeout",
+            ErrorKind::RunnerUnavailable => "runner_unavailable",
+            ErrorKind::UnknownJob => "unknown_job",
+            ErrorKind::Unsupported => "unsupported",
         }
     }
 
@@ -65,6 +75,9 @@ impl ErrorKind {
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
             ErrorKind::DispatchTimeout => "timeout",
+            ErrorKind::RunnerUnavailable => "unavailable",
+            ErrorKind::UnknownJob => "not_found",
+            ErrorKind::Unsupported => "invalid_request",
         }
     }
 
@@ -81,6 +94,9 @@ impl ErrorKind {
             ErrorKind::Conflict | ErrorKind::Unavailable => "retry",
             ErrorKind::Internal => "report",
             ErrorKind::DispatchTimeout => "check_state",
+            ErrorKind::RunnerUnavailable => "retry",
+            ErrorKind::UnknownJob => "check_target",
+            ErrorKind::Unsupported => "fix_arguments",
         }
     }
 
@@ -97,11 +113,14 @@ impl ErrorKind {
             ErrorKind::Unavailable => 503,
             ErrorKind::Internal => 500,
             ErrorKind::DispatchTimeout => 504,
+            ErrorKind::RunnerUnavailable => 503,
+            ErrorKind::UnknownJob => 404,
+            ErrorKind::Unsupported => 400,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -114,6 +133,9 @@ impl ErrorKind {
         ErrorKind::Unavailable,
         ErrorKind::Internal,
         ErrorKind::DispatchTimeout,
+        ErrorKind::RunnerUnavailable,
+        ErrorKind::UnknownJob,
+        ErrorKind::Unsupported,
     ];
 }
 

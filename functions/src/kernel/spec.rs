@@ -20,6 +20,8 @@ pub enum Category {
     Discovery,
     /// Workflow Session lifecycle, ledger and handoff.
     Session,
+    /// Running processes, shells, scripts and jobs on build hosts.
+    Execution,
     /// Fixtures of the MCP conformance suite (test-only mode).
     Conformance,
 }
@@ -30,6 +32,7 @@ impl Category {
         match self {
             Category::Discovery => "discovery",
             Category::Session => "session",
+            Category::Execution => "execution",
             Category::Conformance => "conformance",
         }
     }
@@ -78,6 +81,9 @@ pub enum SessionUse {
     /// Manages the session's lifecycle in any state (closing a finished session, say); also
     /// exempt from the read-only mode.
     Manages,
+    /// Works in the session's context (execution defaults, evidence): it must be active, and
+    /// a read-only session refuses the tool when it changes the project.
+    Works,
 }
 
 impl SessionUse {

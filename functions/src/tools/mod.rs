@@ -2,11 +2,20 @@
 
 mod close_session;
 mod finish_coding_task;
+mod job_log;
+mod job_status;
+mod list_jobs;
 mod list_projects;
+pub mod list_runners;
 mod list_tools;
+mod run_job;
+mod run_process;
+mod run_script;
+mod run_shell;
 mod runtime_status;
 mod session_handoff_summary;
 mod session_summary;
+mod stop_job;
 mod update_session_context;
 mod work_on_project;
 
@@ -24,5 +33,14 @@ pub fn all() -> Vec<ToolSpec> {
         finish_coding_task::spec(),
         close_session::spec(),
         update_session_context::spec(),
+        run_process::spec(),
+        run_shell::spec(),
+        run_script::spec(),
+        run_job::spec(),
+        job_status::spec(),
+        job_log::spec(),
+        stop_job::spec(),
+        list_jobs::spec(),
+        list_runners::spec(),
     ]
 }

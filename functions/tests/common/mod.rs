@@ -523,3 +523,104 @@ pub async fn workflow_state(db: &TestDatabase) -> Vec<(String, i64, String, Stri
         .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Runners
+
+/// A runner agent running in this process against a served state, for projects given as
+/// `name → root` of runner client `client_id`.
+pub struct TestRunner {
+    /// Base URL of the served state.
+    pub base_url: String,
+    /// The runner's token.
+    pub token: String,
+    stop: tokio::sync::watch::Sender<wc_runner_agent::agent::Stop>,
+    joined: Option<tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>>,
+}
+
+impl TestRunner {
+    /// Creates the runner's token, serves `state` over TCP (or uses `base_url`), starts the
+    /// agent and waits until it has registered.
+    pub async fn start(
+        db: &TestDatabase,
+        state: &AppState,
+        client_id: &str,
+        projects: &[(&str, &std::path::Path)],
+    ) -> TestRunner {
+        let base_url = serve(state.clone()).await;
+        Self::start_at(db, &base_url, client_id, projects).await
+    }
+
+    /// Like [`TestRunner::start`] against an already served base URL.
+    pub async fn start_at(
+        db: &TestDatabase,
+        base_url: &str,
+        client_id: &str,
+        projects: &[(&str, &std::path::Path)],
+    ) -> TestRunner {
+        let token = wc_functions::runner_api::auth::generate();
+        {
+            let client = db.pool().get().await.unwrap();
+            wc_store::runners::create(&client, client_id, None, &token::digest(&token), true)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let cfg = wc_runner_agent::config::RunnerConfig::embedded(
+            base_url,
+            client_id,
+            wc_runner_agent::config::Secret::new(token.clone()),
+            projects
+                .iter()
+                .map(|(n, p)| (n.to_string(), p.to_path_buf()))
+                .collect(),
+            wc_runner_agent::config::Limits::default(),
+        )
+        .unwrap();
+        let before = registered_instance(db, client_id).await;
+        let (stop, rx) = tokio::sync::watch::channel(wc_runner_agent::agent::Stop::Run);
+        let opts = wc_runner_agent::agent::AgentOptions {
+            stop_policy: wc_runner_agent::exec::StopPolicy {
+                interrupt_grace: std::time::Duration::from_millis(300),
+                terminate_grace: std::time::Duration::from_millis(300),
+                drain_after_exit: std::time::Duration::from_millis(200),
+            },
+            ..Default::default()
+        };
+        let joined = tokio::spawn(wc_runner_agent::agent::run(cfg, opts, rx));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while registered_instance(db, client_id).await == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the runner did not register"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        TestRunner {
+            base_url: base_url.to_owned(),
+            token,
+            stop,
+            joined: Some(joined),
+        }
+    }
+
+    /// Stops the agent (`Now`: running work is cancelled and reported) and waits for it.
+    pub async fn stop(mut self) -> Result<(), wc_runner_agent::agent::AgentError> {
+        let _ = self.stop.send(wc_runner_agent::agent::Stop::Now);
+        self.joined.take().unwrap().await.unwrap()
+    }
+}
+
+impl Drop for TestRunner {
+    fn drop(&mut self) {
+        let _ = self.stop.send(wc_runner_agent::agent::Stop::Now);
+    }
+}
+
+async fn registered_instance(db: &TestDatabase, client_id: &str) -> Option<uuid::Uuid> {
+    let client = db.pool().get().await.unwrap();
+    wc_store::runners::get(&client, client_id)
+        .await
+        .unwrap()
+        .and_then(|r| r.instance_id)
+}

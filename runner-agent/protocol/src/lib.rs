@@ -434,8 +434,13 @@ pub struct HeldLease {
 pub struct HeartbeatRequest {
     /// The instance.
     pub instance_id: Uuid,
-    /// Leases it holds (≤ [`MAX_POLL_ITEMS`] × concurrency; bounded by [`MAX_HELD_LEASES`]).
+    /// Leases it holds (at most [`MAX_HELD_LEASES`]).
     pub leases: Vec<HeldLease>,
+    /// After extending, wait up to this long (≤ [`MAX_POLL_WAIT_MS`]) for a stop request or
+    /// a lost lease before answering; 0 answers at once. A waiting heartbeat is how stop
+    /// requests reach running work without delay.
+    #[serde(default)]
+    pub wait_ms: u64,
 }
 
 /// What the server says about one held lease.

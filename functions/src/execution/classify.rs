@@ -1,0 +1,127 @@
+//! How an execution outcome compares with the caller's declared expectation. Pure: the real
+//! outcome is an input and is never changed; the result adds only classification.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wc_runner_protocol::{Termination, WorkOutcome};
+
+/// What the caller declared before execution.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultExpectation {
+    /// Ordinary success is required (exit 0, or an accepted exit code).
+    #[default]
+    Success,
+    /// A completed, known failure is expected (the process ran and exited non-zero).
+    Failure,
+    /// Either completed result is fine (the process ran and exited).
+    Observe,
+}
+
+/// The expectation and how the outcome compares with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ExpectationView {
+    /// Declared expectation.
+    pub declared: ResultExpectation,
+    /// Exit codes the caller accepts as success besides 0.
+    pub accepted_exit_codes: Vec<i32>,
+    /// Whether the outcome satisfied the declaration; `null` while it is not known yet.
+    pub matched: Option<bool>,
+    /// Whether the outcome needs attention: true when it did not match, including every
+    /// outcome that is not a completed process (rejected, spawn failure, timeout, cancellation,
+    /// lost) — those never satisfy any expectation.
+    pub actionable: bool,
+}
+
+/// Compares `outcome` (in caller-facing `state`) with the declaration.
+pub fn classify(
+    declared: ResultExpectation,
+    accepted: &[i32],
+    state: &str,
+    outcome: Option<&WorkOutcome>,
+) -> ExpectationView {
+    let matched = match state {
+        "queued" | "running" => None,
+        _ => Some(match outcome {
+            Some(o) if o.termination == Termination::Exited => {
+                let ok = o.exit_code.is_some_and(|c| c == 0 || accepted.contains(&c));
+                match declared {
+                    ResultExpectation::Success => ok,
+                    ResultExpectation::Failure => !ok && o.exit_code.is_some(),
+                    ResultExpectation::Observe => true,
+                }
+            }
+            // Killed by a signal, timed out, cancelled, rejected, not started, lost: fail closed.
+            _ => false,
+        }),
+    };
+    ExpectationView {
+        declared,
+        accepted_exit_codes: accepted.to_vec(),
+        matched,
+        actionable: matched == Some(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(code: i32) -> WorkOutcome {
+        WorkOutcome {
+            termination: Termination::Exited,
+            exit_code: Some(code),
+            signal: None,
+            error: None,
+            duration_ms: 1,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+        }
+    }
+
+    fn ended(t: Termination) -> WorkOutcome {
+        WorkOutcome {
+            termination: t,
+            exit_code: None,
+            ..exited(0)
+        }
+    }
+
+    #[test]
+    fn declarations_match_only_completed_results() {
+        use ResultExpectation::*;
+        let cases = [
+            (Success, vec![], exited(0), Some(true)),
+            (Success, vec![], exited(1), Some(false)),
+            (Success, vec![1], exited(1), Some(true)),
+            (Failure, vec![], exited(1), Some(true)),
+            (Failure, vec![], exited(0), Some(false)),
+            (Failure, vec![1], exited(1), Some(false)),
+            (Observe, vec![], exited(7), Some(true)),
+            (Observe, vec![], ended(Termination::TimedOut), Some(false)),
+            (
+                Failure,
+                vec![],
+                ended(Termination::SpawnFailed),
+                Some(false),
+            ),
+            (Failure, vec![], ended(Termination::Rejected), Some(false)),
+            (Observe, vec![], ended(Termination::Cancelled), Some(false)),
+        ];
+        for (declared, accepted, outcome, want) in cases {
+            let got = classify(declared, &accepted, "failed", Some(&outcome));
+            assert_eq!(got.matched, want, "{declared:?} {accepted:?} {outcome:?}");
+            assert_eq!(got.actionable, want == Some(false));
+        }
+    }
+
+    #[test]
+    fn unknown_outcomes_fail_closed_and_pending_ones_are_undecided() {
+        let lost = classify(ResultExpectation::Observe, &[], "lost", None);
+        assert_eq!((lost.matched, lost.actionable), (Some(false), true));
+        let running = classify(ResultExpectation::Success, &[], "running", None);
+        assert_eq!((running.matched, running.actionable), (None, false));
+    }
+}

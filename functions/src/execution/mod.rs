@@ -1,0 +1,623 @@
+//! Execution on build hosts, shared by the execution tools: where work goes (the project's
+//! runner), what it inherits from the session, how it is queued with its evidence, how a
+//! synchronous call waits for it, and how its outcome is classified against the caller's
+//! declared expectation.
+//!
+//! The classification is a pure function ([`classify`]): the real outcome, whether the
+//! declared expectation matched, and whether anything needs attention are separate facts, and
+//! the execution state and exit code are never rewritten by it.
+
+pub mod classify;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+use wc_runner_protocol::{
+    PROTOCOL_VERSION, Termination, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
+};
+use wc_store::sessions::{NewEvent, SessionRow};
+use wc_store::work::{self, Enqueued, Evidence, NewWork, QueueRoute, WorkRow};
+
+pub use classify::{ExpectationView, ResultExpectation, classify};
+
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::{ErrorKind, ToolError};
+use crate::workflow::authority;
+use crate::workflow::exec_context::ExecutionContext;
+
+/// Kept output per stream of a synchronous call (returned whole in its result).
+pub const SYNC_OUTPUT_BYTES: u64 = 64 * 1024;
+/// Kept output per stream of a job (read in ranges with `job_log`).
+pub const JOB_OUTPUT_BYTES: u64 = 1024 * 1024;
+/// Default wall-clock limit of one execution.
+pub const DEFAULT_TIMEOUT_MS: u64 = 600_000;
+/// Longest `purpose` text.
+pub const MAX_PURPOSE_CHARS: usize = 200;
+/// Most `accepted_exit_codes`.
+pub const MAX_ACCEPTED_EXIT_CODES: usize = 32;
+
+/// Where a project's work runs.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Canonical project id, `agent:<client_id>:<name>`.
+    pub project_id: String,
+    /// The runner.
+    pub client_id: String,
+    /// The runner-local project id.
+    pub local: String,
+}
+
+fn unknown_project(project: &str) -> ToolError {
+    ToolError::new(
+        ErrorKind::UnknownProject,
+        "no such project is visible to this caller",
+    )
+    .with("project", project.to_owned())
+}
+
+/// Resolves `project` to its runner, refusing projects the caller cannot see and runners
+/// that are not connected (nothing is queued for a host nobody serves).
+pub async fn resolve_target(ctx: &ToolContext, project: &str) -> Result<Target, ToolError> {
+    if !ctx.principal.projects.allows(project) {
+        return Err(unknown_project(project));
+    }
+    let client = ctx
+        .state
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
+    let Some(p) = wc_store::projects::get(&client, project).await? else {
+        return Err(unknown_project(project));
+    };
+    let runner = wc_store::runners::get(&client, &p.client_id).await?;
+    let online = runner.as_ref().is_some_and(|r| is_online(ctx, r));
+    if !online {
+        return Err(ToolError::new(
+            ErrorKind::RunnerUnavailable,
+            "no runner serving this project is connected; nothing was started",
+        )
+        .with("project", project.to_owned())
+        .with("runner", p.client_id.clone()));
+    }
+    Ok(Target {
+        project_id: p.id,
+        client_id: p.client_id,
+        local: p.name,
+    })
+}
+
+/// Whether a runner counts as connected: registered, not revoked, seen within a lease.
+pub fn is_online(ctx: &ToolContext, r: &wc_store::runners::Runner) -> bool {
+    let lease = chrono::Duration::from_std(ctx.state.config.runner_lease)
+        .unwrap_or(chrono::Duration::seconds(60));
+    r.revoked_at.is_none()
+        && r.instance_id.is_some()
+        && r.last_seen_at.is_some_and(|t| Utc::now() - t < lease)
+}
+
+/// The project of an execution request: the argument, else the session's.
+pub fn request_project(
+    project: Option<&str>,
+    session: Option<&Arc<SessionRow>>,
+) -> Result<String, ToolError> {
+    project
+        .map(str::to_owned)
+        .or_else(|| session.map(|s| s.project.clone()))
+        .ok_or_else(|| {
+            ToolError::new(
+                ErrorKind::InvalidArguments,
+                "project is required (or give session_id to run in that session's project)",
+            )
+            .with("pointer", "/project")
+            .with("rule", "required")
+        })
+}
+
+/// The session's execution defaults, when a session was named.
+pub fn defaults(session: Option<&Arc<SessionRow>>) -> ExecutionContext {
+    session
+        .and_then(|s| serde_json::from_value(s.execution_context.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// Refuses a named remote resource: remote execution is not available in this build, and
+/// falling back to the project host would run the work somewhere the caller did not choose.
+pub fn refuse_resource(ctx: &ExecutionContext, tool: &str) -> Result<(), ToolError> {
+    match &ctx.resource {
+        None => Ok(()),
+        Some(name) => Err(ToolError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the session names the remote resource {name:?}; {tool} does not run on named resources, and it is never silently run on the project host instead (clear the resource with update_session_context)"
+            ),
+        )
+        .with("resource", name.clone())),
+    }
+}
+
+/// Checks `purpose`.
+pub fn check_purpose(purpose: Option<&str>) -> Result<(), ToolError> {
+    if let Some(p) = purpose
+        && (p.chars().count() > MAX_PURPOSE_CHARS || p.chars().any(char::is_control))
+    {
+        return Err(invalid(
+            "/purpose",
+            "maxLength",
+            format!(
+                "purpose must be at most {MAX_PURPOSE_CHARS} characters without control characters"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An `invalid_arguments` error at `pointer` breaking `rule`.
+pub fn invalid(pointer: &str, rule: &str, message: String) -> ToolError {
+    ToolError::new(ErrorKind::InvalidArguments, message)
+        .with("pointer", pointer.to_owned())
+        .with("rule", rule.to_owned())
+}
+
+/// What a tool asks to run.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Tool name.
+    pub tool: &'static str,
+    /// `sync` or `job`.
+    pub mode: &'static str,
+    /// What to run.
+    pub spec: WorkSpec,
+    /// Project-relative cwd (explicit or inherited).
+    pub cwd: Option<String>,
+    /// Standard input.
+    pub stdin: Option<String>,
+    /// Wall-clock limit.
+    pub timeout_ms: u64,
+    /// Declared expectation.
+    pub expectation: ResultExpectation,
+    /// Exit codes that count as success (run_process).
+    pub accepted_exit_codes: Vec<i32>,
+    /// Caller's purpose (evidence metadata only).
+    pub purpose: Option<String>,
+}
+
+/// Validates the request as the runner will, then queues it with its evidence in one
+/// transaction (the session, when named, must still be active).
+pub async fn submit(
+    ctx: &ToolContext,
+    target: &Target,
+    session: Option<&Arc<SessionRow>>,
+    req: Request,
+) -> Result<WorkRow, ToolError> {
+    let item = WorkItem {
+        protocol_version: PROTOCOL_VERSION,
+        work_id: Uuid::now_v7(),
+        project: target.local.clone(),
+        cwd: req.cwd.clone(),
+        spec: req.spec.clone(),
+        stdin: req.stdin.clone(),
+        env: Default::default(),
+        limits: WorkLimits {
+            timeout_ms: req.timeout_ms,
+            output_bytes_per_stream: if req.mode == "job" {
+                JOB_OUTPUT_BYTES
+            } else {
+                SYNC_OUTPUT_BYTES
+            },
+        },
+    };
+    item.validate().map_err(|e| {
+        ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("rule", "runner_protocol")
+    })?;
+    let mut purpose = req
+        .purpose
+        .clone()
+        .map(Value::String)
+        .unwrap_or(Value::Null);
+    crate::redaction::redact_json(&mut purpose);
+    let expectation = json!({
+        "result_expectation": req.expectation,
+        "accepted_exit_codes": req.accepted_exit_codes,
+        "purpose": purpose,
+    });
+    let queue = match ctx.state.config.runner_sqs_queues.get(&target.client_id) {
+        Some(url) => QueueRoute::Sqs {
+            queue_url: url.clone(),
+        },
+        None => QueueRoute::Postgres,
+    };
+    let new = NewWork {
+        id: item.work_id,
+        client_id: target.client_id.clone(),
+        project_id: target.project_id.clone(),
+        owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
+        session_id: session.map(|s| s.id.clone()),
+        tool: req.tool.to_owned(),
+        mode: req.mode,
+        item: serde_json::to_value(&item).map_err(|e| ToolError::internal(e.to_string()))?,
+        expectation: expectation.clone(),
+        queue,
+    };
+    let evidence = session.map(|s| Evidence {
+        session_id: s.id.clone(),
+        event: NewEvent {
+            kind: "execution_queued".into(),
+            call_id: Uuid::now_v7(),
+            invocation_id: ctx.invocation_id,
+            role: "business",
+            tool_name: Some(req.tool.to_owned()),
+            payload: json!({
+                "job_id": item.work_id,
+                "tool": req.tool,
+                "mode": req.mode,
+                "kind": spec_kind(&req.spec),
+                "cwd": req.cwd,
+                "timeout_ms": req.timeout_ms,
+                "expectation": expectation,
+            }),
+        },
+    });
+    match work::enqueue(&ctx.state.pool, &new, evidence.as_ref()).await? {
+        wc_store::cas::CasOutcome::Applied { value, .. } => match value {
+            Enqueued::Queued(row) => Ok(*row),
+            Enqueued::SessionNotFound => Err(ToolError::new(
+                ErrorKind::UnknownSessionId,
+                "the session no longer exists",
+            )),
+            Enqueued::SessionInactive(lifecycle) => Err(ToolError::new(
+                ErrorKind::SessionClosed,
+                format!("the session is {lifecycle}"),
+            )
+            .with("lifecycle", lifecycle)),
+        },
+        wc_store::cas::CasOutcome::Conflict { .. } => Err(ToolError::new(
+            ErrorKind::Conflict,
+            "the session is busy; retry",
+        )),
+    }
+}
+
+fn spec_kind(spec: &WorkSpec) -> &'static str {
+    match spec {
+        WorkSpec::Process { .. } => "process",
+        WorkSpec::Shell { .. } => "shell",
+        WorkSpec::Script { .. } => "script",
+    }
+}
+
+/// Reads the work, waiting up to `wait` for a terminal state: woken by the done hint, with
+/// polling of durable state as the fallback. Holds no lock or transaction while waiting.
+pub async fn wait_terminal(
+    ctx: &ToolContext,
+    id: Uuid,
+    wait: Duration,
+) -> Result<WorkRow, ToolError> {
+    let deadline = Instant::now() + wait;
+    let mut waiter = ctx.state.wake.on_done(id);
+    loop {
+        let row = {
+            let client = ctx
+                .state
+                .pool
+                .get()
+                .await
+                .map_err(wc_store::StoreError::from)?;
+            work::get(&client, id).await?
+        }
+        .ok_or_else(|| ToolError::internal("queued work vanished"))?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if row.is_terminal() || left.is_zero() {
+            return Ok(row);
+        }
+        waiter.wait(left).await;
+    }
+}
+
+/// A job visible to the caller: its owner is the caller's authority group and its project is
+/// still visible. Anything else is `unknown_job`, revealing nothing.
+pub async fn load_job(ctx: &ToolContext, job_id: &str) -> Result<WorkRow, ToolError> {
+    let unknown = || {
+        ToolError::new(
+            ErrorKind::UnknownJob,
+            "no such job is visible to this caller",
+        )
+        .with("job_id", job_id.chars().take(64).collect::<String>())
+    };
+    let id: Uuid = job_id.parse().map_err(|_| unknown())?;
+    let client = ctx
+        .state
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
+    let row = work::get(&client, id).await?.ok_or_else(unknown)?;
+    if row.owner_authority_fingerprint != authority::fingerprint(&ctx.principal)
+        || !ctx.principal.projects.allows(&row.project_id)
+    {
+        return Err(unknown());
+    }
+    Ok(row)
+}
+
+/// The caller-facing state of work: the queue state refined by how it ended.
+pub fn execution_state(row: &WorkRow, outcome: Option<&WorkOutcome>) -> &'static str {
+    match (row.state.as_str(), outcome.map(|o| o.termination)) {
+        ("queued", _) => "queued",
+        ("leased", _) => "running",
+        ("lost", _) => "lost",
+        ("cancelled", _) => "cancelled",
+        (_, Some(Termination::TimedOut)) => "timed_out",
+        (_, Some(Termination::Rejected)) => "rejected",
+        (_, Some(Termination::SpawnFailed)) => "spawn_failed",
+        (_, Some(Termination::Cancelled)) => "cancelled",
+        ("succeeded", _) => "succeeded",
+        _ => "failed",
+    }
+}
+
+/// The declared expectation stored with the work.
+pub fn stored_expectation(row: &WorkRow) -> (ResultExpectation, Vec<i32>, Option<String>) {
+    let e = &row.expectation;
+    (
+        serde_json::from_value(e["result_expectation"].clone()).unwrap_or_default(),
+        serde_json::from_value(e["accepted_exit_codes"].clone()).unwrap_or_default(),
+        e["purpose"].as_str().map(str::to_owned),
+    )
+}
+
+/// Everything the execution tools say about one unit of work.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ExecOutput {
+    /// Job handle (use with job_status, job_log, stop_job).
+    pub job_id: String,
+    /// Canonical project id.
+    pub project: String,
+    /// Tool that started it.
+    pub tool: String,
+    /// `queued`, `running`, `succeeded`, `failed`, `timed_out`, `cancelled`, `rejected`
+    /// (refused by the runner before start), `spawn_failed` or `lost` (the runner vanished;
+    /// the outcome is unknown and it is never re-run).
+    pub execution_state: String,
+    /// Exit code, when the process exited.
+    pub exit_code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+    /// Kept standard output (UTF-8, invalid bytes replaced); absent from status views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    /// Kept standard error; absent from status views.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    /// More stdout was written than kept.
+    pub stdout_truncated: bool,
+    /// More stderr was written than kept.
+    pub stderr_truncated: bool,
+    /// Bytes written to stdout in all.
+    pub stdout_bytes: u64,
+    /// Bytes written to stderr in all.
+    pub stderr_bytes: u64,
+    /// Wall-clock run time, once ended.
+    pub duration_ms: Option<u64>,
+    /// Why the runner refused or could not start it, or why it ended without a report.
+    pub error: Option<String>,
+    /// The declared expectation and how the outcome compares with it.
+    pub expectation: ExpectationView,
+    /// Purpose given by the caller.
+    pub purpose: Option<String>,
+}
+
+/// The output view of `row`; with `with_output`, the kept stdout/stderr too.
+pub async fn view(
+    ctx: &ToolContext,
+    row: &WorkRow,
+    with_output: bool,
+) -> Result<ExecOutput, ToolError> {
+    let outcome: Option<WorkOutcome> = row
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::from_value(o.clone()).ok());
+    let state = execution_state(row, outcome.as_ref());
+    let (declared, accepted, purpose) = stored_expectation(row);
+    let expectation = classify(declared, &accepted, state, outcome.as_ref());
+    let (stdout, stderr) = if with_output {
+        let client = ctx
+            .state
+            .pool
+            .get()
+            .await
+            .map_err(wc_store::StoreError::from)?;
+        let limit = SYNC_OUTPUT_BYTES as i64;
+        let (out, _) = work::read_output(&client, row.id, "stdout", 0, limit).await?;
+        let (err, _) = work::read_output(&client, row.id, "stderr", 0, limit).await?;
+        (
+            Some(String::from_utf8_lossy(&out).into_owned()),
+            Some(String::from_utf8_lossy(&err).into_owned()),
+        )
+    } else {
+        (None, None)
+    };
+    let error = outcome.as_ref().and_then(|o| o.error.clone()).or_else(|| {
+        match row.end_reason.as_deref() {
+            Some("lease_expired") => Some(
+                "the runner stopped reporting (its lease expired); the outcome is unknown"
+                    .to_owned(),
+            ),
+            Some("instance_replaced") => {
+                Some("the runner restarted while this ran; the outcome is unknown".to_owned())
+            }
+            Some("stopped_while_queued") => Some("stopped before any runner took it".to_owned()),
+            _ => None,
+        }
+    });
+    Ok(ExecOutput {
+        job_id: row.id.to_string(),
+        project: row.project_id.clone(),
+        tool: row.tool.clone(),
+        execution_state: state.to_owned(),
+        exit_code: outcome.as_ref().and_then(|o| o.exit_code),
+        signal: outcome.as_ref().and_then(|o| o.signal),
+        stdout,
+        stderr,
+        stdout_truncated: outcome.as_ref().is_some_and(|o| o.stdout_truncated),
+        stderr_truncated: outcome.as_ref().is_some_and(|o| o.stderr_truncated),
+        stdout_bytes: outcome.as_ref().map_or(0, |o| o.stdout_bytes),
+        stderr_bytes: outcome.as_ref().map_or(0, |o| o.stderr_bytes),
+        duration_ms: outcome.as_ref().map(|o| o.duration_ms),
+        error,
+        expectation,
+        purpose,
+    })
+}
+
+/// Appends the terminal evidence of `row` to its session, once (whoever observes the terminal
+/// state first records it). Bounded metadata only: never stdout/stderr bodies.
+pub async fn record_terminal(ctx: &ToolContext, row: &WorkRow, out: &ExecOutput) {
+    let Some(session_id) = &row.session_id else {
+        return;
+    };
+    if !row.is_terminal() {
+        return;
+    }
+    let mut payload = json!({
+        "job_id": row.id,
+        "tool": row.tool,
+        "mode": row.mode,
+        "execution_state": out.execution_state,
+        "exit_code": out.exit_code,
+        "signal": out.signal,
+        "duration_ms": out.duration_ms,
+        "stdout_bytes": out.stdout_bytes,
+        "stderr_bytes": out.stderr_bytes,
+        "stdout_truncated": out.stdout_truncated,
+        "stderr_truncated": out.stderr_truncated,
+        "expectation": out.expectation,
+        "purpose": out.purpose,
+    });
+    crate::redaction::redact_json(&mut payload);
+    let event = NewEvent {
+        kind: "execution_finished".into(),
+        call_id: Uuid::now_v7(),
+        invocation_id: ctx.invocation_id,
+        role: "business",
+        tool_name: Some(row.tool.clone()),
+        payload,
+    };
+    if let Err(e) =
+        work::record_terminal_evidence(&ctx.state.pool, row.id, session_id, &event).await
+    {
+        tracing::warn!(error = %e, job_id = %row.id, "could not record execution evidence");
+    }
+}
+
+/// Common optional arguments of the execution tools, documented once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ShellChoice {
+    /// POSIX sh.
+    #[default]
+    Sh,
+    /// GNU bash.
+    Bash,
+}
+
+impl ShellChoice {
+    /// The protocol shell.
+    pub fn protocol(self) -> wc_runner_protocol::Shell {
+        match self {
+            ShellChoice::Sh => wc_runner_protocol::Shell::Sh,
+            ShellChoice::Bash => wc_runner_protocol::Shell::Bash,
+        }
+    }
+
+    /// The session default, as a choice.
+    pub fn from_session(s: crate::workflow::exec_context::Shell) -> Self {
+        match s {
+            crate::workflow::exec_context::Shell::Sh => ShellChoice::Sh,
+            crate::workflow::exec_context::Shell::Bash => ShellChoice::Bash,
+        }
+    }
+}
+
+/// Checks raw shell text against the model-facing bound.
+pub fn check_shell_text(pointer: &str, text: &str) -> Result<(), ToolError> {
+    if text.len() > wc_runner_protocol::MAX_SHELL_TEXT_BYTES {
+        return Err(invalid(
+            pointer,
+            "maxBytes",
+            format!(
+                "shell text is {} bytes; the limit is {} UTF-8 bytes (put longer programs in run_script)",
+                text.len(),
+                wc_runner_protocol::MAX_SHELL_TEXT_BYTES
+            ),
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(invalid(pointer, "minLength", "shell text is empty".into()));
+    }
+    if text.contains('\0') {
+        return Err(invalid(
+            pointer,
+            "noNul",
+            "shell text contains a NUL byte".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The cwd of a call: explicit, else the session default (validated as project-relative).
+pub fn cwd(
+    explicit: Option<&str>,
+    defaults: &ExecutionContext,
+) -> Result<Option<String>, ToolError> {
+    let raw = explicit.or(defaults.default_cwd.as_deref());
+    match raw {
+        None => Ok(None),
+        Some(raw) => {
+            let p = crate::workflow::exec_context::ProjectRelativePath::parse(raw)
+                .map_err(|e| invalid("/cwd", "projectRelativePath", format!("cwd {e}")))?;
+            let s = p.as_str();
+            Ok(if s.is_empty() || s == "." {
+                None
+            } else {
+                Some(s.to_owned())
+            })
+        }
+    }
+}
+
+/// Queues `req` and waits for its end up to the configured wait; past it the result is the
+/// job handle with `execution_state = running` (follow it with job_status / job_log).
+pub async fn run_sync(
+    ctx: &ToolContext,
+    target: &Target,
+    session: Option<&Arc<SessionRow>>,
+    req: Request,
+) -> Result<ExecOutput, ToolError> {
+    let queued = submit(ctx, target, session, req).await?;
+    let row = wait_terminal(ctx, queued.id, ctx.state.config.exec_wait).await?;
+    let out = view(ctx, &row, row.is_terminal()).await?;
+    record_terminal(ctx, &row, &out).await;
+    Ok(out)
+}
+
+/// The timeout of a call: the argument, else the default; bounded by the protocol.
+pub fn timeout(ms: Option<u64>) -> Result<u64, ToolError> {
+    let ms = ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if ms == 0 || ms > wc_runner_protocol::MAX_TIMEOUT_MS {
+        return Err(invalid(
+            "/timeout_ms",
+            "range",
+            format!(
+                "timeout_ms must be 1-{}",
+                wc_runner_protocol::MAX_TIMEOUT_MS
+            ),
+        ));
+    }
+    Ok(ms)
+}

@@ -1,0 +1,132 @@
+//! `job_log`: a byte range of a job's kept stdout or stderr.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Scope;
+use crate::execution;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+
+/// Default bytes returned by one call.
+pub const DEFAULT_LIMIT: u64 = 16 * 1024;
+/// Most bytes returned by one call.
+pub const MAX_LIMIT: u64 = 64 * 1024;
+
+/// Which stream.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    /// Standard output.
+    #[default]
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Arguments of `job_log`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The job id.
+    #[schemars(length(min = 1, max = 64))]
+    pub job_id: String,
+    /// `stdout` (default) or `stderr`.
+    pub stream: Option<Stream>,
+    /// Byte offset to start at (default 0; ignored with `tail`).
+    #[schemars(range(min = 0))]
+    pub offset: Option<u64>,
+    /// Bytes to return (default 16384, at most 65536).
+    #[schemars(range(min = 1, max = 65536))]
+    pub limit: Option<u64>,
+    /// Return the last `limit` kept bytes instead of starting at `offset`.
+    pub tail: Option<bool>,
+}
+
+/// Output of `job_log`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The job.
+    pub job_id: String,
+    /// The stream read.
+    pub stream: Stream,
+    /// Offset of the first returned byte.
+    pub offset: u64,
+    /// The bytes as UTF-8 (invalid sequences replaced).
+    pub data: String,
+    /// Offset to continue from.
+    pub next_offset: u64,
+    /// Bytes kept so far for this stream.
+    pub kept_bytes: u64,
+    /// The job's state.
+    pub execution_state: String,
+    /// Whether the stream is complete: the job ended and everything kept was read.
+    pub complete: bool,
+    /// The job wrote more than was kept (the rest is counted, not stored).
+    pub truncated: bool,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "job_log",
+            title: "Job log",
+            description: "Read a job's kept stdout or stderr by byte range (offset/limit) or its tail. Repeat with next_offset until complete=true.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let stream = args.stream.unwrap_or_default();
+    let name = match stream {
+        Stream::Stdout => "stdout",
+        Stream::Stderr => "stderr",
+    };
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let client = ctx
+        .state
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
+    let mut offset = args.offset.unwrap_or(0);
+    if args.tail == Some(true) {
+        let (_, kept) = wc_store::work::read_output(&client, row.id, name, 0, 0).await?;
+        offset = (kept as u64).saturating_sub(limit);
+    }
+    let (bytes, kept) = wc_store::work::read_output(
+        &client,
+        row.id,
+        name,
+        offset.min(i64::MAX as u64) as i64,
+        limit as i64,
+    )
+    .await?;
+    drop(client);
+    let view = execution::view(&ctx, &row, false).await?;
+    let next_offset = offset + bytes.len() as u64;
+    let kept = kept as u64;
+    Ok(Output {
+        job_id: row.id.to_string(),
+        stream,
+        offset,
+        data: String::from_utf8_lossy(&bytes).into_owned(),
+        next_offset,
+        kept_bytes: kept,
+        complete: row.is_terminal() && next_offset >= kept,
+        truncated: match stream {
+            Stream::Stdout => view.stdout_truncated,
+            Stream::Stderr => view.stderr_truncated,
+        },
+        execution_state: view.execution_state,
+    })
+}

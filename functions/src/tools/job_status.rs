@@ -1,0 +1,43 @@
+//! `job_status`: the state of one job (or synchronous run) by id, without its output.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::auth::Scope;
+use crate::execution::{self, ExecOutput};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+
+/// Arguments of `job_status`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The job id returned by run_job or a running run_* call.
+    #[schemars(length(min = 1, max = 64))]
+    pub job_id: String,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "job_status",
+            title: "Job status",
+            description: "State of a job by job_id: queued, running or how it ended (exit code, byte counts, expectation match). Read its output with job_log.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
+    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let out = execution::view(&ctx, &row, false).await?;
+    execution::record_terminal(&ctx, &row, &out).await;
+    Ok(out)
+}

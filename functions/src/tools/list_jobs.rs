@@ -1,0 +1,95 @@
+//! `list_jobs`: the caller's newest jobs and runs, optionally for one project or session.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{ProjectGrants, Scope};
+use crate::execution::{self, ExecOutput};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::authority;
+
+/// Default number of jobs listed.
+pub const DEFAULT_LIMIT: u32 = 20;
+/// Most jobs listed.
+pub const MAX_LIMIT: u32 = 100;
+
+/// Arguments of `list_jobs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Only this project.
+    #[schemars(length(min = 1, max = 300))]
+    pub project: Option<String>,
+    /// Only work recorded in this Workflow Session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: Option<String>,
+    /// Only background jobs (true) or only synchronous runs (false).
+    pub jobs_only: Option<bool>,
+    /// How many (default 20, at most 100), newest first.
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+}
+
+/// Output of `list_jobs`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// Newest first, without output bodies.
+    pub jobs: Vec<ExecOutput>,
+    /// How many were returned.
+    pub returned: usize,
+    /// Whether more matched than were returned.
+    pub truncated: bool,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "list_jobs",
+            title: "List jobs",
+            description: "List your newest jobs and runs (state, exit code, expectation match), optionally for one project or Workflow Session.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Reads)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let filter = wc_store::work::ListFilter {
+        owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
+        projects: match &ctx.principal.projects {
+            ProjectGrants::All => None,
+            ProjectGrants::Only(set) => Some(set.iter().cloned().collect()),
+        },
+        project_id: args.project,
+        session_id: args.session_id,
+        mode: args.jobs_only.map(|j| if j { "job" } else { "sync" }),
+    };
+    let rows = {
+        let client = ctx
+            .state
+            .pool
+            .get()
+            .await
+            .map_err(wc_store::StoreError::from)?;
+        wc_store::work::list(&client, &filter, i64::from(limit) + 1).await?
+    };
+    let truncated = rows.len() > limit as usize;
+    let mut jobs = Vec::with_capacity(rows.len().min(limit as usize));
+    for row in rows.iter().take(limit as usize) {
+        jobs.push(execution::view(&ctx, row, false).await?);
+    }
+    Ok(Output {
+        returned: jobs.len(),
+        jobs,
+        truncated,
+    })
+}

@@ -1,0 +1,120 @@
+//! `list_runners`: the build-host runners serving the caller's projects, whether they are
+//! connected, and the work they hold.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{ProjectGrants, Scope};
+use crate::execution;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+
+/// Most runners listed.
+pub const MAX_RUNNERS: i64 = 100;
+
+/// Arguments of `list_runners` (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {}
+
+/// One runner.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunnerView {
+    /// Stable client id (`agent:<client_id>:<project>`).
+    pub client_id: String,
+    /// Connected: registered, not revoked, seen within a lease.
+    pub online: bool,
+    /// The current process.
+    pub instance_id: Option<String>,
+    /// When that process registered.
+    pub instance_started_at: Option<DateTime<Utc>>,
+    /// Last poll or heartbeat.
+    pub last_seen_at: Option<DateTime<Utc>>,
+    /// Agent version.
+    pub agent_version: Option<String>,
+    /// `api_poll` or `sqs`.
+    pub queue: Option<String>,
+    /// Work items it runs at once.
+    pub max_concurrency: Option<i32>,
+    /// Project ids it serves (canonical).
+    pub projects: Vec<String>,
+    /// Work it holds leases on now.
+    pub work_in_flight: i64,
+}
+
+/// Output of `list_runners`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// Runners, by client id.
+    pub runners: Vec<RunnerView>,
+    /// Whether any runner is connected (execution tools can run).
+    pub execution_available: bool,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "list_runners",
+            title: "List runners",
+            description: "List the build-host runners serving your projects: connected or not, last heartbeat, projects and work in flight.",
+            category: Category::Discovery,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+}
+
+/// The runners visible to the caller: all for unrestricted principals; otherwise those whose
+/// projects the caller may use (and only those projects).
+pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
+    let client = ctx
+        .state
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
+    let only: Option<Vec<String>> = match &ctx.principal.projects {
+        ProjectGrants::All => None,
+        ProjectGrants::Only(set) => Some(
+            set.iter()
+                .filter_map(|p| p.strip_prefix("agent:")?.split_once(':'))
+                .map(|(c, _)| c.to_owned())
+                .collect(),
+        ),
+    };
+    let runners = wc_store::runners::list(&client, only.as_deref(), MAX_RUNNERS).await?;
+    Ok(runners
+        .into_iter()
+        .map(|r| RunnerView {
+            online: execution::is_online(ctx, &r),
+            projects: r
+                .projects
+                .iter()
+                .map(|p| format!("agent:{}:{p}", r.client_id))
+                .filter(|p| ctx.principal.projects.allows(p))
+                .collect(),
+            client_id: r.client_id,
+            instance_id: r.instance_id.map(|i| i.to_string()),
+            instance_started_at: r.instance_started_at,
+            last_seen_at: r.last_seen_at,
+            agent_version: r.agent_version,
+            queue: r.queue,
+            max_concurrency: r.max_concurrency,
+            work_in_flight: r.work_in_flight,
+        })
+        .collect())
+}
+
+async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
+    let runners = visible(&ctx).await?;
+    Ok(Output {
+        execution_available: runners.iter().any(|r| r.online),
+        runners,
+    })
+}

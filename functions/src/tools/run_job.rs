@@ -1,0 +1,121 @@
+//! `run_job`: start shell text or a program as a background job and return its id at once.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use wc_runner_protocol::WorkSpec;
+
+use crate::auth::Scope;
+use crate::execution::{self, ExecOutput, Request, ResultExpectation, ShellChoice};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+
+/// Arguments of `run_job`: exactly one of `command` (shell text) and `argv`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [{"required": ["command"]}, {"required": ["argv"]}]))]
+pub struct Args {
+    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    #[schemars(length(min = 1, max = 300))]
+    pub project: Option<String>,
+    /// Shell text, at most 16,000 UTF-8 bytes.
+    #[schemars(length(min = 1, max = 16000))]
+    pub command: Option<String>,
+    /// Program and arguments (no shell).
+    #[schemars(length(min = 1, max = 1024))]
+    pub argv: Option<Vec<String>>,
+    /// Shell for `command`: `sh` or `bash` (default: the session's default_shell, else `sh`).
+    pub shell: Option<ShellChoice>,
+    /// Working directory relative to the project root (default: the session's default_cwd,
+    /// else the root).
+    #[schemars(length(max = 1024))]
+    pub cwd: Option<String>,
+    /// Text written to standard input.
+    #[schemars(length(max = 262144))]
+    pub stdin: Option<String>,
+    /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
+    #[schemars(range(min = 1, max = 3600000))]
+    pub timeout_ms: Option<u64>,
+    /// What result you expect: `success` (default), `failure` or `observe`.
+    pub result_expectation: Option<ResultExpectation>,
+    /// Why you run it (evidence only).
+    #[schemars(length(max = 200))]
+    pub purpose: Option<String>,
+    /// Workflow Session whose execution defaults apply and whose ledger records the job.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: Option<String>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "run_job",
+            title: "Run job",
+            description: "Start shell text (command) or a program (argv) as a background job in a project on its build host; returns job_id at once. Follow it with job_status, job_log and stop_job.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: true,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Works)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
+    let session = args
+        .session_id
+        .as_deref()
+        .map(|id| ctx.business_session(id))
+        .transpose()?;
+    let defaults = execution::defaults(session.as_ref());
+    execution::refuse_resource(&defaults, "run_job")?;
+    execution::check_purpose(args.purpose.as_deref())?;
+    let spec = match (args.command, args.argv) {
+        (Some(command), None) => {
+            execution::check_shell_text("/command", &command)?;
+            let shell = args
+                .shell
+                .or(defaults.default_shell.map(ShellChoice::from_session))
+                .unwrap_or_default();
+            WorkSpec::Shell {
+                shell: shell.protocol(),
+                command,
+            }
+        }
+        (None, Some(argv)) => {
+            if let Some(i) = argv.iter().position(|a| a.contains('\0')) {
+                return Err(execution::invalid(
+                    &format!("/argv/{i}"),
+                    "noNul",
+                    format!("argv[{i}] contains a NUL byte"),
+                ));
+            }
+            WorkSpec::Process { argv }
+        }
+        _ => {
+            return Err(execution::invalid(
+                "/command",
+                "oneOf",
+                "give exactly one of command (shell text) and argv".into(),
+            ));
+        }
+    };
+    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
+    let target = execution::resolve_target(&ctx, &project).await?;
+    let req = Request {
+        tool: "run_job",
+        mode: "job",
+        spec,
+        cwd: execution::cwd(args.cwd.as_deref(), &defaults)?,
+        stdin: args.stdin,
+        timeout_ms: execution::timeout(args.timeout_ms)?,
+        expectation: args.result_expectation.unwrap_or_default(),
+        accepted_exit_codes: Vec::new(),
+        purpose: args.purpose,
+    };
+    let row = execution::submit(&ctx, &target, session.as_ref(), req).await?;
+    execution::view(&ctx, &row, false).await
+}

@@ -1,0 +1,106 @@
+//! `run_process`: run a program with arguments (no shell) on the project's build host and
+//! wait for its result.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use wc_runner_protocol::WorkSpec;
+
+use crate::auth::Scope;
+use crate::execution::{self, ExecOutput, Request, ResultExpectation};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+
+/// Arguments of `run_process`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    #[schemars(length(min = 1, max = 300))]
+    pub project: Option<String>,
+    /// Program and arguments; `argv[0]` is looked up on PATH unless it contains `/`.
+    #[schemars(length(min = 1, max = 1024))]
+    pub argv: Vec<String>,
+    /// Working directory relative to the project root (default: the session's default_cwd,
+    /// else the root).
+    #[schemars(length(max = 1024))]
+    pub cwd: Option<String>,
+    /// Text written to the process's standard input.
+    #[schemars(length(max = 262144))]
+    pub stdin: Option<String>,
+    /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
+    #[schemars(range(min = 1, max = 3600000))]
+    pub timeout_ms: Option<u64>,
+    /// Exit codes that also count as success (e.g. 1 for a boolean predicate).
+    #[schemars(length(max = 32))]
+    pub accepted_exit_codes: Option<Vec<i32>>,
+    /// What result you expect: `success` (default), `failure` or `observe`.
+    pub result_expectation: Option<ResultExpectation>,
+    /// Why you run it (evidence only).
+    #[schemars(length(max = 200))]
+    pub purpose: Option<String>,
+    /// Workflow Session whose execution defaults apply and whose ledger records the run.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: Option<String>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "run_process",
+            title: "Run process",
+            description: "Run a program with arguments (no shell) in a project on its build host and return exit code, stdout and stderr. Waits up to about 20 s; longer runs return a job_id with execution_state=running.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: true,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Works)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
+    let session = args
+        .session_id
+        .as_deref()
+        .map(|id| ctx.business_session(id))
+        .transpose()?;
+    let defaults = execution::defaults(session.as_ref());
+    execution::refuse_resource(&defaults, "run_process")?;
+    execution::check_purpose(args.purpose.as_deref())?;
+    let accepted = args.accepted_exit_codes.unwrap_or_default();
+    if accepted.len() > execution::MAX_ACCEPTED_EXIT_CODES {
+        return Err(execution::invalid(
+            "/accepted_exit_codes",
+            "maxItems",
+            format!(
+                "at most {} accepted exit codes",
+                execution::MAX_ACCEPTED_EXIT_CODES
+            ),
+        ));
+    }
+    if let Some(i) = args.argv.iter().position(|a| a.contains('\0')) {
+        return Err(execution::invalid(
+            &format!("/argv/{i}"),
+            "noNul",
+            format!("argv[{i}] contains a NUL byte"),
+        ));
+    }
+    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
+    let target = execution::resolve_target(&ctx, &project).await?;
+    let req = Request {
+        tool: "run_process",
+        mode: "sync",
+        spec: WorkSpec::Process { argv: args.argv },
+        cwd: execution::cwd(args.cwd.as_deref(), &defaults)?,
+        stdin: args.stdin,
+        timeout_ms: execution::timeout(args.timeout_ms)?,
+        expectation: args.result_expectation.unwrap_or_default(),
+        accepted_exit_codes: accepted,
+        purpose: args.purpose,
+    };
+    execution::run_sync(&ctx, &target, session.as_ref(), req).await
+}

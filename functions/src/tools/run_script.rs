@@ -1,0 +1,102 @@
+//! `run_script`: run a script body with an interpreter on the project's build host and wait
+//! for its result. Large program text belongs here rather than in run_shell.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use wc_runner_protocol::WorkSpec;
+
+use crate::auth::Scope;
+use crate::execution::{self, ExecOutput, Request, ResultExpectation};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+
+/// Arguments of `run_script`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    #[schemars(length(min = 1, max = 300))]
+    pub project: Option<String>,
+    /// The script text (at most 256 KiB).
+    #[schemars(length(min = 1, max = 262144))]
+    pub script: String,
+    /// Interpreter program name, e.g. `sh`, `bash`, `python3` (default `sh`; no paths).
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._+][A-Za-z0-9._+-]{0,63}$"))]
+    pub interpreter: Option<String>,
+    /// Arguments after the script path.
+    #[schemars(length(max = 1024))]
+    pub args: Option<Vec<String>>,
+    /// Working directory relative to the project root (default: the session's default_cwd,
+    /// else the root).
+    #[schemars(length(max = 1024))]
+    pub cwd: Option<String>,
+    /// Text written to standard input.
+    #[schemars(length(max = 262144))]
+    pub stdin: Option<String>,
+    /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
+    #[schemars(range(min = 1, max = 3600000))]
+    pub timeout_ms: Option<u64>,
+    /// What result you expect: `success` (default), `failure` or `observe`.
+    pub result_expectation: Option<ResultExpectation>,
+    /// Why you run it (evidence only).
+    #[schemars(length(max = 200))]
+    pub purpose: Option<String>,
+    /// Workflow Session whose execution defaults apply and whose ledger records the run.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: Option<String>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "run_script",
+            title: "Run script",
+            description: "Run a script body with an interpreter (sh, bash, python3, …) in a project on its build host and return exit code, stdout and stderr. Use it for programs too long or quote-heavy for run_shell.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: true,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Works)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
+    let session = args
+        .session_id
+        .as_deref()
+        .map(|id| ctx.business_session(id))
+        .transpose()?;
+    let defaults = execution::defaults(session.as_ref());
+    execution::refuse_resource(&defaults, "run_script")?;
+    execution::check_purpose(args.purpose.as_deref())?;
+    if args.script.contains('\0') {
+        return Err(execution::invalid(
+            "/script",
+            "noNul",
+            "script contains a NUL byte".into(),
+        ));
+    }
+    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
+    let target = execution::resolve_target(&ctx, &project).await?;
+    let req = Request {
+        tool: "run_script",
+        mode: "sync",
+        spec: WorkSpec::Script {
+            interpreter: args.interpreter.unwrap_or_else(|| "sh".into()),
+            script: args.script,
+            args: args.args.unwrap_or_default(),
+        },
+        cwd: execution::cwd(args.cwd.as_deref(), &defaults)?,
+        stdin: args.stdin,
+        timeout_ms: execution::timeout(args.timeout_ms)?,
+        expectation: args.result_expectation.unwrap_or_default(),
+        accepted_exit_codes: Vec::new(),
+        purpose: args.purpose,
+    };
+    execution::run_sync(&ctx, &target, session.as_ref(), req).await
+}

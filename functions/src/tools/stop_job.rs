@@ -1,0 +1,68 @@
+//! `stop_job`: stop a job. Queued work is cancelled at once; running work is stopped by its
+//! runner (SIGINT, then SIGTERM, then SIGKILL on the whole process group) at its next
+//! heartbeat. Stopping an ended job changes nothing.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Scope;
+use crate::execution::{self, ExecOutput};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+
+/// Arguments of `stop_job`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The job id.
+    #[schemars(length(min = 1, max = 64))]
+    pub job_id: String,
+}
+
+/// Output of `stop_job`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// Whether a stop is now requested or done (false: it had already ended).
+    pub stop_requested: bool,
+    /// The job as it stands after the request.
+    pub job: ExecOutput,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "stop_job",
+            title: "Stop job",
+            description: "Stop a job by job_id: queued jobs are cancelled at once; running ones are interrupted on the build host (whole process group) within a heartbeat. Ended jobs are left as they are.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: true,
+            rest_operation: true,
+        },
+        run,
+    )
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let stop_requested = !row.is_terminal();
+    if stop_requested {
+        let client = ctx
+            .state
+            .pool
+            .get()
+            .await
+            .map_err(wc_store::StoreError::from)?;
+        wc_store::work::request_cancel(&client, row.id).await?;
+    }
+    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let job = execution::view(&ctx, &row, false).await?;
+    execution::record_terminal(&ctx, &row, &job).await;
+    Ok(Output {
+        stop_requested,
+        job,
+    })
+}

@@ -1,0 +1,589 @@
+//! The agent: register, receive work, run it, keep its leases, report it.
+//!
+//! One task per concern: the receive loop (long-poll or SQS), the heartbeat loop, and one task
+//! per work item (execution, output flushing, the result report). Shutdown has two levels:
+//! [`Stop::Drain`] stops taking work and lets running work finish while heartbeating;
+//! [`Stop::Now`] cancels running work (SIGINT → SIGTERM → SIGKILL on each process group),
+//! reports it cancelled, and exits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rand::Rng;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+use uuid::Uuid;
+use wc_runner_protocol::{
+    self as proto, HeartbeatRequest, HeartbeatResponse, HeldLease, InventoryRequest, Lease,
+    LeaseStatus, OutputChunk, OutputRequest, PollRequest, PollResponse, RegisterRequest,
+    RegisterResponse, ReportResponse, ResultRequest, Stream, WorkOutcome,
+};
+
+use crate::client::{Api, ApiFailure};
+use crate::config::{QueueBackend, RunnerConfig};
+use crate::exec::{self, OutputPiece, StopPolicy};
+
+/// How far the agent is asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stop {
+    /// Keep running.
+    Run,
+    /// Take no new work; finish running work, then exit.
+    Drain,
+    /// Cancel running work, report it, exit.
+    Now,
+}
+
+/// Why the agent ended other than by being asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The token was refused.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A newer instance of this runner took over.
+    #[error("{0}")]
+    Replaced(String),
+    /// The server refused the registration (protocol version, bad configuration).
+    #[error("registration refused: {0}")]
+    Refused(String),
+    /// Setting up failed.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Knobs tests shorten.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// Stop escalation timing.
+    pub stop_policy: StopPolicy,
+    /// Long-poll wait.
+    pub poll_wait: Duration,
+    /// Longest reconnect backoff.
+    pub max_backoff: Duration,
+    /// Longest time between output flushes of running work.
+    pub flush_interval: Duration,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        Self {
+            stop_policy: StopPolicy::default(),
+            poll_wait: Duration::from_secs(20),
+            max_backoff: Duration::from_secs(30),
+            flush_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Shortest life of a waiting heartbeat before new work re-issues it.
+const REISSUE_AFTER: Duration = Duration::from_secs(1);
+
+/// Kept output buffered before an output request is sent.
+const FLUSH_BYTES: usize = 256 * 1024;
+
+/// Work running here: its lease and how to cancel it.
+struct Running {
+    token: Uuid,
+    cancel: watch::Sender<bool>,
+}
+
+type Held = Arc<Mutex<HashMap<Uuid, Running>>>;
+
+struct Shared {
+    api: Api,
+    cfg: RunnerConfig,
+    opts: AgentOptions,
+    instance_id: Uuid,
+    held: Held,
+    /// Set when the agent must end with an error (replaced, unauthorized).
+    fatal: Mutex<Option<AgentError>>,
+    fatal_tx: watch::Sender<bool>,
+    /// Signalled when work starts, so the heartbeat covers its lease soon.
+    held_changed: tokio::sync::Notify,
+}
+
+impl Shared {
+    fn fail(&self, e: AgentError) {
+        let mut f = self.fatal.lock().expect("fatal poisoned");
+        if f.is_none() {
+            tracing::error!(error = %e, "runner stopping");
+            *f = Some(e);
+        }
+        let _ = self.fatal_tx.send(true);
+    }
+
+    fn cancel_all(&self) {
+        for r in self.held.lock().expect("held poisoned").values() {
+            let _ = r.cancel.send(true);
+        }
+    }
+
+    fn held_leases(&self) -> Vec<HeldLease> {
+        self.held
+            .lock()
+            .expect("held poisoned")
+            .iter()
+            .map(|(id, r)| HeldLease {
+                work_id: *id,
+                lease_token: r.token,
+            })
+            .collect()
+    }
+}
+
+fn backoff(attempt: u32, max: Duration) -> Duration {
+    let base = Duration::from_millis(200).saturating_mul(1 << attempt.min(10));
+    let capped = base.min(max);
+    let jitter = rand::rng().random_range(0..=capped.as_millis() as u64 / 2);
+    capped / 2 + Duration::from_millis(jitter)
+}
+
+async fn register(
+    api: &Api,
+    cfg: &RunnerConfig,
+    instance_id: Uuid,
+    opts: &AgentOptions,
+    stop: &mut watch::Receiver<Stop>,
+) -> Result<Option<RegisterResponse>, AgentError> {
+    let req = RegisterRequest {
+        protocol_version: proto::PROTOCOL_VERSION,
+        instance_id,
+        projects: cfg.projects.keys().cloned().collect(),
+        agent_version: env!("CARGO_PKG_VERSION").into(),
+        queue: match cfg.queue {
+            QueueBackend::ApiPoll => proto::QueueKind::ApiPoll,
+            QueueBackend::Sqs => proto::QueueKind::Sqs,
+        },
+        max_concurrency: cfg.limits.max_concurrency as u32,
+    };
+    let mut attempt = 0;
+    loop {
+        match api
+            .call::<_, RegisterResponse>("register", &req, Duration::from_secs(30))
+            .await
+        {
+            Ok(r) => return Ok(Some(r)),
+            Err(ApiFailure::Unauthorized(m)) => {
+                return Err(AgentError::Unauthorized(format!(
+                    "the runner token was refused ({m}); create a new one with `wc-admin runner create`"
+                )));
+            }
+            Err(ApiFailure::Replaced(m)) => return Err(AgentError::Replaced(m)),
+            Err(ApiFailure::Refused { kind, message }) => {
+                return Err(AgentError::Refused(format!("{kind}: {message}")));
+            }
+            Err(e) => {
+                let wait = backoff(attempt, opts.max_backoff);
+                tracing::warn!(error = %e, retry_ms = wait.as_millis() as u64, "cannot register; retrying");
+                attempt += 1;
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.changed() => {
+                        if *stop.borrow() != Stop::Run { return Ok(None); }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs the agent until `stop` asks it to end (or a fatal condition).
+pub async fn run(
+    cfg: RunnerConfig,
+    opts: AgentOptions,
+    mut stop: watch::Receiver<Stop>,
+) -> Result<(), AgentError> {
+    if cfg.queue == QueueBackend::Sqs {
+        return Err(AgentError::Setup(
+            "queue = \"sqs\" is not available in this build of wc-runner; use queue = \"api-poll\""
+                .into(),
+        ));
+    }
+    let api = Api::new(&cfg.server_url, cfg.token.clone())
+        .map_err(|e| AgentError::Setup(e.to_string()))?;
+    let instance_id = Uuid::now_v7();
+    let Some(reg) = register(&api, &cfg, instance_id, &opts, &mut stop).await? else {
+        return Ok(());
+    };
+    tracing::info!(
+        client_id = %reg.client_id, %instance_id, lost_work = reg.lost_work,
+        projects = cfg.projects.len(), "runner registered"
+    );
+    let (fatal_tx, mut fatal_rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        api,
+        cfg,
+        opts,
+        instance_id,
+        held: Arc::default(),
+        fatal: Mutex::new(None),
+        fatal_tx,
+        held_changed: tokio::sync::Notify::new(),
+    });
+    let slots = Arc::new(Semaphore::new(shared.cfg.limits.max_concurrency));
+    let mut work: JoinSet<()> = JoinSet::new();
+    let heartbeat = tokio::spawn(heartbeat_loop(
+        shared.clone(),
+        Duration::from_millis(reg.heartbeat_interval_ms.max(100)),
+    ));
+
+    // Receive until asked to stop or failed.
+    loop {
+        if *stop.borrow() != Stop::Run || *fatal_rx.borrow() {
+            break;
+        }
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.expect("semaphore closed"),
+            _ = stop.changed() => continue,
+            _ = fatal_rx.changed() => continue,
+        };
+        let free = slots.available_permits() as u32 + 1;
+        let received = tokio::select! {
+            r = receive(&shared, free) => r,
+            _ = stop.changed() => { drop(permit); continue }
+            _ = fatal_rx.changed() => { drop(permit); continue }
+        };
+        match received {
+            Ok(leases) => {
+                let mut permit = Some(permit);
+                for lease in leases {
+                    let p = match permit.take() {
+                        Some(p) => p,
+                        None => slots
+                            .clone()
+                            .try_acquire_owned()
+                            .expect("the poll asked for no more than the free slots"),
+                    };
+                    let shared = shared.clone();
+                    work.spawn(async move {
+                        run_one(shared, lease).await;
+                        drop(p);
+                    });
+                }
+            }
+            Err(e) => {
+                drop(permit);
+                if !e.is_retryable() {
+                    shared.fail(match e {
+                        ApiFailure::Unauthorized(m) => AgentError::Unauthorized(format!(
+                            "the runner token was refused ({m}); stopping"
+                        )),
+                        ApiFailure::Replaced(m) => AgentError::Replaced(m),
+                        other => AgentError::Refused(other.to_string()),
+                    });
+                    break;
+                }
+                tracing::warn!(error = %e, "receive failed; retrying");
+                tokio::time::sleep(backoff(1, shared.opts.max_backoff)).await;
+            }
+        }
+        // Reap finished work tasks without waiting.
+        while work.try_join_next().is_some() {}
+    }
+
+    // Stopping: Now (or fatal) cancels running work; Drain lets it finish, escalating to Now
+    // if asked again.
+    if *stop.borrow() == Stop::Now || *fatal_rx.borrow() {
+        shared.cancel_all();
+    }
+    loop {
+        tokio::select! {
+            next = work.join_next() => if next.is_none() { break },
+            _ = stop.changed() => {
+                if *stop.borrow() == Stop::Now { shared.cancel_all(); }
+            }
+        }
+    }
+    heartbeat.abort();
+    match shared.fatal.lock().expect("fatal poisoned").take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+async fn receive(shared: &Shared, free: u32) -> Result<Vec<Lease>, ApiFailure> {
+    let req = PollRequest {
+        instance_id: shared.instance_id,
+        wait_ms: shared.opts.poll_wait.as_millis() as u64,
+        max_items: free.clamp(1, proto::MAX_POLL_ITEMS),
+    };
+    let resp: PollResponse = shared
+        .api
+        .call(
+            "poll",
+            &req,
+            shared.opts.poll_wait + Duration::from_secs(15),
+        )
+        .await?;
+    Ok(resp.leases)
+}
+
+/// Heartbeats every `interval`, each call waiting server-side for a stop request or a lost
+/// lease, so stops reach running work at once. Leases are extended at the start of each call.
+async fn heartbeat_loop(shared: Arc<Shared>, interval: Duration) {
+    let mut failed = false;
+    let mut attempt = 0;
+    loop {
+        let leases = shared.held_leases();
+        if leases.is_empty() && !failed {
+            // Nothing to extend: wait for work to start (the poll keeps the runner seen).
+            tokio::select! {
+                _ = shared.held_changed.notified() => {}
+                _ = tokio::time::sleep(interval) => {}
+            }
+            continue;
+        }
+        let started = std::time::Instant::now();
+        // After a failure the first successful call is an inventory: what still runs here.
+        let inventory = failed;
+        let call = async {
+            if inventory {
+                let req = InventoryRequest {
+                    instance_id: shared.instance_id,
+                    running: leases,
+                };
+                shared
+                    .api
+                    .call("inventory", &req, Duration::from_secs(15))
+                    .await
+            } else {
+                let jitter = rand::rng().random_range(0..=interval.as_millis() as u64 / 5);
+                let wait = interval.saturating_sub(Duration::from_millis(jitter));
+                let req = HeartbeatRequest {
+                    instance_id: shared.instance_id,
+                    leases,
+                    wait_ms: wait.as_millis() as u64,
+                };
+                shared
+                    .api
+                    .call("heartbeat", &req, wait + Duration::from_secs(15))
+                    .await
+            }
+        };
+        tokio::pin!(call);
+        // New work re-issues the waiting call with the new lease set, at most once a second.
+        let result: Result<HeartbeatResponse, ApiFailure> = tokio::select! {
+            r = &mut call => r,
+            _ = shared.held_changed.notified() => {
+                let rest = REISSUE_AFTER.saturating_sub(started.elapsed());
+                tokio::select! {
+                    r = &mut call => r,
+                    _ = tokio::time::sleep(rest) => continue,
+                }
+            }
+        };
+        match result {
+            Ok(resp) => {
+                failed = false;
+                attempt = 0;
+                let mut news = false;
+                {
+                    let held = shared.held.lock().expect("held poisoned");
+                    for (id, status) in resp.leases {
+                        if let Some(r) = held.get(&id)
+                            && status != LeaseStatus::Extended
+                        {
+                            tracing::info!(work_id = %id, ?status, "stopping work");
+                            let _ = r.cancel.send(true);
+                            news = true;
+                        }
+                    }
+                }
+                if news {
+                    // The stopped work stays held until it ends; the server would answer the
+                    // next call at once with the same news.
+                    tokio::time::sleep(Duration::from_millis(500).min(interval)).await;
+                }
+            }
+            Err(ApiFailure::Unauthorized(m)) => {
+                shared.fail(AgentError::Unauthorized(format!(
+                    "the runner token was refused ({m}); stopping"
+                )));
+                shared.cancel_all();
+                return;
+            }
+            Err(ApiFailure::Replaced(m)) => {
+                shared.fail(AgentError::Replaced(m));
+                shared.cancel_all();
+                return;
+            }
+            Err(e) => {
+                failed = true;
+                let wait = backoff(attempt, shared.opts.max_backoff).min(interval);
+                attempt += 1;
+                tracing::warn!(error = %e, retry_ms = wait.as_millis() as u64, "heartbeat failed");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// Merges executor pieces into protocol chunks of at most `MAX_CHUNK_BYTES`.
+#[derive(Default)]
+struct Pending {
+    chunks: Vec<(Stream, u64, Vec<u8>)>,
+    bytes: usize,
+}
+
+impl Pending {
+    fn push(&mut self, p: OutputPiece) {
+        self.bytes += p.data.len();
+        if let Some((s, off, data)) = self.chunks.iter_mut().rev().find(|c| c.0 == p.stream)
+            && *s == p.stream
+            && *off + data.len() as u64 == p.offset
+            && data.len() + p.data.len() <= proto::MAX_CHUNK_BYTES
+        {
+            data.extend_from_slice(&p.data);
+            return;
+        }
+        self.chunks.push((p.stream, p.offset, p.data));
+    }
+
+    fn take(&mut self, max: usize) -> Vec<OutputChunk> {
+        let n = self.chunks.len().min(max);
+        let taken: Vec<_> = self.chunks.drain(..n).collect();
+        self.bytes -= taken.iter().map(|c| c.2.len()).sum::<usize>();
+        taken
+            .into_iter()
+            .map(|(stream, offset, data)| OutputChunk {
+                stream,
+                offset,
+                data: STANDARD.encode(data),
+            })
+            .collect()
+    }
+}
+
+/// Retries a report while it is retryable and the lease might still be alive.
+async fn report<Req: serde::Serialize>(
+    shared: &Shared,
+    op: &str,
+    req: &Req,
+    work_id: Uuid,
+) -> Option<ReportResponse> {
+    let mut attempt = 0;
+    loop {
+        match shared
+            .api
+            .call::<_, ReportResponse>(op, req, Duration::from_secs(30))
+            .await
+        {
+            Ok(r) => return Some(r),
+            Err(e) if e.is_retryable() && attempt < 8 => {
+                tracing::warn!(%work_id, op, error = %e, "report failed; retrying");
+                tokio::time::sleep(backoff(attempt, shared.opts.max_backoff)).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                tracing::error!(%work_id, op, error = %e, "report not delivered");
+                return None;
+            }
+        }
+    }
+}
+
+async fn run_one(shared: Arc<Shared>, lease: Lease) {
+    let work_id = lease.work.work_id;
+    let held = HeldLease {
+        work_id,
+        lease_token: lease.lease_token,
+    };
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    shared.held.lock().expect("held poisoned").insert(
+        work_id,
+        Running {
+            token: lease.lease_token,
+            cancel: cancel_tx,
+        },
+    );
+    shared.held_changed.notify_one();
+    let (out_tx, mut out_rx) = mpsc::channel::<OutputPiece>(64);
+    let exec = {
+        let item = lease.work.clone();
+        let projects = shared.cfg.projects.clone();
+        let policy = shared.opts.stop_policy;
+        tokio::spawn(
+            async move { exec::execute(&item, &projects, cancel_rx, out_tx, &policy).await },
+        )
+    };
+    let mut pending = Pending::default();
+    let mut tick = tokio::time::interval(shared.opts.flush_interval);
+    tick.tick().await;
+    // Drain output while the work runs; flush on size or time. Short work sends everything
+    // with its result, in one request.
+    loop {
+        let flush_now = tokio::select! {
+            piece = out_rx.recv() => match piece {
+                Some(p) => {
+                    pending.push(p);
+                    pending.bytes >= FLUSH_BYTES
+                }
+                None => break,
+            },
+            _ = tick.tick() => !pending.chunks.is_empty(),
+        };
+        if flush_now {
+            flush(&shared, &held, &mut pending).await;
+        }
+    }
+    let outcome: WorkOutcome = match exec.await {
+        Ok(o) => o,
+        Err(e) => WorkOutcome {
+            termination: proto::Termination::SpawnFailed,
+            exit_code: None,
+            signal: None,
+            error: Some(format!("the executor failed: {e}")),
+            duration_ms: 0,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+        },
+    };
+    // Everything but the last request's worth goes out as output first.
+    while pending.chunks.len() > proto::MAX_CHUNKS_PER_REQUEST {
+        flush(&shared, &held, &mut pending).await;
+    }
+    let req = ResultRequest {
+        instance_id: shared.instance_id,
+        lease: held,
+        outcome,
+        chunks: pending.take(proto::MAX_CHUNKS_PER_REQUEST),
+    };
+    match report(&shared, "result", &req, work_id).await {
+        Some(ReportResponse::Accepted { state }) => {
+            tracing::info!(%work_id, ?state, "work reported")
+        }
+        Some(ReportResponse::LeaseLost { state }) => {
+            tracing::warn!(%work_id, ?state, "result refused: the lease was lost")
+        }
+        None => {}
+    }
+    shared.held.lock().expect("held poisoned").remove(&work_id);
+}
+
+async fn flush(shared: &Shared, held: &HeldLease, pending: &mut Pending) {
+    let chunks = pending.take(proto::MAX_CHUNKS_PER_REQUEST);
+    if chunks.is_empty() {
+        return;
+    }
+    let req = OutputRequest {
+        instance_id: shared.instance_id,
+        lease: *held,
+        chunks,
+    };
+    if let Some(ReportResponse::LeaseLost { .. }) =
+        report(shared, "output", &req, held.work_id).await
+        && let Some(r) = shared
+            .held
+            .lock()
+            .expect("held poisoned")
+            .get(&held.work_id)
+    {
+        // The lease is gone: the result would be refused, so stop the work now.
+        let _ = r.cancel.send(true);
+    }
+}
