@@ -258,7 +258,15 @@ async fn serve(
     };
     let reaper = tokio::spawn(reap_forever(pool.clone(), config.runner_lease));
     let state = AppState::new(pool.clone(), config).with_wakeups(wake);
-    print_banner(out, addr, projects, &token, generated, &database)?;
+    print_banner(
+        out,
+        addr,
+        projects,
+        &token,
+        generated,
+        &database,
+        switches.embedded_runner,
+    )?;
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -417,6 +425,7 @@ fn print_banner(
     token: &str,
     generated: bool,
     database: &str,
+    embedded_runner: bool,
 ) -> std::io::Result<()> {
     let base = format!("http://{addr}");
     writeln!(out, "wc-local {VERSION} is serving")?;
@@ -429,6 +438,17 @@ fn print_banner(
     }
     for p in projects {
         writeln!(out, "  Project:       {} -> {}", p.id(), p.root.display())?;
+    }
+    if embedded_runner {
+        writeln!(
+            out,
+            "  Runner:        embedded ({LOCAL_RUNNER}), executing work for these projects"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "  Runner:        none (--no-runner); connect wc-runner with a token from `wc-admin runner create`"
+        )?;
     }
     if generated {
         writeln!(
