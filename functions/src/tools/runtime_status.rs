@@ -25,12 +25,16 @@ pub struct Database {
     pub expected_schema_level: i32,
 }
 
-/// Runner facts.
+/// Runner facts, for the runners serving projects this caller may use.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Runners {
     /// Runner agents currently connected.
     pub online: u32,
-    /// Whether this server version dispatches work to runners at all.
+    /// Runner agents known (connected or not).
+    pub known: u32,
+    /// Work items those runners hold leases on now.
+    pub work_in_flight: i64,
+    /// Whether execution tools can run now (some runner is connected).
     pub execution_available: bool,
 }
 
@@ -53,7 +57,7 @@ pub fn spec() -> ToolSpec {
         ToolMeta {
             name: "runtime_status",
             title: "Runtime status",
-            description: "Report the server version, whether the database is reachable and at the expected schema level, and how many runner agents are online.",
+            description: "Report the server version, whether the database is reachable and at the expected schema level, and how many runner agents serving your projects are online.",
             category: Category::Discovery,
             scopes: &[],
             read_only: true,
@@ -81,14 +85,27 @@ async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
             }
         }
     };
+    let runners = match (database.reachable, super::list_runners::visible(&ctx).await) {
+        (true, Ok(list)) => {
+            let online = list.iter().filter(|r| r.online).count() as u32;
+            Runners {
+                online,
+                known: list.len() as u32,
+                work_in_flight: list.iter().map(|r| r.work_in_flight).sum(),
+                execution_available: online > 0,
+            }
+        }
+        _ => Runners {
+            online: 0,
+            known: 0,
+            work_in_flight: 0,
+            execution_available: false,
+        },
+    };
     Ok(Output {
         server_version: crate::VERSION.to_owned(),
         database,
-        // No runner protocol endpoint exists in this version, so no runner can be connected.
-        runners: Runners {
-            online: 0,
-            execution_available: false,
-        },
+        runners,
         tools_visible: ctx.state.runtime.visible(ctx.principal.scopes).count(),
     })
 }

@@ -224,11 +224,11 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             .include_workflow_guidance
             .unwrap_or(true)
             .then(|| json!({ "version": 1, "text": WORKFLOW_GUIDANCE })),
-        // Project instructions are read from the checkout by the project's runner, and this
-        // server has no runner connection to read them with.
+        // Project instructions are read from the checkout by the project's runner through its
+        // file-read capability, which this server does not offer yet: say so, never guess.
         project_instructions: args
             .include_project_instructions
             .unwrap_or(true)
-            .then(|| json!({ "status": "unavailable", "reason_code": "runner_unavailable" })),
+            .then(|| json!({ "status": "unavailable", "reason_code": "file_reads_unavailable" })),
     })
 }
