@@ -8,6 +8,7 @@ use axum::{Json, Router, middleware};
 use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use wc_store::Pool;
+use wc_store::outbox::{QueuePublisher, SqsPublisher, SqsSettings};
 
 use crate::auth::{Principal, ProjectGrants, principal_or_anonymous, require_principal};
 use crate::config::ServerConfig;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub openapi: axum::body::Bytes,
     /// Wake-ups for waits on durable state (hints only; see [`crate::wake`]).
     pub wake: Wakeups,
+    /// Sends staged SQS work messages after commit; `None` when no runner uses SQS.
+    pub publisher: Option<Arc<dyn QueuePublisher>>,
 }
 
 impl AppState {
@@ -54,6 +57,7 @@ impl AppState {
             runtime,
             openapi,
             wake: Wakeups::polling(),
+            publisher: None,
         }
     }
 
@@ -62,6 +66,25 @@ impl AppState {
         self.wake = wake;
         self
     }
+
+    /// The same state sending SQS work messages through `publisher`.
+    pub fn with_publisher(mut self, publisher: Option<Arc<dyn QueuePublisher>>) -> Self {
+        self.publisher = publisher;
+        self
+    }
+}
+
+/// The SQS publisher for `config`, built once per process: `None` unless some runner's work
+/// goes through SQS (`WC_RUNNER_SQS_QUEUES`). Uses the default AWS credential chain.
+pub async fn queue_publisher(config: &ServerConfig) -> Option<Arc<dyn QueuePublisher>> {
+    if config.runner_sqs_queues.is_empty() {
+        return None;
+    }
+    let settings = SqsSettings {
+        region: config.sqs_region.clone(),
+        endpoint_url: config.sqs_endpoint_url.clone(),
+    };
+    Some(Arc::new(SqsPublisher::from_env(&settings).await))
 }
 
 /// The router every entry point serves.

@@ -37,6 +37,10 @@ pub struct ServerConfig {
     /// SQS queue URL per runner client id (`WC_RUNNER_SQS_QUEUES=client=url,…`); runners not
     /// named here use the Postgres queue.
     pub runner_sqs_queues: std::collections::BTreeMap<String, String>,
+    /// SQS endpoint override, e.g. a local moto server (`WC_SQS_ENDPOINT_URL`).
+    pub sqs_endpoint_url: Option<String>,
+    /// AWS region of the runner queues (`AWS_REGION`, default `us-east-1`).
+    pub sqs_region: String,
 }
 
 /// Why configuration could not be loaded.
@@ -79,9 +83,11 @@ fn env_number(name: &str, min: u64, max: u64) -> Result<Option<u64>, ConfigError
 }
 
 impl ServerConfig {
-    /// Default body limit: 1 MiB. Tool arguments are small and bounded (raw shell text is at
+    /// Default body limit: 4 MiB. Every tool argument is bounded, and the bounds are chosen so
+    /// that any request the schemas allow — even with every string at its longest and written
+    /// with JSON's longest escapes (12 bytes per character) — fits (raw shell text is at
     /// most 16,000 bytes); anything larger is a mistake or an attack.
-    pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
     /// Reads the environment; everything has a default.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -138,6 +144,20 @@ impl ServerConfig {
                     .insert(client.to_owned(), url.to_owned());
             }
         }
+        if let Ok(url) = std::env::var("WC_SQS_ENDPOINT_URL") {
+            let url = url.trim();
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(ConfigError(
+                    "WC_SQS_ENDPOINT_URL must be an http(s) URL".into(),
+                ));
+            }
+            cfg.sqs_endpoint_url = Some(url.to_owned());
+        }
+        if let Ok(region) = std::env::var("AWS_REGION")
+            && !region.trim().is_empty()
+        {
+            cfg.sqs_region = region.trim().to_owned();
+        }
         Ok(cfg)
     }
 
@@ -190,6 +210,8 @@ impl Default for ServerConfig {
             exec_wait: Duration::from_secs(20),
             notify: true,
             runner_sqs_queues: Default::default(),
+            sqs_endpoint_url: None,
+            sqs_region: "us-east-1".into(),
         }
     }
 }

@@ -30,7 +30,7 @@ pub mod tools;
 pub mod wake;
 pub mod workflow;
 
-pub use app::{AppState, app};
+pub use app::{AppState, app, queue_publisher};
 
 /// The version every surface reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

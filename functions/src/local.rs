@@ -147,7 +147,8 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
     let switches = Switches {
         allow_anonymous: cli.allow_anonymous,
         conformance_fixtures: cli.conformance_fixtures,
-        embedded_runner: !cli.no_runner,
+        // A runner with nothing to serve would only displace another wc-local's runner.
+        embedded_runner: !cli.no_runner && !cli.projects.is_empty(),
     };
     match cli.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
         Some(url) => {
@@ -256,18 +257,23 @@ async fn serve(
     } else {
         Wakeups::polling()
     };
-    let reaper = tokio::spawn(reap_forever(pool.clone(), config.runner_lease));
-    let state = AppState::new(pool.clone(), config).with_wakeups(wake);
-    print_banner(
-        out,
-        addr,
-        projects,
-        &token,
-        generated,
-        &database,
-        switches.embedded_runner,
-    )?;
-
+    let publisher = crate::queue_publisher(&config).await;
+    // The embedded runner receives from SQS when its client id has a queue.
+    let runner_sqs = config.runner_sqs_queues.get(LOCAL_RUNNER).map(|url| {
+        (
+            url.clone(),
+            config.sqs_endpoint_url.clone(),
+            config.sqs_region.clone(),
+        )
+    });
+    let reaper = tokio::spawn(reap_forever(
+        pool.clone(),
+        config.runner_lease,
+        publisher.clone(),
+    ));
+    let state = AppState::new(pool.clone(), config)
+        .with_wakeups(wake)
+        .with_publisher(publisher);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         axum::serve(listener, app(state))
@@ -277,10 +283,30 @@ async fn serve(
             .await
     });
     let runner = if switches.embedded_runner {
-        Some(start_runner(&pool, addr, projects).await?)
+        let before = registered_instance(&pool).await;
+        let started = start_runner(&pool, addr, projects, runner_sqs).await?;
+        // Ready means ready to execute: the banner waits for the runner to register.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while registered_instance(&pool).await == before {
+            if std::time::Instant::now() >= deadline {
+                tracing::warn!("the embedded runner has not registered after 15 s");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Some(started)
     } else {
         None
     };
+    print_banner(
+        out,
+        addr,
+        projects,
+        &token,
+        generated,
+        &database,
+        switches.embedded_runner,
+    )?;
     shutdown_signal().await;
     tracing::info!("shutting down");
     // The runner stops first (cancelling and reporting its work) while the server still answers.
@@ -301,6 +327,19 @@ async fn serve(
     Ok(())
 }
 
+/// The embedded runner's registered instance, if any.
+async fn registered_instance(pool: &wc_store::Pool) -> Option<uuid::Uuid> {
+    let client = pool.get().await.ok()?;
+    wc_store::runners::get(&client, LOCAL_RUNNER)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|r| r.instance_id)
+}
+
+/// Work items the embedded runner runs at once.
+const EMBEDDED_RUNNER_CONCURRENCY: usize = 16;
+
 /// The client id of the runner embedded in wc-local.
 pub const LOCAL_RUNNER: &str = "local";
 
@@ -310,6 +349,7 @@ async fn start_runner(
     pool: &wc_store::Pool,
     addr: SocketAddr,
     projects: &[LocalProject],
+    sqs: Option<(String, Option<String>, String)>,
 ) -> anyhow::Result<(
     tokio::sync::watch::Sender<Stop>,
     tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
@@ -326,7 +366,7 @@ async fn start_runner(
         )
         .await?;
     }
-    let cfg = RunnerConfig::embedded(
+    let mut cfg = RunnerConfig::embedded(
         &format!("http://{addr}"),
         LOCAL_RUNNER,
         Secret::new(secret),
@@ -334,8 +374,16 @@ async fn start_runner(
             .iter()
             .map(|p| (p.name.clone(), p.root.clone()))
             .collect(),
-        Limits::default(),
+        Limits {
+            // One machine, one user: enough slots that concurrent calls do not queue behind
+            // each other.
+            max_concurrency: EMBEDDED_RUNNER_CONCURRENCY,
+            ..Limits::default()
+        },
     )?;
+    if let Some((queue_url, endpoint_url, region)) = &sqs {
+        cfg = cfg.with_sqs(queue_url, endpoint_url.as_deref(), Some(region))?;
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
     let joined = tokio::spawn(wc_runner_agent::agent::run(
         cfg,
@@ -345,9 +393,13 @@ async fn start_runner(
     Ok((stop_tx, joined))
 }
 
-/// Ends expired leases as `lost` (a quarter of the lease apart) and prunes work that ended
-/// more than a week ago (hourly).
-async fn reap_forever(pool: wc_store::Pool, lease: Duration) {
+/// Ends expired leases as `lost` (a quarter of the lease apart), sends due SQS outbox messages
+/// (as often), and prunes work that ended more than a week ago (hourly).
+async fn reap_forever(
+    pool: wc_store::Pool,
+    lease: Duration,
+    publisher: Option<std::sync::Arc<dyn wc_store::outbox::QueuePublisher>>,
+) {
     let every = (lease / 4).max(Duration::from_millis(250));
     let mut tick = tokio::time::interval(every);
     let mut last_prune = std::time::Instant::now() - Duration::from_secs(3600);
@@ -362,6 +414,11 @@ async fn reap_forever(pool: wc_store::Pool, lease: Duration) {
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "lease reaper failed"),
+        }
+        if let Some(publisher) = &publisher
+            && let Err(e) = wc_store::outbox::drain_outbox(&pool, publisher.as_ref(), 100).await
+        {
+            tracing::warn!(error = %e, "draining the SQS outbox failed");
         }
         if last_prune.elapsed() >= Duration::from_secs(3600) {
             last_prune = std::time::Instant::now();
@@ -447,7 +504,7 @@ fn print_banner(
     } else {
         writeln!(
             out,
-            "  Runner:        none (--no-runner); connect wc-runner with a token from `wc-admin runner create`"
+            "  Runner:        none (no --project, or --no-runner); connect wc-runner with a token from `wc-admin runner create`"
         )?;
     }
     if generated {

@@ -319,12 +319,17 @@ async fn the_rest_tool_list_reaches_every_visible_tool() {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
-            // "One of these is required" (anyOf over required lists) names its first field.
-            for branch in t["input_schema"]["anyOf"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-            {
+            // "One of these is required" (anyOf over required lists, alone or inside allOf)
+            // names its first field.
+            let schema = &t["input_schema"];
+            let any_ofs = std::iter::once(&schema["anyOf"]).chain(
+                schema["allOf"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|part| &part["anyOf"]),
+            );
+            for branch in any_ofs.filter_map(Value::as_array).flatten() {
                 required.extend(branch["required"].as_array().cloned().unwrap_or_default());
             }
             if required.is_empty() {

@@ -25,6 +25,7 @@ use wc_runner_protocol::{
 use crate::client::{Api, ApiFailure};
 use crate::config::{QueueBackend, RunnerConfig};
 use crate::exec::{self, OutputPiece, StopPolicy};
+use crate::sqs::{Delivery, SqsQueue};
 
 /// How far the agent is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,12 +60,17 @@ pub enum AgentError {
 pub struct AgentOptions {
     /// Stop escalation timing.
     pub stop_policy: StopPolicy,
-    /// Long-poll wait.
+    /// Long-poll wait (the API poll, or SQS `WaitTimeSeconds`, whole seconds up to 20).
     pub poll_wait: Duration,
     /// Longest reconnect backoff.
     pub max_backoff: Duration,
     /// Longest time between output flushes of running work.
     pub flush_interval: Duration,
+    /// How long a received SQS message stays hidden (whole seconds); extended every third of
+    /// it while its work runs.
+    pub sqs_visibility: Duration,
+    /// Fixed SQS credentials instead of the default AWS chain (tests against a local server).
+    pub sqs_credentials: Option<aws_sdk_sqs::config::Credentials>,
 }
 
 impl Default for AgentOptions {
@@ -74,6 +80,8 @@ impl Default for AgentOptions {
             poll_wait: Duration::from_secs(20),
             max_backoff: Duration::from_secs(30),
             flush_interval: Duration::from_secs(1),
+            sqs_visibility: Duration::from_secs(60),
+            sqs_credentials: None,
         }
     }
 }
@@ -92,8 +100,16 @@ struct Running {
 
 type Held = Arc<Mutex<HashMap<Uuid, Running>>>;
 
+/// Work received: its lease and, from SQS, the message that delivered it.
+struct Received {
+    lease: Lease,
+    delivery: Option<Delivery>,
+}
+
 struct Shared {
     api: Api,
+    /// The SQS queue, when work arrives that way.
+    sqs: Option<SqsQueue>,
     cfg: RunnerConfig,
     opts: AgentOptions,
     instance_id: Uuid,
@@ -196,12 +212,10 @@ pub async fn run(
     opts: AgentOptions,
     mut stop: watch::Receiver<Stop>,
 ) -> Result<(), AgentError> {
-    if cfg.queue == QueueBackend::Sqs {
-        return Err(AgentError::Setup(
-            "queue = \"sqs\" is not available in this build of wc-runner; use queue = \"api-poll\""
-                .into(),
-        ));
-    }
+    let sqs = match cfg.queue {
+        QueueBackend::Sqs => Some(SqsQueue::connect(&cfg, &opts).await?),
+        QueueBackend::ApiPoll => None,
+    };
     let api = Api::new(&cfg.server_url, cfg.token.clone())
         .map_err(|e| AgentError::Setup(e.to_string()))?;
     let instance_id = Uuid::now_v7();
@@ -215,6 +229,7 @@ pub async fn run(
     let (fatal_tx, mut fatal_rx) = watch::channel(false);
     let shared = Arc::new(Shared {
         api,
+        sqs,
         cfg,
         opts,
         instance_id,
@@ -247,9 +262,9 @@ pub async fn run(
             _ = fatal_rx.changed() => { drop(permit); continue }
         };
         match received {
-            Ok(leases) => {
+            Ok(received) => {
                 let mut permit = Some(permit);
-                for lease in leases {
+                for r in received {
                     let p = match permit.take() {
                         Some(p) => p,
                         None => slots
@@ -259,7 +274,12 @@ pub async fn run(
                     };
                     let shared = shared.clone();
                     work.spawn(async move {
-                        run_one(shared, lease).await;
+                        let hidden = r.delivery.as_ref().map(Delivery::keep_hidden);
+                        let settled = run_one(shared, r.lease).await;
+                        drop(hidden);
+                        if let Some(d) = r.delivery {
+                            d.finish(settled).await;
+                        }
                         drop(p);
                     });
                 }
@@ -304,7 +324,17 @@ pub async fn run(
     }
 }
 
-async fn receive(shared: &Shared, free: u32) -> Result<Vec<Lease>, ApiFailure> {
+async fn receive(shared: &Shared, free: u32) -> Result<Vec<Received>, ApiFailure> {
+    if let Some(queue) = &shared.sqs {
+        let claimed = queue.receive(&shared.api, shared.instance_id, free).await?;
+        return Ok(claimed
+            .into_iter()
+            .map(|(lease, d)| Received {
+                lease,
+                delivery: Some(d),
+            })
+            .collect());
+    }
     let req = PollRequest {
         instance_id: shared.instance_id,
         wait_ms: shared.opts.poll_wait.as_millis() as u64,
@@ -318,7 +348,14 @@ async fn receive(shared: &Shared, free: u32) -> Result<Vec<Lease>, ApiFailure> {
             shared.opts.poll_wait + Duration::from_secs(15),
         )
         .await?;
-    Ok(resp.leases)
+    Ok(resp
+        .leases
+        .into_iter()
+        .map(|lease| Received {
+            lease,
+            delivery: None,
+        })
+        .collect())
 }
 
 /// Heartbeats every `interval`, each call waiting server-side for a stop request or a lost
@@ -327,14 +364,18 @@ async fn heartbeat_loop(shared: Arc<Shared>, interval: Duration) {
     let mut failed = false;
     let mut attempt = 0;
     loop {
-        let leases = shared.held_leases();
+        let mut leases = shared.held_leases();
         if leases.is_empty() && !failed {
-            // Nothing to extend: wait for work to start (the poll keeps the runner seen).
-            tokio::select! {
-                _ = shared.held_changed.notified() => {}
-                _ = tokio::time::sleep(interval) => {}
+            // Nothing to extend: wait for work to start. The poll keeps a polling runner seen;
+            // an SQS runner never polls, so an idle heartbeat (no leases) keeps it seen.
+            let work_started = tokio::select! {
+                _ = shared.held_changed.notified() => true,
+                _ = tokio::time::sleep(interval) => false,
+            };
+            if work_started || shared.sqs.is_none() {
+                continue;
             }
-            continue;
+            leases = shared.held_leases();
         }
         let started = std::time::Instant::now();
         // After a failure the first successful call is an inventory: what still runs here.
@@ -485,7 +526,9 @@ async fn report<Req: serde::Serialize>(
     }
 }
 
-async fn run_one(shared: Arc<Shared>, lease: Lease) {
+/// Runs leased work and reports it; returns whether the server settled the result (accepted
+/// it, or answered that the lease was lost).
+async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
     let work_id = lease.work.work_id;
     let held = HeldLease {
         work_id,
@@ -553,16 +596,19 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) {
         outcome,
         chunks: pending.take(proto::MAX_CHUNKS_PER_REQUEST),
     };
-    match report(&shared, "result", &req, work_id).await {
+    let settled = match report(&shared, "result", &req, work_id).await {
         Some(ReportResponse::Accepted { state }) => {
-            tracing::info!(%work_id, ?state, "work reported")
+            tracing::info!(%work_id, ?state, "work reported");
+            true
         }
         Some(ReportResponse::LeaseLost { state }) => {
-            tracing::warn!(%work_id, ?state, "result refused: the lease was lost")
+            tracing::warn!(%work_id, ?state, "result refused: the lease was lost");
+            true
         }
-        None => {}
-    }
+        None => false,
+    };
     shared.held.lock().expect("held poisoned").remove(&work_id);
+    settled
 }
 
 async fn flush(shared: &Shared, held: &HeldLease, pending: &mut Pending) {

@@ -85,6 +85,8 @@ struct RawConfig {
     #[serde(default = "default_queue")]
     queue: QueueBackend,
     sqs_queue_url: Option<String>,
+    sqs_endpoint_url: Option<String>,
+    sqs_region: Option<String>,
     #[serde(default)]
     allowed_roots: Vec<PathBuf>,
     #[serde(default)]
@@ -110,6 +112,11 @@ pub struct RunnerConfig {
     pub queue: QueueBackend,
     /// SQS queue URL, for the `sqs` backend.
     pub sqs_queue_url: Option<String>,
+    /// SQS endpoint override (a local moto server); `None` for AWS itself.
+    pub sqs_endpoint_url: Option<String>,
+    /// AWS region of the queue; `None`: the region in an AWS queue URL, else `AWS_REGION`,
+    /// else `us-east-1`.
+    pub sqs_region: Option<String>,
     /// Project id → canonical root.
     pub projects: BTreeMap<String, PathBuf>,
     /// Limits.
@@ -120,6 +127,46 @@ fn valid_id(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn http_url(s: &str) -> bool {
+    s.starts_with("http://") || s.starts_with("https://")
+}
+
+fn valid_region(s: &str) -> bool {
+    (1..=32).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// The region of an AWS SQS queue URL, `https://sqs.<region>.amazonaws.com/<account>/<name>`.
+fn region_in_queue_url(url: &str) -> Option<String> {
+    let host = url.strip_prefix("https://")?.split('/').next()?;
+    let region = host.strip_prefix("sqs.")?.split('.').next()?;
+    valid_region(region).then(|| region.to_owned())
+}
+
+fn check_sqs(
+    queue_url: Option<&str>,
+    endpoint_url: Option<&str>,
+    region: Option<&str>,
+) -> anyhow::Result<()> {
+    if let Some(url) = queue_url
+        && !http_url(url)
+    {
+        bail!("sqs_queue_url must be an http:// or https:// URL");
+    }
+    if let Some(url) = endpoint_url
+        && !http_url(url)
+    {
+        bail!("sqs_endpoint_url must be an http:// or https:// URL");
+    }
+    if let Some(r) = region
+        && !valid_region(r)
+    {
+        bail!("sqs_region must be an AWS region name such as eu-west-1");
+    }
+    Ok(())
 }
 
 impl RunnerConfig {
@@ -140,12 +187,42 @@ impl RunnerConfig {
                 token_file: None,
                 queue: QueueBackend::ApiPoll,
                 sqs_queue_url: None,
+                sqs_endpoint_url: None,
+                sqs_region: None,
                 allowed_roots: Vec::new(),
                 projects,
                 limits,
             },
             None,
         )
+    }
+
+    /// The same configuration receiving work from the SQS queue `queue_url` (the runner
+    /// embedded in `wc-local` when its client id has a queue), with an optional endpoint
+    /// override and region.
+    pub fn with_sqs(
+        mut self,
+        queue_url: &str,
+        endpoint_url: Option<&str>,
+        region: Option<&str>,
+    ) -> anyhow::Result<RunnerConfig> {
+        check_sqs(Some(queue_url), endpoint_url, region)?;
+        self.queue = QueueBackend::Sqs;
+        self.sqs_queue_url = Some(queue_url.to_owned());
+        self.sqs_endpoint_url = endpoint_url.map(str::to_owned);
+        self.sqs_region = region.map(str::to_owned);
+        Ok(self)
+    }
+
+    /// The region the SQS client signs for: `sqs_region`, else the region named in an AWS
+    /// queue URL (`https://sqs.<region>.amazonaws.com/…`), else `AWS_REGION`, else
+    /// `us-east-1`.
+    pub fn sqs_signing_region(&self) -> String {
+        self.sqs_region
+            .clone()
+            .or_else(|| self.sqs_queue_url.as_deref().and_then(region_in_queue_url))
+            .or_else(|| std::env::var("AWS_REGION").ok().filter(|r| valid_region(r)))
+            .unwrap_or_else(|| "us-east-1".to_owned())
     }
 
     /// Loads `path`; `WC_RUNNER_TOKEN` overrides the token.
@@ -183,6 +260,11 @@ impl RunnerConfig {
         if raw.queue == QueueBackend::Sqs && raw.sqs_queue_url.is_none() {
             bail!("queue = \"sqs\" needs sqs_queue_url");
         }
+        check_sqs(
+            raw.sqs_queue_url.as_deref(),
+            raw.sqs_endpoint_url.as_deref(),
+            raw.sqs_region.as_deref(),
+        )?;
         if raw.limits.max_concurrency == 0 || raw.limits.max_concurrency > 256 {
             bail!("limits.max_concurrency must be 1-256");
         }
@@ -221,6 +303,8 @@ impl RunnerConfig {
             token,
             queue: raw.queue,
             sqs_queue_url: raw.sqs_queue_url,
+            sqs_endpoint_url: raw.sqs_endpoint_url,
+            sqs_region: raw.sqs_region,
             projects,
             limits: raw.limits,
         })
@@ -270,6 +354,14 @@ mod tests {
                 "sqs_queue_url",
             ),
             (
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\nqueue = \"sqs\"\nsqs_queue_url = \"http://q\"\nsqs_endpoint_url = \"localhost:5000\"",
+                "sqs_endpoint_url",
+            ),
+            (
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\nqueue = \"sqs\"\nsqs_queue_url = \"http://q\"\nsqs_region = \"Mars 1\"",
+                "sqs_region",
+            ),
+            (
                 "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n[projects]\np = \"/no/such/root\"",
                 "does not resolve",
             ),
@@ -285,5 +377,50 @@ mod tests {
             let err = format!("{:#}", parse(text).unwrap_err());
             assert!(err.contains(expect), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn an_sqs_runner_names_its_queue_endpoint_and_region() {
+        let cfg = parse(
+            "server_url = \"https://wc.example\"\nclient_id = \"host-1\"\ntoken = \"t\"\n\
+             queue = \"sqs\"\nsqs_queue_url = \"https://sqs.eu-west-1.amazonaws.com/1/q\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.queue, QueueBackend::Sqs);
+        assert_eq!(cfg.sqs_signing_region(), "eu-west-1", "from the queue URL");
+        let cfg = parse(
+            "server_url = \"https://wc.example\"\nclient_id = \"host-1\"\ntoken = \"t\"\n\
+             queue = \"sqs\"\nsqs_queue_url = \"http://127.0.0.1:5000/1/q\"\n\
+             sqs_endpoint_url = \"http://127.0.0.1:5000\"\nsqs_region = \"us-west-2\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.sqs_endpoint_url.as_deref(),
+            Some("http://127.0.0.1:5000")
+        );
+        assert_eq!(cfg.sqs_signing_region(), "us-west-2");
+        let embedded = RunnerConfig::embedded(
+            "http://127.0.0.1:1",
+            "local",
+            Secret::new("t".into()),
+            BTreeMap::new(),
+            Limits::default(),
+        )
+        .unwrap()
+        .with_sqs(
+            "http://127.0.0.1:5000/1/q",
+            Some("http://127.0.0.1:5000"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(embedded.queue, QueueBackend::Sqs);
+        assert!(
+            embedded
+                .clone()
+                .with_sqs("q", None, None)
+                .unwrap_err()
+                .to_string()
+                .contains("sqs_queue_url")
+        );
     }
 }

@@ -1,10 +1,12 @@
 //! The wc runner agent: executes work for the projects of one build host.
 //!
 //! `wc-runner` (the binary) and `wc-local` (its embedded runner) both run [`config`]-driven
-//! agents from this library; the agent speaks only the runner protocol over HTTP.
+//! agents from this library; the agent speaks only the runner protocol: over HTTP, and through
+//! an SQS queue of work envelopes when configured with `queue = "sqs"` ([`sqs`]).
 
 pub mod agent;
 pub mod client;
 pub mod config;
 pub mod confine;
 pub mod exec;
+pub mod sqs;

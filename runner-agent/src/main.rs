@@ -48,7 +48,10 @@ fn main() -> ExitCode {
         );
         println!("  queue:    {:?}", cfg.queue);
         if let Some(url) = &cfg.sqs_queue_url {
-            println!("  sqs:      {url}");
+            println!("  sqs:      {url} (region {})", cfg.sqs_signing_region());
+        }
+        if let Some(url) = &cfg.sqs_endpoint_url {
+            println!("  endpoint: {url}");
         }
         println!(
             "  limits:   {} at once, {} bytes per output stream",

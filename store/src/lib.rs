@@ -3,8 +3,9 @@
 //! Everything wc remembers lives in Postgres and every piece of SQL lives in this crate. The
 //! modules are the pool and its typed configuration ([`config`], [`pool`]), the embedded schema
 //! migrations ([`migrate`]), the compare-and-swap mutation helper every aggregate uses ([`cas`]),
-//! one repository module per aggregate ([`credentials`], [`projects`]), database health
-//! ([`health`]) and a local PostgreSQL cluster manager for the embedded default ([`cluster`]).
+//! one repository module per aggregate ([`credentials`], [`projects`]), the runner work queue
+//! and its SQS outbox ([`work`], [`outbox`]), database health ([`health`]) and a local
+//! PostgreSQL cluster manager for the embedded default ([`cluster`]).
 #![warn(missing_docs)]
 
 pub mod audit;
@@ -16,6 +17,7 @@ mod error;
 pub mod health;
 pub mod migrate;
 pub mod notify;
+pub mod outbox;
 pub mod pool;
 pub mod projects;
 pub mod runners;

@@ -236,12 +236,13 @@ pub async fn register(pool: &Pool, reg: &Registration<'_>) -> Result<Registered,
     })
 }
 
-/// Whether `instance_id` is the runner's current instance; refreshes `last_seen_at` at most
-/// once a second (a busy poll loop must not turn into a write per request).
+/// Whether `instance_id` is the runner's current instance; refreshes `last_seen_at` when it is
+/// older than `every` (a busy poll loop must not turn into a write per request).
 pub async fn touch(
     client: &impl GenericClient,
     client_id: &str,
     instance_id: Uuid,
+    every: std::time::Duration,
 ) -> Result<bool, StoreError> {
     let stmt = client
         .prepare_cached(
@@ -249,13 +250,15 @@ pub async fn touch(
                           WHERE client_id = $1 AND instance_id = $2 AND revoked_at IS NULL), \
              upd AS (UPDATE runners r SET last_seen_at = now() FROM cur \
                      WHERE r.client_id = cur.client_id \
-                       AND (cur.last_seen_at IS NULL OR cur.last_seen_at < now() - interval '1 second') \
+                       AND (cur.last_seen_at IS NULL \
+                            OR cur.last_seen_at < now() - make_interval(secs => $3)) \
                      RETURNING 1) \
              SELECT count(*) FROM cur",
         )
         .await?;
+    let secs = every.as_secs_f64();
     let n: i64 = client
-        .query_one(&stmt, &[&client_id, &instance_id])
+        .query_one(&stmt, &[&client_id, &instance_id, &secs])
         .await?
         .get(0);
     Ok(n == 1)

@@ -1,14 +1,16 @@
-//! Test support: a fresh, migrated database per test, and a probe aggregate for exercising the
-//! compare-and-swap helper. Compiled only with the `testing` feature.
+//! Test support: a fresh, migrated database per test, a probe aggregate for exercising the
+//! compare-and-swap helper, and a local SQS ([`sqs`]). Compiled only with the `testing` feature.
 //!
 //! The server is `TEST_DATABASE_URL`, else `DATABASE_URL`, else 127.0.0.1:5432 if it answers,
 //! else a throwaway cluster started from the installed binaries and shared by later test
 //! processes. Each test database is copied from a template migrated once per migration set, so
 //! tests do not re-run migrations, and is dropped when the handle goes away.
 
+pub mod sqs;
+
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
+use deadpool_postgres::{GenericClient, Pool};
 use tokio::sync::OnceCell;
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
@@ -391,4 +393,38 @@ pub mod probe {
         })
         .await
     }
+}
+
+/// Where the time of runner work created since `since` went, from its durable timestamps:
+/// p50 of queued → leased and of leased → finished, in ms (benchmarks).
+pub async fn work_timing(
+    client: &impl GenericClient,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<(Option<f64>, Option<f64>), StoreError> {
+    let row = client
+        .query_one(
+            "SELECT \
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM leased_at - created_at))::float8 * 1000, \
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - leased_at))::float8 * 1000 \
+             FROM runner_work WHERE created_at >= $1 AND finished_at IS NOT NULL AND leased_at IS NOT NULL",
+            &[&since],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// Runner work created since `since`, counted by state (benchmarks and tests).
+pub async fn work_states(
+    client: &impl GenericClient,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<(String, i64)>, StoreError> {
+    Ok(client
+        .query(
+            "SELECT state, count(*) FROM runner_work WHERE created_at >= $1 GROUP BY state ORDER BY state",
+            &[&since],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect())
 }

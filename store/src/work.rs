@@ -180,6 +180,15 @@ pub async fn enqueue(
     work: &NewWork,
     evidence: Option<&Evidence>,
 ) -> Result<CasOutcome<Enqueued>, StoreError> {
+    if evidence.is_none() && work.queue == QueueRoute::Postgres {
+        // Nothing else to write: the insert and its hint are one autocommit statement.
+        let client = pool.get().await?;
+        let row = insert(&client, work).await?;
+        return Ok(CasOutcome::Applied {
+            value: Enqueued::Queued(Box::new(row)),
+            attempts: 1,
+        });
+    }
     compare_and_swap(pool, &CasPolicy::default(), |tx| {
         let work = work.clone();
         let evidence = evidence.cloned();
@@ -209,54 +218,55 @@ pub async fn enqueue(
                     return Ok(Step::Stale);
                 }
             }
-            let queue = match &work.queue {
-                QueueRoute::Postgres => "postgres",
-                QueueRoute::Sqs { .. } => "sqs",
-            };
-            let stmt = tx
-                .prepare_cached(&format!(
-                    "INSERT INTO runner_work (id, client_id, project_id, owner_authority_fingerprint, \
-                         session_id, tool, mode, item, expectation, queue) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
-                ))
-                .await?;
-            let row = tx
-                .query_one(
-                    &stmt,
-                    &[
-                        &work.id,
-                        &work.client_id,
-                        &work.project_id,
-                        &work.owner_authority_fingerprint,
-                        &work.session_id,
-                        &work.tool,
-                        &work.mode,
-                        &work.item,
-                        &work.expectation,
-                        &queue,
-                    ],
-                )
-                .await?;
-            match &work.queue {
-                QueueRoute::Postgres => {
-                    let stmt = tx
-                        .prepare_cached("SELECT pg_notify('wc_work', $1)")
-                        .await?;
-                    tx.execute(&stmt, &[&work.client_id]).await?;
-                }
-                QueueRoute::Sqs { queue_url } => {
-                    let stmt = tx
-                        .prepare_cached(
-                            "INSERT INTO runner_outbox (work_id, queue_url) VALUES ($1, $2)",
-                        )
-                        .await?;
-                    tx.execute(&stmt, &[&work.id, queue_url]).await?;
-                }
+            let row = insert(tx, &work).await?;
+            if let QueueRoute::Sqs { queue_url } = &work.queue {
+                let stmt = tx
+                    .prepare_cached(
+                        "INSERT INTO runner_outbox (work_id, queue_url) VALUES ($1, $2)",
+                    )
+                    .await?;
+                tx.execute(&stmt, &[&work.id, queue_url]).await?;
             }
-            Ok(Step::Done(Enqueued::Queued(Box::new(from_row(&row)))))
+            Ok(Step::Done(Enqueued::Queued(Box::new(row))))
         })
     })
     .await
+}
+
+/// Inserts the work row; Postgres-queue work also sends its `wc_work` hint (delivered at
+/// commit), in the same statement.
+async fn insert(client: &impl GenericClient, work: &NewWork) -> Result<WorkRow, StoreError> {
+    let queue = match &work.queue {
+        QueueRoute::Postgres => "postgres",
+        QueueRoute::Sqs { .. } => "sqs",
+    };
+    let stmt = client
+        .prepare_cached(&format!(
+            "WITH ins AS (INSERT INTO runner_work (id, client_id, project_id, \
+                 owner_authority_fingerprint, session_id, tool, mode, item, expectation, queue) \
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}) \
+             SELECT ins.*, CASE WHEN ins.queue = 'postgres' \
+                 THEN pg_notify('wc_work', ins.client_id) END AS hint FROM ins"
+        ))
+        .await?;
+    let row = client
+        .query_one(
+            &stmt,
+            &[
+                &work.id,
+                &work.client_id,
+                &work.project_id,
+                &work.owner_authority_fingerprint,
+                &work.session_id,
+                &work.tool,
+                &work.mode,
+                &work.item,
+                &work.expectation,
+                &queue,
+            ],
+        )
+        .await?;
+    Ok(from_row(&row))
 }
 
 fn lease_interval(lease_ms: u64) -> f64 {
@@ -737,7 +747,6 @@ pub async fn read_output(
     let rows = client
         .query(&stmt, &[&id, &stream, &offset, &limit])
         .await?;
-    let mut out = Vec::new();
     let mut kept = 0;
     if rows.is_empty() {
         let stmt = client
@@ -748,23 +757,59 @@ pub async fn read_output(
             .await?;
         kept = client.query_one(&stmt, &[&id, &stream]).await?.get(0);
     }
+    let chunks: Vec<(i64, Vec<u8>)> = rows
+        .iter()
+        .map(|r| {
+            kept = r.get("kept");
+            (r.get("byte_offset"), r.get("data"))
+        })
+        .collect();
+    Ok((assemble(&chunks, offset, limit), kept))
+}
+
+/// The contiguous bytes of `chunks` (ascending offsets) in `offset..offset + limit`, stopping
+/// at the first gap (output still arriving).
+fn assemble(chunks: &[(i64, Vec<u8>)], offset: i64, limit: i64) -> Vec<u8> {
     let end = offset + limit;
     let mut next = offset;
-    for r in &rows {
-        kept = r.get("kept");
-        let at: i64 = r.get("byte_offset");
-        let data: Vec<u8> = r.get("data");
-        if at > next {
-            break; // a gap: output still arriving
+    let mut out = Vec::new();
+    for (at, data) in chunks {
+        if *at > next {
+            break;
         }
         let from = (next - at) as usize;
-        let to = ((end - at) as usize).min(data.len());
+        let to = ((end - at).max(0) as usize).min(data.len());
         if from < to {
             out.extend_from_slice(&data[from..to]);
             next = at + to as i64;
         }
     }
-    Ok((out, kept))
+    out
+}
+
+/// The first `limit` kept bytes of stdout and of stderr, in one query.
+pub async fn read_heads(
+    client: &impl GenericClient,
+    id: Uuid,
+    limit: i64,
+) -> Result<(Vec<u8>, Vec<u8>), StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT stream, byte_offset, data FROM runner_work_output \
+             WHERE work_id = $1 AND byte_offset < $2 ORDER BY stream, byte_offset",
+        )
+        .await?;
+    let rows = client.query(&stmt, &[&id, &limit]).await?;
+    let mut out: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut err: Vec<(i64, Vec<u8>)> = Vec::new();
+    for r in rows {
+        let chunk = (r.get::<_, i64>(1), r.get::<_, Vec<u8>>(2));
+        match r.get::<_, &str>(0) {
+            "stdout" => out.push(chunk),
+            _ => err.push(chunk),
+        }
+    }
+    Ok((assemble(&out, 0, limit), assemble(&err, 0, limit)))
 }
 
 /// Deletes terminal work (and its output) that finished before `before`.

@@ -16,6 +16,9 @@ async fn main() -> Result<(), lambda_http::Error> {
     } else {
         wc_functions::wake::Wakeups::polling()
     };
-    let state = AppState::new(pool, config).with_wakeups(wake);
+    let publisher = wc_functions::queue_publisher(&config).await;
+    let state = AppState::new(pool, config)
+        .with_wakeups(wake)
+        .with_publisher(publisher);
     lambda_http::run(app(state)).await
 }

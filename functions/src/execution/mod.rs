@@ -195,9 +195,20 @@ pub async fn submit(
     session: Option<&Arc<SessionRow>>,
     req: Request,
 ) -> Result<WorkRow, ToolError> {
+    submit_as(ctx, Uuid::now_v7(), target, session, req).await
+}
+
+/// [`submit`] under a chosen work id (a waiter registered for it first misses no hint).
+async fn submit_as(
+    ctx: &ToolContext,
+    work_id: Uuid,
+    target: &Target,
+    session: Option<&Arc<SessionRow>>,
+    req: Request,
+) -> Result<WorkRow, ToolError> {
     let item = WorkItem {
         protocol_version: PROTOCOL_VERSION,
-        work_id: Uuid::now_v7(),
+        work_id,
         project: target.local.clone(),
         cwd: req.cwd.clone(),
         spec: req.spec.clone(),
@@ -265,7 +276,10 @@ pub async fn submit(
     });
     match work::enqueue(&ctx.state.pool, &new, evidence.as_ref()).await? {
         wc_store::cas::CasOutcome::Applied { value, .. } => match value {
-            Enqueued::Queued(row) => Ok(*row),
+            Enqueued::Queued(row) => {
+                publish_committed(ctx, &row).await;
+                Ok(*row)
+            }
             Enqueued::SessionNotFound => Err(ToolError::new(
                 ErrorKind::UnknownSessionId,
                 "the session no longer exists",
@@ -280,6 +294,27 @@ pub async fn submit(
             ErrorKind::Conflict,
             "the session is busy; retry",
         )),
+    }
+}
+
+/// Sends the SQS message of just-committed work (never inside the enqueuing transaction). A
+/// failure is logged and the outbox row stays for the periodic drain.
+async fn publish_committed(ctx: &ToolContext, row: &WorkRow) {
+    if row.queue != "sqs" {
+        return;
+    }
+    let Some(publisher) = &ctx.state.publisher else {
+        tracing::error!(job_id = %row.id, "work routed to SQS but no publisher is configured; it stays in the outbox");
+        return;
+    };
+    match wc_store::outbox::drain_one(&ctx.state.pool, publisher.as_ref(), row.id).await {
+        Ok(stats) if stats.failed > 0 => {
+            tracing::warn!(job_id = %row.id, "the work message was not sent; the periodic drain retries it")
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(job_id = %row.id, error = %e, "could not drain the work message; the periodic drain retries it")
+        }
     }
 }
 
@@ -298,8 +333,23 @@ pub async fn wait_terminal(
     id: Uuid,
     wait: Duration,
 ) -> Result<WorkRow, ToolError> {
+    let waiter = ctx.state.wake.on_done(id);
+    wait_with(ctx, id, waiter, wait, false).await
+}
+
+/// The wait of [`wait_terminal`] with a waiter registered before the work was queued, so the
+/// first read can wait for a hint (`settle_first`): the work cannot have ended unannounced.
+async fn wait_with(
+    ctx: &ToolContext,
+    id: Uuid,
+    mut waiter: crate::wake::Waiter,
+    wait: Duration,
+    settle_first: bool,
+) -> Result<WorkRow, ToolError> {
     let deadline = Instant::now() + wait;
-    let mut waiter = ctx.state.wake.on_done(id);
+    if settle_first {
+        waiter.wait(wait).await;
+    }
     loop {
         let row = {
             let client = ctx
@@ -432,9 +482,7 @@ pub async fn view(
             .get()
             .await
             .map_err(wc_store::StoreError::from)?;
-        let limit = SYNC_OUTPUT_BYTES as i64;
-        let (out, _) = work::read_output(&client, row.id, "stdout", 0, limit).await?;
-        let (err, _) = work::read_output(&client, row.id, "stderr", 0, limit).await?;
+        let (out, err) = work::read_heads(&client, row.id, SYNC_OUTPUT_BYTES as i64).await?;
         (
             Some(String::from_utf8_lossy(&out).into_owned()),
             Some(String::from_utf8_lossy(&err).into_owned()),
@@ -557,7 +605,10 @@ pub fn check_shell_text(pointer: &str, text: &str) -> Result<(), ToolError> {
             ),
         ));
     }
-    if text.trim().is_empty() {
+    if text
+        .chars()
+        .all(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{b}' | '\u{c}'))
+    {
         return Err(invalid(pointer, "minLength", "shell text is empty".into()));
     }
     if text.contains('\0') {
@@ -582,6 +633,10 @@ pub fn cwd(
             let p = crate::workflow::exec_context::ProjectRelativePath::parse(raw)
                 .map_err(|e| invalid("/cwd", "projectRelativePath", format!("cwd {e}")))?;
             let s = p.as_str();
+            if !s.is_empty() {
+                wc_runner_protocol::check_relative_path("cwd", s)
+                    .map_err(|e| invalid("/cwd", "projectRelativePath", e.to_string()))?;
+            }
             Ok(if s.is_empty() || s == "." {
                 None
             } else {
@@ -599,8 +654,11 @@ pub async fn run_sync(
     session: Option<&Arc<SessionRow>>,
     req: Request,
 ) -> Result<ExecOutput, ToolError> {
-    let queued = submit(ctx, target, session, req).await?;
-    let row = wait_terminal(ctx, queued.id, ctx.state.config.exec_wait).await?;
+    let id = Uuid::now_v7();
+    // Registered before the work exists: its end cannot be announced before we listen.
+    let waiter = ctx.state.wake.on_done(id);
+    submit_as(ctx, id, target, session, req).await?;
+    let row = wait_with(ctx, id, waiter, ctx.state.config.exec_wait, true).await?;
     let out = view(ctx, &row, row.is_terminal()).await?;
     record_terminal(ctx, &row, &out).await;
     Ok(out)

@@ -55,6 +55,44 @@ pub fn rest_input_schema(spec: &ToolSpec) -> Value {
     Value::Object(schema)
 }
 
+/// The body of `callRuntimeTool`: any tool name, and for each known tool its `arguments` must
+/// match that tool's input schema (`if`/`then` per tool; an unknown name is `unknown_tool`).
+/// `arguments` may be left out only when the tool requires none.
+fn call_schema(runtime: &ToolRuntime) -> Value {
+    let per_tool: Vec<Value> = runtime
+        .specs()
+        .iter()
+        .map(|spec| {
+            let input = Value::Object((*spec.input_schema).clone());
+            let requires_something = ["required", "anyOf", "allOf"]
+                .iter()
+                .any(|k| input.get(*k).is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty())));
+            let then = if requires_something {
+                json!({ "properties": { "arguments": input }, "required": ["arguments"] })
+            } else {
+                // Left out or null means {}.
+                json!({ "properties": { "arguments": { "anyOf": [{ "type": "null" }, input] } } })
+            };
+            json!({
+                "if": { "properties": { "tool": { "const": spec.meta.name } }, "required": ["tool"] },
+                "then": then,
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "tool": { "type": "string", "minLength": 1, "maxLength": 128 },
+            // null is the same as {}.
+            "arguments": { "type": ["object", "null"] },
+            "recording_session_id": crate::kernel::wrapper::schema_properties()["recording_session_id"].clone(),
+        },
+        "required": ["tool"],
+        "additionalProperties": false,
+        "allOf": per_tool,
+    })
+}
+
 fn result_schema(output: Value) -> Value {
     json!({
         "type": "object",
@@ -155,16 +193,7 @@ pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
             "Call a runtime tool",
             "Call any runtime tool by name with its arguments (see listRuntimeTools). Returns {success, output, error}.",
             true,
-            json!({
-                "type": "object",
-                "properties": {
-                    "tool": { "type": "string", "minLength": 1, "maxLength": 128 },
-                    "arguments": { "type": "object" },
-                    "recording_session_id": crate::kernel::wrapper::schema_properties()["recording_session_id"].clone(),
-                },
-                "required": ["tool"],
-                "additionalProperties": false,
-            }),
+            call_schema(runtime),
             result_schema(json!({})),
         ),
     );

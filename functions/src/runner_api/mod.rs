@@ -78,7 +78,10 @@ fn lease_ms(state: &AppState) -> u64 {
 
 async fn current(state: &AppState, client_id: &str, instance: Uuid) -> Result<(), ApiError> {
     let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
-    if runners::touch(&client, client_id, instance).await? {
+    // "Seen" is refreshed at most every quarter lease (at most once a second), so a busy runner
+    // does not write its row per request and an idle one stays online.
+    let every = (state.config.runner_lease / 4).min(Duration::from_secs(1));
+    if runners::touch(&client, client_id, instance, every).await? {
         Ok(())
     } else {
         Err(replaced())
@@ -176,7 +179,9 @@ async fn poll(
         )));
     }
     current(&state, &runner.client_id, req.instance_id).await?;
-    let deadline = Instant::now() + Duration::from_millis(req.wait_ms);
+    // An idle runner must come back within the lease to stay "online": half a lease at most.
+    let wait = Duration::from_millis(req.wait_ms).min(state.config.runner_lease / 2);
+    let deadline = Instant::now() + wait;
     // Registered before the first read, so a hint in between is not missed.
     let mut waiter = state.wake.on_queued(&runner.client_id);
     let lease = lease_ms(&state);

@@ -35,7 +35,7 @@ pub struct Args {
     /// `stdout` (default) or `stderr`.
     pub stream: Option<Stream>,
     /// Byte offset to start at (default 0; ignored with `tail`).
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = 8388608))]
     pub offset: Option<u64>,
     /// Bytes to return (default 16384, at most 65536).
     #[schemars(range(min = 1, max = 65536))]

@@ -20,7 +20,10 @@ pub const MAX_LIMIT: u32 = 100;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// Only this project.
-    #[schemars(length(min = 1, max = 300))]
+    #[schemars(
+        length(min = 1, max = 300),
+        regex(pattern = r"^[^\u0000-\u001F\u007F]+$")
+    )]
     pub project: Option<String>,
     /// Only work recorded in this Workflow Session.
     #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]

@@ -14,30 +14,49 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 /// Arguments of `run_process`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [
+    {"required": ["project"], "properties": {"project": {"type": "string"}}},
+    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
+]))]
 pub struct Args {
     /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
-    #[schemars(length(min = 1, max = 300))]
+    #[schemars(
+        length(min = 1, max = 300),
+        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+    )]
     pub project: Option<String>,
     /// Program and arguments; `argv[0]` is looked up on PATH unless it contains `/`.
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(
+        length(min = 1, max = 256),
+        inner(length(max = 1024), regex(pattern = r"^[^\u0000]*$")),
+        extend("prefixItems" = [{"type": "string", "minLength": 1}])
+    )]
     pub argv: Vec<String>,
     /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root).
-    #[schemars(length(max = 1024))]
+    /// else the root): no leading `/` or `~`, no `..`, `:`, `=`, `\` or control characters.
+    #[schemars(
+        length(min = 1, max = 1024),
+        regex(
+            pattern = r"^(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)(?:/(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)?)*$"
+        )
+    )]
     pub cwd: Option<String>,
     /// Text written to the process's standard input.
-    #[schemars(length(max = 262144))]
+    #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
     pub stdin: Option<String>,
     /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
     #[schemars(range(min = 1, max = 3600000))]
     pub timeout_ms: Option<u64>,
     /// Exit codes that also count as success (e.g. 1 for a boolean predicate).
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = 32), inner(range(min = 0, max = 255)))]
     pub accepted_exit_codes: Option<Vec<i32>>,
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
-    #[schemars(length(max = 200))]
+    #[schemars(
+        length(max = 200),
+        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub purpose: Option<String>,
     /// Workflow Session whose execution defaults apply and whose ledger records the run.
     #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
@@ -68,6 +87,9 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         .as_deref()
         .map(|id| ctx.business_session(id))
         .transpose()?;
+    // Where it would run comes first: an unknown project is the answer before any detail.
+    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
+    let target = execution::resolve_target(&ctx, &project).await?;
     let defaults = execution::defaults(session.as_ref());
     execution::refuse_resource(&defaults, "run_process")?;
     execution::check_purpose(args.purpose.as_deref())?;
@@ -89,8 +111,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
             format!("argv[{i}] contains a NUL byte"),
         ));
     }
-    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
-    let target = execution::resolve_target(&ctx, &project).await?;
     let req = Request {
         tool: "run_process",
         mode: "sync",

@@ -14,25 +14,40 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 /// Arguments of `run_script`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [
+    {"required": ["project"], "properties": {"project": {"type": "string"}}},
+    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
+]))]
 pub struct Args {
     /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
-    #[schemars(length(min = 1, max = 300))]
+    #[schemars(
+        length(min = 1, max = 300),
+        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+    )]
     pub project: Option<String>,
-    /// The script text (at most 256 KiB).
-    #[schemars(length(min = 1, max = 262144))]
+    /// The script text (at most 65,536 characters).
+    #[schemars(length(min = 1, max = 65536), regex(pattern = r"^[^\u0000]*$"))]
     pub script: String,
     /// Interpreter program name, e.g. `sh`, `bash`, `python3` (default `sh`; no paths).
     #[schemars(regex(pattern = r"^[A-Za-z0-9._+][A-Za-z0-9._+-]{0,63}$"))]
     pub interpreter: Option<String>,
     /// Arguments after the script path.
-    #[schemars(length(max = 1024))]
+    #[schemars(
+        length(max = 64),
+        inner(length(max = 1024), regex(pattern = r"^[^\u0000]*$"))
+    )]
     pub args: Option<Vec<String>>,
     /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root).
-    #[schemars(length(max = 1024))]
+    /// else the root): no leading `/` or `~`, no `..`, `:`, `=`, `\` or control characters.
+    #[schemars(
+        length(min = 1, max = 1024),
+        regex(
+            pattern = r"^(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)(?:/(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)?)*$"
+        )
+    )]
     pub cwd: Option<String>,
     /// Text written to standard input.
-    #[schemars(length(max = 262144))]
+    #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
     pub stdin: Option<String>,
     /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
     #[schemars(range(min = 1, max = 3600000))]
@@ -40,7 +55,10 @@ pub struct Args {
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
-    #[schemars(length(max = 200))]
+    #[schemars(
+        length(max = 200),
+        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub purpose: Option<String>,
     /// Workflow Session whose execution defaults apply and whose ledger records the run.
     #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
@@ -71,6 +89,9 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         .as_deref()
         .map(|id| ctx.business_session(id))
         .transpose()?;
+    // Where it would run comes first: an unknown project is the answer before any detail.
+    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
+    let target = execution::resolve_target(&ctx, &project).await?;
     let defaults = execution::defaults(session.as_ref());
     execution::refuse_resource(&defaults, "run_script")?;
     execution::check_purpose(args.purpose.as_deref())?;
@@ -81,8 +102,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
             "script contains a NUL byte".into(),
         ));
     }
-    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
-    let target = execution::resolve_target(&ctx, &project).await?;
     let req = Request {
         tool: "run_script",
         mode: "sync",

@@ -14,21 +14,37 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 /// Arguments of `run_shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [
+    {"required": ["project"], "properties": {"project": {"type": "string"}}},
+    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
+]))]
 pub struct Args {
     /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
-    #[schemars(length(min = 1, max = 300))]
+    #[schemars(
+        length(min = 1, max = 300),
+        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+    )]
     pub project: Option<String>,
-    /// Shell text, at most 16,000 UTF-8 bytes (longer programs belong in run_script).
-    #[schemars(length(min = 1, max = 16000))]
+    /// Shell text, at most 16,000 UTF-8 bytes, not blank (longer programs belong in
+    /// run_script).
+    #[schemars(
+        length(min = 1, max = 16000),
+        regex(pattern = r"^[^\u0000]*[^\u0000 \t\n\r\u000B\u000C][^\u0000]*$")
+    )]
     pub command: String,
     /// `sh` or `bash` (default: the session's default_shell, else `sh`).
     pub shell: Option<ShellChoice>,
     /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root).
-    #[schemars(length(max = 1024))]
+    /// else the root): no leading `/` or `~`, no `..`, `:`, `=`, `\` or control characters.
+    #[schemars(
+        length(min = 1, max = 1024),
+        regex(
+            pattern = r"^(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)(?:/(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)?)*$"
+        )
+    )]
     pub cwd: Option<String>,
     /// Text written to standard input.
-    #[schemars(length(max = 262144))]
+    #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
     pub stdin: Option<String>,
     /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
     #[schemars(range(min = 1, max = 3600000))]
@@ -36,7 +52,10 @@ pub struct Args {
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
-    #[schemars(length(max = 200))]
+    #[schemars(
+        length(max = 200),
+        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub purpose: Option<String>,
     /// Workflow Session whose execution defaults apply and whose ledger records the run.
     #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
@@ -67,6 +86,9 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         .as_deref()
         .map(|id| ctx.business_session(id))
         .transpose()?;
+    // Where it would run comes first: an unknown project is the answer before any detail.
+    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
+    let target = execution::resolve_target(&ctx, &project).await?;
     let defaults = execution::defaults(session.as_ref());
     execution::refuse_resource(&defaults, "run_shell")?;
     execution::check_purpose(args.purpose.as_deref())?;
@@ -75,8 +97,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         .shell
         .or(defaults.default_shell.map(ShellChoice::from_session))
         .unwrap_or_default();
-    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
-    let target = execution::resolve_target(&ctx, &project).await?;
     let req = Request {
         tool: "run_shell",
         mode: "sync",

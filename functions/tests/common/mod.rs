@@ -558,6 +558,18 @@ impl TestRunner {
         client_id: &str,
         projects: &[(&str, &std::path::Path)],
     ) -> TestRunner {
+        Self::launch(db, base_url, client_id, projects, None).await
+    }
+
+    /// Creates the runner's token, starts the agent (receiving from `sqs` when given:
+    /// `(local SQS, queue URL, visibility)`) and waits until it has registered.
+    async fn launch(
+        db: &TestDatabase,
+        base_url: &str,
+        client_id: &str,
+        projects: &[(&str, &std::path::Path)],
+        sqs: Option<(&wc_store::testing::sqs::LocalSqs, &str, std::time::Duration)>,
+    ) -> TestRunner {
         let token = wc_functions::runner_api::auth::generate();
         {
             let client = db.pool().get().await.unwrap();
@@ -566,7 +578,7 @@ impl TestRunner {
                 .unwrap()
                 .unwrap();
         }
-        let cfg = wc_runner_agent::config::RunnerConfig::embedded(
+        let mut cfg = wc_runner_agent::config::RunnerConfig::embedded(
             base_url,
             client_id,
             wc_runner_agent::config::Secret::new(token.clone()),
@@ -577,9 +589,7 @@ impl TestRunner {
             wc_runner_agent::config::Limits::default(),
         )
         .unwrap();
-        let before = registered_instance(db, client_id).await;
-        let (stop, rx) = tokio::sync::watch::channel(wc_runner_agent::agent::Stop::Run);
-        let opts = wc_runner_agent::agent::AgentOptions {
+        let mut opts = wc_runner_agent::agent::AgentOptions {
             stop_policy: wc_runner_agent::exec::StopPolicy {
                 interrupt_grace: std::time::Duration::from_millis(300),
                 terminate_grace: std::time::Duration::from_millis(300),
@@ -587,6 +597,20 @@ impl TestRunner {
             },
             ..Default::default()
         };
+        if let Some((local, queue_url, visibility)) = sqs {
+            cfg = cfg
+                .with_sqs(
+                    queue_url,
+                    Some(local.endpoint()),
+                    Some(wc_store::testing::sqs::REGION),
+                )
+                .unwrap();
+            opts.poll_wait = std::time::Duration::from_secs(1);
+            opts.sqs_visibility = visibility;
+            opts.sqs_credentials = Some(wc_store::testing::sqs::credentials());
+        }
+        let before = registered_instance(db, client_id).await;
+        let (stop, rx) = tokio::sync::watch::channel(wc_runner_agent::agent::Stop::Run);
         let joined = tokio::spawn(wc_runner_agent::agent::run(cfg, opts, rx));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while registered_instance(db, client_id).await == before {
@@ -623,4 +647,31 @@ async fn registered_instance(db: &TestDatabase, client_id: &str) -> Option<uuid:
         .await
         .unwrap()
         .and_then(|r| r.instance_id)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runners receiving from SQS
+
+impl TestRunner {
+    /// Like [`TestRunner::start_at`], the runner receiving its work from the SQS queue
+    /// `queue_url` of the local SQS `sqs`: 1 s long polls, messages hidden for `visibility`
+    /// (and kept hidden while their work runs).
+    pub async fn start_sqs_at(
+        db: &TestDatabase,
+        base_url: &str,
+        client_id: &str,
+        projects: &[(&str, &std::path::Path)],
+        sqs: &wc_store::testing::sqs::LocalSqs,
+        queue_url: &str,
+        visibility: std::time::Duration,
+    ) -> TestRunner {
+        Self::launch(
+            db,
+            base_url,
+            client_id,
+            projects,
+            Some((sqs, queue_url, visibility)),
+        )
+        .await
+    }
 }

@@ -30,3 +30,5 @@ pub const MAX_POLL_ITEMS: u32 = 16;
 pub const MAX_HELD_LEASES: usize = 256;
 /// Runner-local projects announced by one runner.
 pub const MAX_PROJECTS: usize = 256;
+/// Largest SQS message body (a [`crate::QueueEnvelope`]) either side sends or accepts.
+pub const MAX_ENVELOPE_BYTES: usize = 64 * 1024;

@@ -189,7 +189,10 @@ impl WorkItem {
             }
             WorkSpec::Shell { command, .. } => {
                 no_nul("command", command)?;
-                if command.trim().is_empty() {
+                if command
+                    .chars()
+                    .all(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{b}' | '\u{c}'))
+                {
                     return refuse("command is empty");
                 }
                 wire += command.len();
@@ -221,10 +224,11 @@ impl WorkItem {
                 "the command is over the {MAX_WIRE_COMMAND_BYTES}-byte wire envelope"
             ));
         }
-        if let Some(stdin) = &self.stdin
-            && stdin.len() > MAX_STDIN_BYTES
-        {
-            return refuse(format!("stdin is over {MAX_STDIN_BYTES} bytes"));
+        if let Some(stdin) = &self.stdin {
+            no_nul("stdin", stdin)?;
+            if stdin.len() > MAX_STDIN_BYTES {
+                return refuse(format!("stdin is over {MAX_STDIN_BYTES} bytes"));
+            }
         }
         if self.env.len() > MAX_ENV_VARS {
             return refuse(format!("more than {MAX_ENV_VARS} environment variables"));
@@ -416,6 +420,41 @@ pub struct QueueEnvelope {
     pub protocol_version: u32,
     /// The work to claim.
     pub work_id: Uuid,
+}
+
+impl QueueEnvelope {
+    /// The envelope announcing `work_id` in this protocol version.
+    pub fn new(work_id: Uuid) -> Self {
+        QueueEnvelope {
+            protocol_version: PROTOCOL_VERSION,
+            work_id,
+        }
+    }
+
+    /// The message body: compact JSON, far below [`MAX_ENVELOPE_BYTES`].
+    pub fn to_body(&self) -> String {
+        serde_json::to_string(self).expect("an envelope of plain fields serializes")
+    }
+
+    /// Parses a received message body, refusing oversized bodies, malformed JSON, unknown
+    /// fields and protocol versions this build does not speak. The error says which.
+    pub fn parse(body: &str) -> Result<QueueEnvelope, String> {
+        if body.len() > MAX_ENVELOPE_BYTES {
+            return Err(format!(
+                "the message body is {} bytes; an envelope is at most {MAX_ENVELOPE_BYTES}",
+                body.len()
+            ));
+        }
+        let envelope: QueueEnvelope =
+            serde_json::from_str(body).map_err(|e| format!("not a work envelope: {e}"))?;
+        if envelope.protocol_version != PROTOCOL_VERSION {
+            return Err(format!(
+                "envelope protocol version {} is not spoken here (this build speaks {PROTOCOL_VERSION})",
+                envelope.protocol_version
+            ));
+        }
+        Ok(envelope)
+    }
 }
 
 /// A lease held by an instance, as heartbeats and reports name it.
@@ -616,6 +655,36 @@ mod tests {
     use super::WorkState::{self, *};
 
     const ALL: [WorkState; 6] = [Queued, Leased, Succeeded, Failed, Cancelled, Lost];
+
+    #[test]
+    fn envelopes_round_trip_and_bad_bodies_say_why() {
+        let id = uuid::Uuid::now_v7();
+        let body = super::QueueEnvelope::new(id).to_body();
+        assert_eq!(
+            body,
+            format!(
+                "{{\"protocol_version\":{},\"work_id\":\"{id}\"}}",
+                super::PROTOCOL_VERSION
+            )
+        );
+        assert_eq!(super::QueueEnvelope::parse(&body).unwrap().work_id, id);
+        for (bad, why) in [
+            ("not json".to_owned(), "not a work envelope"),
+            ("{\"protocol_version\":1}".to_owned(), "not a work envelope"),
+            (
+                format!("{{\"protocol_version\":1,\"work_id\":\"{id}\",\"x\":1}}"),
+                "unknown field",
+            ),
+            (
+                format!("{{\"protocol_version\":99,\"work_id\":\"{id}\"}}"),
+                "version 99",
+            ),
+            (" ".repeat(super::MAX_ENVELOPE_BYTES + 1), "at most"),
+        ] {
+            let err = super::QueueEnvelope::parse(&bad).unwrap_err();
+            assert!(err.contains(why), "{bad:.40}: {err}");
+        }
+    }
 
     #[test]
     fn terminal_states_never_change_and_leased_work_never_requeues() {

@@ -2,6 +2,7 @@
 
 pub mod cas;
 pub mod mcp;
+pub mod runner;
 pub mod sessions;
 
 use std::sync::Arc;

@@ -106,17 +106,46 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let http = ["http_healthz", "mcp_tools_list", "mcp_runtime_status"];
+    let runner = ["runner_roundtrip", "runner_soak"];
     let recorded = [
         "mcp_recorded_call",
         "sql_floor_recorded_call",
         "hot_session",
         "mcp_recorded_call_large",
     ];
-    if !http.iter().chain(recorded.iter()).any(|n| wanted(&cli, n)) {
+    if !http
+        .iter()
+        .chain(recorded.iter())
+        .chain(runner.iter())
+        .any(|n| wanted(&cli, n))
+    {
         return Ok(());
     }
     let stack = Stack::start(&cli).await?;
     let (base, token) = (stack.server.base_url.clone(), stack.server.token.clone());
+
+    if wanted(&cli, "runner_roundtrip") {
+        for &c in &cli.concurrency {
+            emit(
+                &wc_e2e::bench::runner::roundtrip(
+                    &base,
+                    &token,
+                    &stack.project,
+                    stack.db.pool(),
+                    c,
+                    duration,
+                )
+                .await?,
+            );
+        }
+    }
+    if wanted(&cli, "runner_soak") {
+        let calls = if cli.quick { 2_000 } else { 10_000 };
+        emit(
+            &wc_e2e::bench::runner::soak(&base, &token, &stack.project, stack.db.pool(), calls, 32)
+                .await?,
+        );
+    }
 
     // /healthz is measured whenever the MCP scenarios are, as their ratio's denominator.
     let mut healthz: HashMap<usize, f64> = HashMap::new();

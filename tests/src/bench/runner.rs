@@ -1,0 +1,154 @@
+//! Runner round trips: `run_process ["true"]` over stateless MCP, through the Postgres queue, to
+//! the embedded runner of `wc-local` and back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wc_store::Pool;
+
+use super::mcp::{mcp_request, post_mcp};
+use super::{Samples, drive, report, round};
+use crate::client::Client;
+
+fn call_body(project: &str) -> (Vec<(String, String)>, hyper::body::Bytes) {
+    let (headers, body) = mcp_request(
+        "tools/call",
+        Some("run_process"),
+        json!({ "name": "run_process", "arguments": { "project": project, "argv": ["true"] } }),
+    );
+    (headers, hyper::body::Bytes::from(body))
+}
+
+/// The execution state in a tools/call reply.
+fn execution_state(reply: &Value) -> String {
+    reply["result"]["structuredContent"]["output"]["execution_state"]
+        .as_str()
+        .or_else(|| reply["result"]["structuredContent"]["execution_state"].as_str())
+        .unwrap_or("unknown")
+        .to_owned()
+}
+
+/// Where the time of the work created since `since` went: queued → leased (the runner's poll
+/// picking it up) and leased → finished (execution and the result report), p50 in ms.
+async fn breakdown(pool: &Pool, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Value> {
+    let client = pool.get().await?;
+    let (q, r) = wc_store::testing::work_timing(&client, since).await?;
+    Ok(json!({
+        "queue_to_lease_p50_ms": q.map(round),
+        "lease_to_result_p50_ms": r.map(round),
+    }))
+}
+
+/// `runner_roundtrip` at one concurrency.
+pub async fn roundtrip(
+    base: &str,
+    token: &str,
+    project: &str,
+    pool: &Pool,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let (mut headers, body) = call_body(project);
+    headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+    let headers = Arc::new(headers);
+    let since = chrono::Utc::now();
+    let (mut samples, _) = drive(concurrency, duration, move |_| {
+        let client = client.clone();
+        let url = url.clone();
+        let headers = headers.clone();
+        let body = body.clone();
+        async move {
+            let (reply, _) = post_mcp(&client, &url, &headers, body, "tools/call").await?;
+            let state = execution_state(&reply);
+            anyhow::ensure!(state == "succeeded", "run_process ended {state}: {reply}");
+            Ok(vec![])
+        }
+    })
+    .await;
+    if let Value::Object(m) = breakdown(pool, since).await? {
+        samples.extra.extend(m);
+    }
+    Ok(report("runner_roundtrip", concurrency, samples))
+}
+
+/// `runner_soak`: exactly `calls` round trips from `concurrency` tasks; every call must come
+/// back `succeeded`, and afterwards no work may be queued, leased or lost.
+pub async fn soak(
+    base: &str,
+    token: &str,
+    project: &str,
+    pool: &Pool,
+    calls: u64,
+    concurrency: usize,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let (mut headers, body) = call_body(project);
+    headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+    let headers = Arc::new(headers);
+    let next = Arc::new(AtomicU64::new(0));
+    let not_succeeded = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let since = chrono::Utc::now();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (client, url, headers, body) =
+            (client.clone(), url.clone(), headers.clone(), body.clone());
+        let (next, not_succeeded, errors) = (next.clone(), not_succeeded.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < calls {
+                let t = Instant::now();
+                match post_mcp(&client, &url, &headers, body.clone(), "tools/call").await {
+                    Ok((reply, _)) => {
+                        if execution_state(&reply) != "succeeded" {
+                            not_succeeded.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Err(e) => {
+                        if errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                            eprintln!("runner_soak: first failed call: {e:#}");
+                        }
+                    }
+                }
+                lat.push(t.elapsed().as_secs_f64());
+            }
+            lat
+        }));
+    }
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await?);
+    }
+    let elapsed = start.elapsed();
+    let c = pool.get().await?;
+    let mut states = serde_json::Map::new();
+    for (state, n) in wc_store::testing::work_states(&c, since).await? {
+        states.insert(state, json!(n));
+    }
+    let count = |s: &str| states.get(s).and_then(Value::as_i64).unwrap_or(0);
+    let mut extra = serde_json::Map::new();
+    extra.insert("calls".into(), json!(calls));
+    extra.insert("lost".into(), json!(count("lost")));
+    extra.insert("stuck".into(), json!(count("queued") + count("leased")));
+    extra.insert(
+        "not_succeeded".into(),
+        json!(not_succeeded.load(Ordering::Relaxed)),
+    );
+    extra.insert("errors".into(), json!(errors.load(Ordering::Relaxed)));
+    extra.insert("work_states".into(), Value::Object(states));
+    Ok(report(
+        "runner_soak",
+        concurrency,
+        Samples {
+            latencies,
+            elapsed,
+            extra,
+        },
+    ))
+}
