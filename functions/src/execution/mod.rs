@@ -119,6 +119,41 @@ pub fn request_project(
         })
 }
 
+/// What every execution tool settles before looking at its own arguments: the session it
+/// works in (if named), where the work would run, and the session's execution defaults.
+pub struct Setting {
+    /// The business session named by `session_id`.
+    pub session: Option<Arc<SessionRow>>,
+    /// The project's runner.
+    pub target: Target,
+    /// The session's execution defaults (empty without a session).
+    pub defaults: ExecutionContext,
+}
+
+/// Settles the [`Setting`] of `tool`: the session named by `session_id` (authorized by the
+/// kernel), the project (the argument, else the session's) and its connected runner — an
+/// unknown project is the answer before any detail — then refuses a named remote resource and
+/// a malformed `purpose`.
+pub async fn setting(
+    ctx: &ToolContext,
+    tool: &str,
+    project: Option<&str>,
+    session_id: Option<&str>,
+    purpose: Option<&str>,
+) -> Result<Setting, ToolError> {
+    let session = session_id.map(|id| ctx.business_session(id)).transpose()?;
+    let project = request_project(project, session.as_ref())?;
+    let target = resolve_target(ctx, &project).await?;
+    let defaults = self::defaults(session.as_ref());
+    refuse_resource(&defaults, tool)?;
+    check_purpose(purpose)?;
+    Ok(Setting {
+        session,
+        target,
+        defaults,
+    })
+}
+
 /// The session's execution defaults, when a session was named.
 pub fn defaults(session: Option<&Arc<SessionRow>>) -> ExecutionContext {
     session

@@ -98,17 +98,18 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let session = args
-        .session_id
-        .as_deref()
-        .map(|id| ctx.business_session(id))
-        .transpose()?;
-    // Where it would run comes first: an unknown project is the answer before any detail.
-    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
-    let target = execution::resolve_target(&ctx, &project).await?;
-    let defaults = execution::defaults(session.as_ref());
-    execution::refuse_resource(&defaults, "run_job")?;
-    execution::check_purpose(args.purpose.as_deref())?;
+    let execution::Setting {
+        session,
+        target,
+        defaults,
+    } = execution::setting(
+        &ctx,
+        "run_job",
+        args.project.as_deref(),
+        args.session_id.as_deref(),
+        args.purpose.as_deref(),
+    )
+    .await?;
     let spec = match (args.command, args.argv) {
         (Some(command), None) => {
             execution::check_shell_text("/command", &command)?;

@@ -82,17 +82,18 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let session = args
-        .session_id
-        .as_deref()
-        .map(|id| ctx.business_session(id))
-        .transpose()?;
-    // Where it would run comes first: an unknown project is the answer before any detail.
-    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
-    let target = execution::resolve_target(&ctx, &project).await?;
-    let defaults = execution::defaults(session.as_ref());
-    execution::refuse_resource(&defaults, "run_process")?;
-    execution::check_purpose(args.purpose.as_deref())?;
+    let execution::Setting {
+        session,
+        target,
+        defaults,
+    } = execution::setting(
+        &ctx,
+        "run_process",
+        args.project.as_deref(),
+        args.session_id.as_deref(),
+        args.purpose.as_deref(),
+    )
+    .await?;
     let accepted = args.accepted_exit_codes.unwrap_or_default();
     if accepted.len() > execution::MAX_ACCEPTED_EXIT_CODES {
         return Err(execution::invalid(

@@ -81,17 +81,18 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let session = args
-        .session_id
-        .as_deref()
-        .map(|id| ctx.business_session(id))
-        .transpose()?;
-    // Where it would run comes first: an unknown project is the answer before any detail.
-    let project = execution::request_project(args.project.as_deref(), session.as_ref())?;
-    let target = execution::resolve_target(&ctx, &project).await?;
-    let defaults = execution::defaults(session.as_ref());
-    execution::refuse_resource(&defaults, "run_shell")?;
-    execution::check_purpose(args.purpose.as_deref())?;
+    let execution::Setting {
+        session,
+        target,
+        defaults,
+    } = execution::setting(
+        &ctx,
+        "run_shell",
+        args.project.as_deref(),
+        args.session_id.as_deref(),
+        args.purpose.as_deref(),
+    )
+    .await?;
     execution::check_shell_text("/command", &args.command)?;
     let shell = args
         .shell
