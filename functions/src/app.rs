@@ -33,6 +33,9 @@ pub struct AppState {
     pub wake: Wakeups,
     /// Sends staged SQS work messages after commit; `None` when no runner uses SQS.
     pub publisher: Option<Arc<dyn QueuePublisher>>,
+    /// Keys of observation tokens and assignment fences, derived once from the configured or
+    /// database-kept secret ([`crate::board::keys`]).
+    pub token_keys: Arc<tokio::sync::OnceCell<crate::board::tokens::TokenKeys>>,
 }
 
 impl AppState {
@@ -58,6 +61,7 @@ impl AppState {
             openapi,
             wake: Wakeups::polling(),
             publisher: None,
+            token_keys: Arc::default(),
         }
     }
 

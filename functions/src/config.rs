@@ -41,6 +41,34 @@ pub struct ServerConfig {
     pub sqs_endpoint_url: Option<String>,
     /// AWS region of the runner queues (`AWS_REGION`, default `us-east-1`).
     pub sqs_region: String,
+    /// Key material for observation tokens and assignment fences (`WC_TOKEN_SECRET`, at least
+    /// 32 bytes). When absent, a secret generated once and kept in the database is used.
+    pub token_secret: Option<TokenSecret>,
+}
+
+/// A secret from configuration; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenSecret(Vec<u8>);
+
+impl TokenSecret {
+    /// Shortest accepted secret, in bytes.
+    pub const MIN_BYTES: usize = 32;
+
+    /// The secret, if it is long enough.
+    pub fn new(bytes: Vec<u8>) -> Option<TokenSecret> {
+        (bytes.len() >= Self::MIN_BYTES).then_some(TokenSecret(bytes))
+    }
+
+    /// The bytes.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for TokenSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenSecret(redacted)")
+    }
 }
 
 /// Why configuration could not be loaded.
@@ -127,6 +155,14 @@ impl ServerConfig {
                 "WC_EXEC_WAIT_MS must be at least 1 s below WC_DISPATCH_DEADLINE_MS".into(),
             ));
         }
+        if let Ok(v) = std::env::var("WC_TOKEN_SECRET") {
+            cfg.token_secret = Some(TokenSecret::new(v.into_bytes()).ok_or_else(|| {
+                ConfigError(format!(
+                    "WC_TOKEN_SECRET must be at least {} bytes",
+                    TokenSecret::MIN_BYTES
+                ))
+            })?);
+        }
         if let Ok(v) = std::env::var("WC_NOTIFY") {
             cfg.notify = !matches!(v.trim(), "0" | "false" | "no" | "off");
         }
@@ -212,6 +248,7 @@ impl Default for ServerConfig {
             runner_sqs_queues: Default::default(),
             sqs_endpoint_url: None,
             sqs_region: "us-east-1".into(),
+            token_secret: None,
         }
     }
 }

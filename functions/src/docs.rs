@@ -27,6 +27,35 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
          tool also accepts the wrapper metadata `recording_session_id`, `ack_session_message_ids`\n\
          and `context_request`; REST accepts `recording_session_id`.\n"
     );
+    let attention =
+        serde_json::to_string_pretty(&Value::Object(crate::kernel::spec::schema_for::<
+            crate::board::SessionAttention,
+        >()))
+        .expect("schemas serialize");
+    let _ = writeln!(
+        out,
+        "## Message board\n\n\
+         Each Workflow Session has a message board (`post_session_message`, `list_session_messages`,\n\
+         `resolve_session_message`, `get_session_assignment`, `complete_session_message`,\n\
+         `observe_session_messages`). Bounds: a body is 1-{body} characters (secrets redacted\n\
+         before storage); a board retains {retained} messages, removing the oldest resolved or\n\
+         completed ones to make room (never an open one: when all are open a post is refused with\n\
+         `message_board_full`); an assignment shows at most {replies} direct replies (a todo with more,\n\
+         or one whose replies retention removed, cannot be completed); observation tokens and\n\
+         assignment fences are at most {token} characters; `wait_ms` is at most 25,000.\n\n\
+         A call recorded in a session (`recording_session_id`) whose board has open ACK-required\n\
+         messages carries `session_attention` next to `success`: the oldest {attn} such messages\n\
+         (bodies cut to {excerpt} characters) not acknowledged in this request's\n\
+         `ack_session_message_ids` (MCP wrapper metadata, at most 8 ids). Acknowledging records only\n\
+         that an ACK was observed; resolving the message ends the re-projection.\n\n\
+         ```json\n{attention}\n```\n",
+        body = crate::board::MAX_BODY_CHARS,
+        retained = wc_store::board::MAX_RETAINED_MESSAGES,
+        replies = wc_store::board::MAX_ASSIGNMENT_REPLIES,
+        token = crate::board::tokens::MAX_TOKEN_CHARS,
+        attn = crate::board::MAX_ATTENTION_MESSAGES,
+        excerpt = crate::board::ATTENTION_EXCERPT_CHARS,
+    );
     let specs: Vec<_> = runtime
         .specs()
         .iter()

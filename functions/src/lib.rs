@@ -14,6 +14,7 @@ pub mod admin;
 mod app;
 pub mod audit;
 pub mod auth;
+pub mod board;
 pub mod config;
 pub mod docs;
 pub mod execution;

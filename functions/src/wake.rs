@@ -1,5 +1,6 @@
 //! Wake-ups for waiters on durable state: the runner API's long poll (work queued for a
-//! runner) and the execution tools' synchronous wait (work reached a terminal state).
+//! runner), the execution tools' synchronous wait (work reached a terminal state) and
+//! `observe_session_messages` (a session's message board changed).
 //!
 //! Hints come from Postgres `NOTIFY` through one listener per process ([`wc_store::notify`]);
 //! they only end a wait early. Every waiter re-reads durable state after waking and also
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use uuid::Uuid;
+use wc_store::board::CHANNEL_BOARD;
 use wc_store::config::DatabaseUrl;
 use wc_store::notify::Hint;
 use wc_store::work::{CHANNEL_DONE, CHANNEL_QUEUED};
@@ -83,6 +85,7 @@ struct Inner {
     next_id: AtomicU64,
     queued: Registry<String>,
     done: Registry<Uuid>,
+    board: Registry<String>,
 }
 
 /// The process's wake-up hub. Cheap to clone.
@@ -111,6 +114,9 @@ impl Wakeups {
                 done: Registry {
                     waiters: Mutex::default(),
                 },
+                board: Registry {
+                    waiters: Mutex::default(),
+                },
             }),
         }
     }
@@ -125,7 +131,11 @@ impl Wakeups {
         let hub = Self::new(true);
         let mut rx = wc_store::notify::spawn_listener(
             url,
-            vec![CHANNEL_QUEUED.to_owned(), CHANNEL_DONE.to_owned()],
+            vec![
+                CHANNEL_QUEUED.to_owned(),
+                CHANNEL_DONE.to_owned(),
+                CHANNEL_BOARD.to_owned(),
+            ],
         );
         let weak = Arc::downgrade(&hub.inner);
         tokio::spawn(async move {
@@ -135,6 +145,10 @@ impl Wakeups {
                     Hint::Connected => {
                         inner.queued.wake_all();
                         inner.done.wake_all();
+                        inner.board.wake_all();
+                    }
+                    Hint::Notice { channel, payload } if channel == CHANNEL_BOARD => {
+                        inner.board.wake(&payload);
                     }
                     Hint::Notice { channel, payload } if channel == CHANNEL_QUEUED => {
                         inner.queued.wake(&payload);
@@ -178,6 +192,20 @@ impl Wakeups {
         }
     }
 
+    /// A waiter for a change of session `session_id`'s message board (same rule as
+    /// [`Self::on_queued`]).
+    pub fn on_board(&self, session_id: &str) -> Waiter {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let notify = self.inner.board.add(session_id.to_owned(), id);
+        Waiter {
+            hub: self.inner.clone(),
+            key: Key::Board(session_id.to_owned()),
+            id,
+            notify,
+            interval: self.first_interval(),
+        }
+    }
+
     fn first_interval(&self) -> Duration {
         if self.inner.hints {
             FALLBACK_WITH_HINTS
@@ -190,6 +218,7 @@ impl Wakeups {
 enum Key {
     Queued(String),
     Done(Uuid),
+    Board(String),
 }
 
 /// One registered waiter; unregisters itself when dropped.
@@ -222,6 +251,7 @@ impl Drop for Waiter {
         match &self.key {
             Key::Queued(k) => self.hub.queued.remove(k, self.id),
             Key::Done(k) => self.hub.done.remove(k, self.id),
+            Key::Board(k) => self.hub.board.remove(k, self.id),
         }
     }
 }

@@ -627,6 +627,36 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             (json!({ "job_id": output(&job)["job_id"] }), None)
         }
         "list_jobs" | "list_runners" => (json!({}), None),
+        "post_session_message" => {
+            let c = fresh("board").await;
+            (
+                json!({ "session_id": c, "kind": "note", "body": "recorded post" }),
+                Some(c),
+            )
+        }
+        "list_session_messages" | "observe_session_messages" => {
+            let c = fresh("board").await;
+            (json!({ "session_id": c }), Some(c))
+        }
+        "resolve_session_message" | "get_session_assignment" | "complete_session_message" => {
+            let c = fresh("board").await;
+            let todo = call(
+                st,
+                key,
+                "post_session_message",
+                json!({ "session_id": c, "kind": "todo", "body": "work" }),
+            )
+            .await;
+            let todo = output(&todo)["message_id"].clone();
+            let mut args = json!({ "session_id": c, "message_id": todo });
+            if tool == "complete_session_message" {
+                let a = call(st, key, "get_session_assignment", args.clone()).await;
+                args["expected_assignment_fence"] = output(&a)["assignment_fence"].clone();
+                args["completion_key"] = json!("recorded");
+                args["answer"] = json!("done");
+            }
+            (args, Some(c))
+        }
         other => panic!(
             "{other} is model-visible but this test has no arguments for it: add them, so its recording is checked"
         ),

@@ -144,6 +144,10 @@ where
                     });
                 }
                 Err(e) => {
+                    // No SQLSTATE: the connection broke while the COMMIT was in flight.
+                    if e.code().is_none() {
+                        return Err(StoreError::CommitUncertain(e));
+                    }
                     let e = StoreError::from(e);
                     if e.is_transient_conflict() {
                         tracing::debug!(attempt, "cas commit conflict, retrying");

@@ -18,6 +18,10 @@ pub enum StoreError {
     /// The database did not answer in time.
     #[error("database did not answer within {} ms", .0.as_millis())]
     Timeout(std::time::Duration),
+    /// The connection failed while committing: the transaction may or may not have been
+    /// committed, and nothing here can tell which.
+    #[error("commit outcome unknown: {0}")]
+    CommitUncertain(tokio_postgres::Error),
     /// A row violated an invariant the schema should have made impossible.
     #[error("corrupt row in {table}: {detail}")]
     CorruptRow {

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod board;
 pub mod cas;
 pub mod cluster;
 pub mod config;

@@ -42,6 +42,14 @@ pub struct SessionRow {
     pub retained_from_seq: i64,
     /// Message observation revision.
     pub message_observation_revision: i64,
+    /// Messages ever posted to the board.
+    pub messages_posted: i64,
+    /// Messages retained on the board.
+    pub messages_retained: i32,
+    /// Open messages that require an acknowledgement.
+    pub open_ack_required: i32,
+    /// Newest observation revision of a message removed by retention.
+    pub message_history_lost_through: i64,
     /// Events ever appended, by kind (cumulative, like `events_observed`).
     pub kind_counts: Value,
     /// Creation time.
@@ -69,8 +77,8 @@ impl SessionRow {
 }
 
 pub(crate) const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
-     events_observed, retained_from_seq, message_observation_revision, kind_counts, created_at, updated_at, \
-     finished_at, closed_at, version";
+     events_observed, retained_from_seq, message_observation_revision, messages_posted, messages_retained, \
+     open_ack_required, message_history_lost_through, kind_counts, created_at, updated_at, finished_at, closed_at, version";
 
 pub(crate) fn from_row(r: &Row) -> SessionRow {
     SessionRow {
@@ -84,6 +92,10 @@ pub(crate) fn from_row(r: &Row) -> SessionRow {
         events_observed: r.get("events_observed"),
         retained_from_seq: r.get("retained_from_seq"),
         message_observation_revision: r.get("message_observation_revision"),
+        messages_posted: r.get("messages_posted"),
+        messages_retained: r.get("messages_retained"),
+        open_ack_required: r.get("open_ack_required"),
+        message_history_lost_through: r.get("message_history_lost_through"),
         kind_counts: r.get("kind_counts"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
@@ -232,6 +244,14 @@ pub struct SessionChange {
     pub root_instruction: Option<Value>,
     /// Bump the message observation revision by this much.
     pub message_revision_bump: i64,
+    /// Messages newly posted (numbering).
+    pub messages_posted_bump: i64,
+    /// Change of the retained message count.
+    pub messages_retained_delta: i32,
+    /// Change of the open ACK-required message count.
+    pub open_ack_required_delta: i32,
+    /// Raise the history-lost low-watermark to at least this revision.
+    pub message_history_lost_through: Option<i64>,
 }
 
 /// What a mutation decided, given the current row.
@@ -301,6 +321,10 @@ pub(crate) async fn write_back<C: GenericClient>(
                execution_context = coalesce($5, execution_context), \
                root_instruction = coalesce(root_instruction, $6), \
                message_observation_revision = message_observation_revision + $7, \
+               messages_posted = messages_posted + $17, \
+               messages_retained = messages_retained + $18, \
+               open_ack_required = open_ack_required + $19, \
+               message_history_lost_through = greatest(message_history_lost_through, coalesce($20::bigint, 0)), \
                events_observed = $8, retained_from_seq = $9, updated_at = now(), \
                kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
                    coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
@@ -331,6 +355,10 @@ pub(crate) async fn write_back<C: GenericClient>(
                 &roles,
                 &tools,
                 &payloads,
+                &change.messages_posted_bump,
+                &change.messages_retained_delta,
+                &change.open_ack_required_delta,
+                &change.message_history_lost_through,
             ],
         )
         .await?;
@@ -378,12 +406,12 @@ where
     .await
 }
 
-/// One consistent snapshot of a session and all its retained events (ascending by seq), read
-/// in a single read-only repeatable-read transaction.
-pub async fn snapshot(
-    pool: &Pool,
-    id: &str,
-) -> Result<Option<(SessionRow, Vec<EventRow>)>, StoreError> {
+/// A session, its retained events (ascending by seq) and its board's counts, as of one moment.
+pub type Snapshot = (SessionRow, Vec<EventRow>, crate::board::BoardCounts);
+
+/// One consistent snapshot of a session, all its retained events and its message board's
+/// counts, read in a single read-only repeatable-read transaction.
+pub async fn snapshot(pool: &Pool, id: &str) -> Result<Option<Snapshot>, StoreError> {
     let mut client = pool.get().await?;
     let tx = client
         .build_transaction()
@@ -396,6 +424,7 @@ pub async fn snapshot(
     };
     let mut events = recent_events(&tx, id, RETAINED_EVENTS).await?;
     events.reverse();
+    let counts = crate::board::counts(&tx, id).await?;
     tx.commit().await?;
-    Ok(Some((row, events)))
+    Ok(Some((row, events, counts)))
 }

@@ -20,6 +20,13 @@ handoff and finish tools run, each request on the other instance, and the ledger
 through session_summary must hold exactly the expected event pairs; after finish, a resume is
 refused with session_closed.
 
+The message board runs in every mode as three windows (three clients, three Workflow Sessions
+of one project): a coordinator on one instance posts a todo recorded in its own session and
+waits in `observe_session_messages` (wait_ms) while a worker on the other instance takes the
+assignment and completes it with a completion key (recorded in the worker's session, so the
+answer's author is that session); the retry returns the same result, and a second worker whose
+fence predates the completion gets state_changed=false.
+
 Every scenario runs even when an earlier one failed; the exit status is 1 if any failed.
 """
 
@@ -50,6 +57,14 @@ EXPECTED_TOOLS = {
     "session_summary",
     "session_handoff_summary",
     "finish_coding_task",
+}
+BOARD_TOOLS = {
+    "post_session_message",
+    "list_session_messages",
+    "resolve_session_message",
+    "get_session_assignment",
+    "complete_session_message",
+    "observe_session_messages",
 }
 WRAPPER_FIELDS = ("recording_session_id", "ack_session_message_ids", "context_request")
 ACCEPT = "application/json, text/event-stream"
@@ -468,6 +483,273 @@ class Suite:
         expect(not bad, f"unexpected HTTP errors: {bad}")
         return f"protocol {version}; session {sid[:12]}…, {observed} ledger events, {len(served)} requests alternating A/B"
 
+    # -- the message board between windows: a coordinator and two workers --------------------
+
+    async def board_flow(self, mode: str) -> str:
+        """Three windows, each its own client and its own Workflow Session on one project.
+
+        The coordinator (on A) posts a todo in its session, recorded there; the worker (on B)
+        takes the assignment and completes it while the coordinator is already waiting in an
+        observation, then retries the completion; a second worker (on A) whose fence predates
+        the completion changes nothing.
+        """
+        wire_c, wire_w, wire_w2 = Wire(), Wire(), Wire()
+        suffix = uuid.uuid4().hex[:12]
+        todo_body = f"python board flow ({mode}): rename the resolver cache"
+        answer = f"renamed in {suffix}; tests pass"
+        key = f"{mode}-worker-{suffix}"
+        async with (
+            self.routed(wire_c, fixed=0) as hcc,
+            self.routed(wire_w, fixed=1) as hcw,
+            self.routed(wire_w2, fixed=0) as hcw2,
+        ):
+            async with (
+                mcp_client(self.endpoint, hcc, mode) as coord,
+                mcp_client(self.endpoint, hcw, mode) as worker,
+                mcp_client(self.endpoint, hcw2, mode) as worker2,
+            ):
+                expected_version(mode, coord.protocol_version)
+                listed = set(check_tools(await coord.list_tools(), "coordinator tools/list"))
+                missing = BOARD_TOOLS - listed
+                expect(not missing, f"tools/list lacks the board tools {sorted(missing)}")
+
+                async def start_session(client: Client, who: str) -> str:
+                    created = tool_ok(
+                        await client.call_tool(
+                            "work_on_project",
+                            {"project": self.project_id, "instruction": f"{who} of the board flow ({mode})"},
+                        ),
+                        f"{who} work_on_project",
+                    )
+                    sid = created.get("session_id")
+                    expect(
+                        isinstance(sid, str) and sid.startswith("wc_sess_"),
+                        f"{who}: work_on_project returned session_id {sid!r}",
+                    )
+                    return sid
+
+                # The coordinator's session and its baseline, before anything is posted.
+                csid = await start_session(coord, "coordinator")
+                base = tool_ok(
+                    await coord.call_tool("observe_session_messages", {"session_id": csid}), "baseline observation"
+                )
+                expect(base.get("baseline") is True, f"baseline observation: {short(base)}")
+                expect(base.get("messages") == [], f"a baseline returns no history: {short(base)}")
+                token0 = base.get("token")
+                expect(isinstance(token0, str) and token0, f"baseline token: {short(base)}")
+
+                wsid = await start_session(worker, "worker")
+                w2sid = await start_session(worker2, "second worker")
+                expect(len({csid, wsid, w2sid}) == 3, f"sessions are not distinct: {csid} {wsid} {w2sid}")
+
+                # The todo, recorded in the coordinator's own session: it is the author.
+                posted = tool_ok(
+                    await coord.call_tool(
+                        "post_session_message",
+                        {"session_id": csid, "kind": "todo", "body": todo_body, "recording_session_id": csid},
+                    ),
+                    "post todo",
+                )
+                tid = posted.get("message_id")
+                expect(isinstance(tid, str) and tid.startswith("wc_msg_"), f"post returned message_id {tid!r}")
+                todo = posted.get("message") or {}
+                expect(
+                    (todo.get("kind"), todo.get("status"), todo.get("body"), todo.get("author_session_id"))
+                    == ("todo", "open", todo_body, csid),
+                    f"the posted todo: {short(todo)}",
+                )
+
+                seen = tool_ok(
+                    await coord.call_tool("observe_session_messages", {"session_id": csid, "token": token0}),
+                    "observation after the post",
+                )
+                expect(
+                    [m.get("message_id") for m in seen.get("messages") or []] == [tid],
+                    f"the observation after the post shows {short(seen.get('messages'))}, expected only {tid}",
+                )
+                expect(seen["messages"][0].get("status") == "open", f"todo status: {short(seen['messages'][0])}")
+                expect(
+                    (seen.get("baseline"), seen.get("has_more"), seen.get("history_lost")) == (False, False, False),
+                    f"observation flags: {short(seen)}",
+                )
+                token1 = seen.get("token")
+
+                # Both workers read the assignment from their own windows, recorded in their sessions.
+                async def assignment(client: Client, recorder: str, who: str) -> str:
+                    got = tool_ok(
+                        await client.call_tool(
+                            "get_session_assignment",
+                            {"session_id": csid, "message_id": tid, "recording_session_id": recorder},
+                        ),
+                        f"{who} get_session_assignment",
+                    )
+                    a = got.get("assignment") or {}
+                    expect(
+                        a.get("completable") is True
+                        and a.get("replies") == []
+                        and a.get("non_completable_reason") is None,
+                        f"{who}: the fresh todo is not a completable assignment: {short(a)}",
+                    )
+                    expect(
+                        (a.get("todo") or {}).get("message_id") == tid and a["todo"].get("body") == todo_body,
+                        f"{who}: assignment todo: {short(a.get('todo'))}",
+                    )
+                    fence = got.get("assignment_fence")
+                    expect(isinstance(fence, str) and fence, f"{who}: no assignment_fence: {short(got)}")
+                    return fence
+
+                fence = await assignment(worker, wsid, "worker")
+                stale_fence = await assignment(worker2, w2sid, "second worker")
+
+                # The coordinator waits for a change; the worker completes while it waits.
+                complete_args = {
+                    "session_id": csid,
+                    "message_id": tid,
+                    "expected_assignment_fence": fence,
+                    "completion_key": key,
+                    "answer": answer,
+                    "recording_session_id": wsid,
+                }
+                waiting: dict[str, Any] = {}
+
+                async def observe_waiting() -> None:
+                    t0 = time.monotonic()
+                    waiting["result"] = await coord.call_tool(
+                        "observe_session_messages", {"session_id": csid, "token": token1, "wait_ms": 20000}
+                    )
+                    waiting["elapsed"] = time.monotonic() - t0
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(observe_waiting)
+                    await anyio.sleep(1.5)
+                    expect(
+                        "result" not in waiting,
+                        f"the observation with wait_ms returned before any change: {short(waiting.get('result'))}",
+                    )
+                    completed = tool_ok(await worker.call_tool("complete_session_message", complete_args), "complete")
+                answer_id = completed.get("answer_message_id")
+                expect(
+                    completed.get("state_changed") is True and completed.get("status") == "completed",
+                    f"the completion did not change the todo: {short(completed)}",
+                )
+                expect(
+                    isinstance(answer_id, str) and answer_id.startswith("wc_msg_") and answer_id != tid,
+                    f"answer_message_id {answer_id!r}",
+                )
+                expect(
+                    completed.get("assignment") is None and completed.get("assignment_fence") is None,
+                    f"an accepted completion carries no assignment: {short(completed)}",
+                )
+
+                observed = tool_ok(waiting["result"], "observation with wait_ms")
+                waited_ms = observed.get("waited_ms")
+                expect(
+                    isinstance(waited_ms, int) and 250 <= waited_ms < 15000 and waiting["elapsed"] < 15,
+                    f"the wait did not end on the change: waited_ms={waited_ms}, "
+                    f"{waiting['elapsed']:.2f}s on the client for wait_ms=20000",
+                )
+                changed = observed.get("messages") or []
+                changed_ids = [m.get("message_id") for m in changed]
+                expect(
+                    changed_ids == [tid, answer_id],
+                    f"the woken observation shows {changed_ids}, expected the todo and the answer {[tid, answer_id]}",
+                )
+                done_todo, answer_msg = changed
+                expect(
+                    (done_todo.get("status"), done_todo.get("answer_message_id"), done_todo.get("author_session_id"))
+                    == ("completed", answer_id, csid),
+                    f"the observed todo: {short(done_todo)}",
+                )
+                expect(
+                    (
+                        answer_msg.get("kind"),
+                        answer_msg.get("reply_to"),
+                        answer_msg.get("body"),
+                        answer_msg.get("author_session_id"),
+                    )
+                    == ("answer", tid, answer, wsid),
+                    f"the observed answer (author must be the worker's session {wsid}): {short(answer_msg)}",
+                )
+                expect(
+                    (observed.get("baseline"), observed.get("has_more"), observed.get("history_lost"))
+                    == (False, False, False),
+                    f"observation flags: {short(observed)}",
+                )
+                token2 = observed.get("token")
+
+                # The worker's uncertain retry: the same key and answer return the same result.
+                retry = tool_ok(await worker.call_tool("complete_session_message", complete_args), "retried complete")
+                expect(
+                    retry == completed,
+                    f"the retry's output differs:\n  first: {short(completed)}\n  retry: {short(retry)}",
+                )
+
+                # The second worker's fence predates the completion: nothing changes.
+                stale = tool_ok(
+                    await worker2.call_tool(
+                        "complete_session_message",
+                        {
+                            "session_id": csid,
+                            "message_id": tid,
+                            "expected_assignment_fence": stale_fence,
+                            "completion_key": f"{mode}-second-{suffix}",
+                            "answer": "the second worker's answer",
+                            "recording_session_id": w2sid,
+                        },
+                    ),
+                    "complete with a stale fence",
+                )
+                expect(
+                    stale.get("state_changed") is False
+                    and stale.get("answer_message_id") is None
+                    and stale.get("status") == "completed",
+                    f"a stale fence changed something: {short(stale)}",
+                )
+                now = stale.get("assignment") or {}
+                expect(
+                    now.get("completable") is False
+                    and now.get("non_completable_reason") == "todo_completed"
+                    and stale.get("assignment_fence") is None,
+                    f"the current assignment after a stale completion: {short(stale)}",
+                )
+                expect(
+                    (now.get("todo") or {}).get("answer_message_id") == answer_id
+                    and [r.get("message_id") for r in now.get("replies") or []] == [answer_id],
+                    f"the current assignment does not show the worker's answer: {short(now)}",
+                )
+
+                # Neither the retry nor the stale attempt wrote anything to the board.
+                after = tool_ok(
+                    await coord.call_tool("observe_session_messages", {"session_id": csid, "token": token2}),
+                    "observation after the retry and the stale completion",
+                )
+                expect(after.get("messages") == [], f"the board changed again: {short(after.get('messages'))}")
+                listing = tool_ok(
+                    await coord.call_tool("list_session_messages", {"session_id": csid}), "list_session_messages"
+                )
+                expect(
+                    [(m.get("message_id"), m.get("status")) for m in listing.get("messages") or []]
+                    == [(answer_id, "open"), (tid, "completed")],
+                    f"the board holds {short(listing.get('messages'))}",
+                )
+                counts = listing.get("counts") or {}
+                expect(
+                    (counts.get("retained"), counts.get("open_todos")) == (2, 0),
+                    f"board counts: {short(counts)}",
+                )
+                version = coord.protocol_version
+        expect(
+            set(wire_c.served_by()) == {0} and set(wire_w.served_by()) == {1} and set(wire_w2.served_by()) == {0},
+            "routing is broken",
+        )
+        exchanges = wire_c.exchanges + wire_w.exchanges + wire_w2.exchanges
+        bad = [x for x in exchanges if x[2] >= 400 and "tools/call" not in x[1]]
+        expect(not bad, f"unexpected HTTP errors: {bad}")
+        return (
+            f"protocol {version}; todo completed on B by {wsid[:14]}…, seen by the coordinator on A after "
+            f"waiting {waited_ms} ms; retry identical; stale fence: state_changed=false"
+        )
+
     # -- a wrong token is refused on both instances, in every mode ----------------------------
 
     async def wrong_token(self, mode: str) -> str:
@@ -630,6 +912,10 @@ async def main() -> int:
         await suite.run(
             f"[{mode}] workflow session: create, record, hand off, finish, across instances",
             lambda m=mode: suite.session_flow(m),
+        )
+        await suite.run(
+            f"[{mode}] message board: coordinator and workers in their own windows and sessions",
+            lambda m=mode: suite.board_flow(m),
         )
         await suite.run(
             f"[{mode}] caller Mcp-Session-Id on every request changes nothing",

@@ -2,7 +2,9 @@
 # MCP through the official Python SDK (mcp==2.3.0, Streamable HTTP) in each protocol mode
 # ("auto", "legacy", "2026-07-28"), against two wc-local instances sharing one database.
 # The checks themselves are in tests/clients/mcp_python_suite.py, including a Workflow Session
-# flow per mode (create, recorded calls, handoff, finish, refused resume) across both instances.
+# flow per mode (create, recorded calls, handoff, finish, refused resume) across both instances,
+# and a message-board flow per mode: a coordinator and two workers as separate windows (post a
+# todo, fenced completion, an identical retry, a stale worker, a waiting observer).
 #
 #   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres tests/suites/10-mcp-python.sh
 #

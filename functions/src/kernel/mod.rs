@@ -224,6 +224,17 @@ impl ToolRuntime {
         };
         let duration_ms = started.elapsed().as_millis() as u64;
         recorder::end(state, &recording, &spec, &result, execution, duration_ms).await;
+        let mut result = result;
+        if let Some(recorder) = &recording.recorder {
+            result.session_attention = crate::board::project_attention(
+                state,
+                recorder,
+                &call.wrapper.ack_session_message_ids,
+                recording.invocation_id,
+                spec.meta.name,
+            )
+            .await;
+        }
         Ok(finish(result, execution))
     }
 }

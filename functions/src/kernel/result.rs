@@ -39,6 +39,22 @@ pub enum ErrorKind {
     /// The request asks for something this deployment does not support (e.g. a named
     /// remote resource); nothing was started.
     Unsupported,
+    /// No message with this id is on the session's board.
+    UnknownMessage,
+    /// The message is not a todo, so it has no assignment or completion.
+    NotATodo,
+    /// Every retained message of the board is open; resolve some before posting more.
+    MessageBoardFull,
+    /// The completion key was already used for a different completion.
+    CompletionKeyConflict,
+    /// The connection failed while the completion was committing: it may or may not have
+    /// been recorded. Retry with the same completion key; a replay is safe.
+    CompletionPersistenceUncertain,
+    /// The observation token is malformed, altered, oversized, for another session or from
+    /// the future.
+    InvalidObservationToken,
+    /// The assignment fence is malformed, altered, or for another todo or session.
+    InvalidAssignmentFence,
 }
 
 impl ErrorKind {
@@ -60,6 +76,13 @@ impl ErrorKind {
             ErrorKind::RunnerUnavailable => "runner_unavailable",
             ErrorKind::UnknownJob => "unknown_job",
             ErrorKind::Unsupported => "unsupported",
+            ErrorKind::UnknownMessage => "unknown_message",
+            ErrorKind::NotATodo => "not_a_todo",
+            ErrorKind::MessageBoardFull => "message_board_full",
+            ErrorKind::CompletionKeyConflict => "completion_key_conflict",
+            ErrorKind::CompletionPersistenceUncertain => "completion_persistence_uncertain",
+            ErrorKind::InvalidObservationToken => "invalid_observation_token",
+            ErrorKind::InvalidAssignmentFence => "invalid_assignment_fence",
         }
     }
 
@@ -78,6 +101,13 @@ impl ErrorKind {
             ErrorKind::RunnerUnavailable => "unavailable",
             ErrorKind::UnknownJob => "not_found",
             ErrorKind::Unsupported => "invalid_request",
+            ErrorKind::UnknownMessage => "not_found",
+            ErrorKind::NotATodo | ErrorKind::MessageBoardFull => "invalid_state",
+            ErrorKind::CompletionKeyConflict => "conflict",
+            ErrorKind::CompletionPersistenceUncertain => "unavailable",
+            ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => {
+                "invalid_request"
+            }
         }
     }
 
@@ -97,6 +127,12 @@ impl ErrorKind {
             ErrorKind::RunnerUnavailable => "retry",
             ErrorKind::UnknownJob => "check_target",
             ErrorKind::Unsupported => "fix_arguments",
+            ErrorKind::UnknownMessage | ErrorKind::NotATodo => "check_target",
+            ErrorKind::MessageBoardFull => "resolve_messages",
+            ErrorKind::CompletionKeyConflict => "fix_arguments",
+            ErrorKind::CompletionPersistenceUncertain => "retry_same_key",
+            ErrorKind::InvalidObservationToken => "observe_without_token",
+            ErrorKind::InvalidAssignmentFence => "get_assignment",
         }
     }
 
@@ -116,11 +152,16 @@ impl ErrorKind {
             ErrorKind::RunnerUnavailable => 503,
             ErrorKind::UnknownJob => 404,
             ErrorKind::Unsupported => 400,
+            ErrorKind::UnknownMessage => 404,
+            ErrorKind::NotATodo | ErrorKind::MessageBoardFull => 409,
+            ErrorKind::CompletionKeyConflict => 409,
+            ErrorKind::CompletionPersistenceUncertain => 503,
+            ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => 400,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 22] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -136,6 +177,13 @@ impl ErrorKind {
         ErrorKind::RunnerUnavailable,
         ErrorKind::UnknownJob,
         ErrorKind::Unsupported,
+        ErrorKind::UnknownMessage,
+        ErrorKind::NotATodo,
+        ErrorKind::MessageBoardFull,
+        ErrorKind::CompletionKeyConflict,
+        ErrorKind::CompletionPersistenceUncertain,
+        ErrorKind::InvalidObservationToken,
+        ErrorKind::InvalidAssignmentFence,
     ];
 }
 
@@ -183,6 +231,14 @@ impl From<wc_store::StoreError> for ToolError {
                     "the database is temporarily unavailable; retry shortly",
                 )
             }
+            wc_store::StoreError::CommitUncertain(_) => {
+                tracing::warn!(error = %e, "commit outcome unknown");
+                ToolError::new(
+                    ErrorKind::Unavailable,
+                    "the database connection failed while committing; the change may or may not have been made, so check before retrying",
+                )
+                .with("outcome", "unknown")
+            }
             other => ToolError::internal(other),
         }
     }
@@ -214,6 +270,10 @@ pub struct ToolResult {
     /// The failure, present when `success` is false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
+    /// Unresolved ACK-required messages of the recording session, re-projected on every call
+    /// recorded in it until they are acknowledged in that request or resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_attention: Option<Value>,
 }
 
 impl ToolResult {
@@ -223,6 +283,7 @@ impl ToolResult {
             success: true,
             output: Some(output),
             error: None,
+            session_attention: None,
         }
     }
 
@@ -232,6 +293,7 @@ impl ToolResult {
             success: false,
             output: None,
             error: Some(error),
+            session_attention: None,
         }
     }
 

@@ -201,6 +201,7 @@ impl ToolSpec {
                 "success": { "type": "boolean" },
                 "output": Value::Object((*self.output_schema).clone()),
                 "error": error_schema(),
+                "session_attention": attention_schema(),
             },
             "required": ["success"],
         }) {
@@ -208,6 +209,16 @@ impl ToolSpec {
             _ => unreachable!(),
         }
     }
+}
+
+/// Schema of the `session_attention` of a recorded call's result, kept short because every
+/// tool's result schema carries it (the full shape is documented once, in docs/TOOLS.md and the
+/// OpenAPI components).
+pub fn attention_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "Unresolved ACK-required messages of the recording session: echo their ids in ack_session_message_ids or resolve them."
+    })
 }
 
 /// Schema of the `error` object of a failed result.

@@ -66,6 +66,32 @@ pub fn conflicts_with_wrapper(spec: &ToolSpec) -> Option<&'static str> {
         .find(|f| props.contains_key(*f))
 }
 
+/// An output schema as listed: the same constraints without the `description` keywords (they
+/// are in docs/TOOLS.md; clients validate results against the shape, and the listing stays
+/// small). A property that happens to be *named* `description` is kept.
+fn without_descriptions(mut schema: Map<String, Value>) -> Map<String, Value> {
+    fn strip(node: &mut Value) {
+        let Value::Object(map) = node else { return };
+        map.remove("description");
+        for (key, child) in map.iter_mut() {
+            match (key.as_str(), child) {
+                ("properties" | "$defs" | "patternProperties", Value::Object(props)) => {
+                    props.values_mut().for_each(strip)
+                }
+                (_, Value::Array(items)) => items.iter_mut().for_each(strip),
+                (_, child @ Value::Object(_)) => strip(child),
+                _ => {}
+            }
+        }
+    }
+    let mut root = Value::Object(std::mem::take(&mut schema));
+    strip(&mut root);
+    match root {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    }
+}
+
 fn render(spec: &ToolSpec) -> Tool {
     let m = &spec.meta;
     let mut annotations = ToolAnnotations::default();
@@ -80,6 +106,42 @@ fn render(spec: &ToolSpec) -> Tool {
         Arc::new(published_input_schema(spec)),
     )
     .with_title(m.title)
-    .with_raw_output_schema(Arc::new(spec.result_schema()))
+    .with_raw_output_schema(Arc::new(without_descriptions(spec.result_schema())))
     .with_annotations(annotations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn listed_output_schemas_drop_descriptions_but_keep_every_constraint() {
+        let schema = json!({
+            "type": "object",
+            "description": "root",
+            "properties": {
+                "description": {"type": "string", "description": "a property named description", "maxLength": 3},
+                "items": {"type": "array", "items": {"type": "object", "description": "x",
+                          "properties": {"a": {"anyOf": [{"type": "null", "description": "y"}, {"type": "integer"}]}}}}
+            },
+            "required": ["description"]
+        });
+        let Value::Object(map) = schema else {
+            unreachable!()
+        };
+        let stripped = Value::Object(without_descriptions(map));
+        assert_eq!(
+            stripped,
+            json!({
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string", "maxLength": 3},
+                    "items": {"type": "array", "items": {"type": "object",
+                              "properties": {"a": {"anyOf": [{"type": "null"}, {"type": "integer"}]}}}}
+                },
+                "required": ["description"]
+            })
+        );
+    }
 }

@@ -100,6 +100,7 @@ fn result_schema(output: Value) -> Value {
             "success": { "type": "boolean" },
             "output": output,
             "error": error_schema(),
+            "session_attention": { "$ref": "#/components/schemas/SessionAttention" },
         },
         "required": ["success"],
     })
@@ -229,6 +230,7 @@ pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
             "securitySchemes": { "bearerAuth": { "type": "http", "scheme": "bearer" } },
             "schemas": {
                 "ToolResult": result_schema(json!({})),
+                "SessionAttention": Value::Object(crate::kernel::spec::schema_for::<crate::board::SessionAttention>()),
                 "ErrorBody": {
                     "type": "object",
                     "properties": {

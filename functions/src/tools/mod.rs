@@ -1,13 +1,19 @@
 //! The runtime tools. Adding a tool is one module here plus one line in [`all`].
 
 mod close_session;
+mod complete_session_message;
 mod finish_coding_task;
+mod get_session_assignment;
 mod job_log;
 mod job_status;
 mod list_jobs;
 mod list_projects;
 pub mod list_runners;
+mod list_session_messages;
 mod list_tools;
+mod observe_session_messages;
+mod post_session_message;
+mod resolve_session_message;
 mod run_job;
 mod run_process;
 mod run_script;
@@ -42,5 +48,11 @@ pub fn all() -> Vec<ToolSpec> {
         stop_job::spec(),
         list_jobs::spec(),
         list_runners::spec(),
+        post_session_message::spec(),
+        list_session_messages::spec(),
+        resolve_session_message::spec(),
+        get_session_assignment::spec(),
+        complete_session_message::spec(),
+        observe_session_messages::spec(),
     ]
 }

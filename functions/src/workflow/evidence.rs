@@ -23,13 +23,19 @@ pub struct Evidence {
     pub session: SessionRow,
     /// Retained events, ascending by seq.
     pub events: Vec<EventRow>,
+    /// The message board's counts.
+    pub board: wc_store::board::BoardCounts,
 }
 
 impl Evidence {
     /// Reads the evidence of `id`; the caller has already authorized it.
     pub async fn load(pool: &wc_store::Pool, id: &str) -> Result<Evidence, ToolError> {
         match sessions::snapshot(pool, id).await? {
-            Some((session, events)) => Ok(Evidence { session, events }),
+            Some((session, events, board)) => Ok(Evidence {
+                session,
+                events,
+                board,
+            }),
             None => Err(ToolError::new(
                 ErrorKind::UnknownSessionId,
                 "the session no longer exists",
@@ -107,7 +113,11 @@ impl Evidence {
             validation,
             recent_files: &recent_files,
             jobs: JobCounts::default(),
-            collaboration: CollaborationCounts::default(),
+            collaboration: CollaborationCounts {
+                open_questions: self.board.open_questions.max(0) as u64,
+                open_todos: self.board.open_todos.max(0) as u64,
+                unresolved_ack_required: self.board.open_ack_required.max(0) as u64,
+            },
             open_risks: 0,
             attempt_boundary_evicted: self.boundary_evicted(),
             snapshot_changed,

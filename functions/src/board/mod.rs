@@ -1,0 +1,375 @@
+//! The session message board in the functions: message ids, the token keys, the message and
+//! assignment views the board tools return, the store's refusals as tool errors, ACK
+//! observation and `session_attention` for recorded calls.
+//!
+//! The board itself lives in [`wc_store::board`]; the tools are `post_session_message`,
+//! `list_session_messages`, `resolve_session_message`, `get_session_assignment`,
+//! `complete_session_message` and `observe_session_messages`.
+
+pub mod tokens;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+use schemars::JsonSchema;
+use serde::Serialize;
+use wc_store::board::{self, AssignmentSnapshot, MessageRow, Refusal};
+use wc_store::sessions::SessionRow;
+
+use crate::AppState;
+use crate::kernel::result::{ErrorKind, ToolError};
+use tokens::{SessionBinding, TokenKeys, TokenProblem};
+
+/// Prefix of every session message id.
+pub const MESSAGE_ID_PREFIX: &str = "wc_msg_";
+/// Pattern of a message id in tool schemas.
+pub const MESSAGE_ID_PATTERN: &str = r"^wc_msg_[A-Za-z0-9_-]{22}$";
+/// Longest message body, in Unicode characters.
+pub const MAX_BODY_CHARS: usize = 4000;
+/// Most messages `session_attention` re-projects on one result.
+pub const MAX_ATTENTION_MESSAGES: i64 = 5;
+/// Longest body excerpt in `session_attention`, in characters.
+pub const ATTENTION_EXCERPT_CHARS: usize = 300;
+/// Name of the database-kept secret used when `WC_TOKEN_SECRET` is not configured.
+const SECRET_NAME: &str = "board_tokens";
+
+/// A fresh message id: the prefix and 128 random bits (22 base64url characters).
+pub fn new_message_id() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{MESSAGE_ID_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// The token keys of this deployment: from `WC_TOKEN_SECRET`, else from the secret kept in the
+/// database (generated on first use). Derived once per process: the secret is configuration,
+/// not session state.
+pub async fn keys(state: &AppState) -> Result<&TokenKeys, ToolError> {
+    state
+        .token_keys
+        .get_or_try_init(|| async {
+            if let Some(secret) = &state.config.token_secret {
+                return Ok(TokenKeys::new(secret.expose()));
+            }
+            let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+            let secret = board::server_secret(&client, SECRET_NAME, || {
+                let mut s = vec![0u8; 32];
+                rand::rng().fill_bytes(&mut s);
+                s
+            })
+            .await?;
+            Ok(TokenKeys::new(&secret))
+        })
+        .await
+}
+
+/// What a token is bound to for `session`.
+pub fn binding(session: &SessionRow) -> SessionBinding<'_> {
+    SessionBinding {
+        id: &session.id,
+        generation: session.created_at.timestamp_micros(),
+    }
+}
+
+/// A refusal of the board as a tool error.
+pub fn refused(r: Refusal) -> ToolError {
+    match r {
+        Refusal::SessionNotFound => ToolError::new(
+            ErrorKind::UnknownSessionId,
+            "session_id names no session this caller can use",
+        )
+        .with("field", "session_id"),
+        Refusal::SessionClosed(lifecycle) => ToolError::new(
+            ErrorKind::SessionClosed,
+            format!("the session is {lifecycle}; its board accepts no changes"),
+        )
+        .with("field", "session_id")
+        .with("lifecycle", lifecycle),
+        Refusal::UnknownMessage(field) => unknown_message(field),
+        Refusal::NotATodo(kind) => not_a_todo(&kind),
+        Refusal::BoardFull => ToolError::new(
+            ErrorKind::MessageBoardFull,
+            format!(
+                "the board holds {} open messages and nothing closed can be removed to make room; resolve some first",
+                board::MAX_RETAINED_MESSAGES
+            ),
+        )
+        .with("max_retained_messages", board::MAX_RETAINED_MESSAGES),
+        Refusal::CompletionKeyConflict => ToolError::new(
+            ErrorKind::CompletionKeyConflict,
+            "completion_key was already used for a different completion; use a new key for a new intent",
+        )
+        .with("field", "completion_key"),
+    }
+}
+
+/// `unknown_message` naming the argument.
+pub fn unknown_message(field: &'static str) -> ToolError {
+    ToolError::new(
+        ErrorKind::UnknownMessage,
+        format!("{field} names no message on this session's board"),
+    )
+    .with("field", field)
+}
+
+/// `not_a_todo` for a message of `kind`.
+pub fn not_a_todo(kind: &str) -> ToolError {
+    ToolError::new(
+        ErrorKind::NotATodo,
+        format!("the message is a {kind}; only todos have assignments and completions"),
+    )
+    .with("field", "message_id")
+    .with("message_kind", kind.to_owned())
+}
+
+/// A refused observation token or fence as a tool error.
+pub fn bad_token(kind: ErrorKind, field: &'static str, problem: TokenProblem) -> ToolError {
+    let what = match problem {
+        TokenProblem::Oversized => "is longer than any token this server issues",
+        TokenProblem::Malformed => "is not one this server issued (malformed or altered)",
+        TokenProblem::WrongSession => "was issued for another session",
+        TokenProblem::WrongGeneration => "was issued for an earlier incarnation of this session",
+        TokenProblem::FutureRevision => "claims a revision this session has not reached",
+        TokenProblem::WrongMessage => "was issued for another message",
+    };
+    ToolError::new(kind, format!("{field} {what}"))
+        .with("field", field)
+        .with("reason", problem.as_str())
+}
+
+/// A message as the board tools return it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MessageView {
+    /// `wc_msg_…`.
+    pub message_id: String,
+    /// Position in the session's posting order (1, 2, …).
+    pub number: i64,
+    /// `note`, `question`, `todo` or `answer`.
+    pub kind: String,
+    /// `low`, `normal` or `high`.
+    pub priority: String,
+    /// Whether recorded calls re-project it until it is acknowledged or resolved.
+    pub ack_required: bool,
+    /// The message it replies to.
+    pub reply_to: Option<String>,
+    /// `open`, `resolved` or `completed`.
+    pub status: String,
+    /// The body (secrets redacted before storage).
+    pub body: String,
+    /// Whether redaction changed the body.
+    pub body_redacted: bool,
+    /// The recording session that posted it; absent when the post was not recorded.
+    pub author_session_id: Option<String>,
+    /// When an ACK of it was first observed (bookkeeping only: not a read receipt).
+    pub first_ack_observed_at: Option<DateTime<Utc>>,
+    /// Todos: the answer that completed it.
+    pub answer_message_id: Option<String>,
+    /// Todos: direct replies posted to it.
+    pub reply_count: Option<i32>,
+    /// Posted at.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Resolved or completed at.
+    pub closed_at: Option<DateTime<Utc>>,
+}
+
+impl From<&MessageRow> for MessageView {
+    fn from(m: &MessageRow) -> Self {
+        MessageView {
+            message_id: m.id.clone(),
+            number: m.number,
+            kind: m.kind.clone(),
+            priority: m.priority.clone(),
+            ack_required: m.ack_required,
+            reply_to: m.reply_to.clone(),
+            status: m.status.clone(),
+            body: m.body.clone(),
+            body_redacted: m.body_redacted,
+            author_session_id: m.author_session_id.clone(),
+            first_ack_observed_at: m.first_ack_observed_at,
+            answer_message_id: m.answer_message_id.clone(),
+            reply_count: (m.kind == "todo").then_some(m.reply_count),
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+            closed_at: m.closed_at,
+        }
+    }
+}
+
+/// One assignment: a todo and its retained direct replies, as of one snapshot.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AssignmentView {
+    /// The todo.
+    pub todo: MessageView,
+    /// Its direct replies in posting order (at most 50).
+    pub replies: Vec<MessageView>,
+    /// Direct replies ever posted to the todo.
+    pub replies_total: i64,
+    /// Whether some replies are not shown (more than 50, or removed by retention).
+    pub replies_truncated: bool,
+    /// Whether a completion can be proven against this snapshot.
+    pub completable: bool,
+    /// Why not, when it cannot: `todo_completed`, `todo_resolved`, `replies_lost_to_retention`
+    /// or `too_many_replies`.
+    pub non_completable_reason: Option<String>,
+}
+
+/// The assignment view of a snapshot and, when it is completable, its fence.
+pub fn assignment_view(
+    keys: &TokenKeys,
+    snapshot: &AssignmentSnapshot,
+) -> (AssignmentView, Option<String>) {
+    let todo = &snapshot.todo;
+    let oversized = snapshot.replies.len() as i64 > board::MAX_ASSIGNMENT_REPLIES
+        || i64::from(todo.reply_count) > board::MAX_ASSIGNMENT_REPLIES;
+    let reason = match () {
+        _ if todo.status == "completed" => Some("todo_completed"),
+        _ if todo.status == "resolved" => Some("todo_resolved"),
+        _ if todo.replies_pruned => Some("replies_lost_to_retention"),
+        _ if oversized => Some("too_many_replies"),
+        _ => None,
+    };
+    let replies: Vec<MessageView> = snapshot
+        .replies
+        .iter()
+        .take(board::MAX_ASSIGNMENT_REPLIES as usize)
+        .map(MessageView::from)
+        .collect();
+    let fence = reason.is_none().then(|| {
+        keys.fence(
+            binding(&snapshot.session),
+            &todo.id,
+            todo.assignment_revision,
+        )
+    });
+    (
+        AssignmentView {
+            todo: MessageView::from(todo),
+            replies_truncated: todo.replies_pruned || oversized,
+            replies_total: i64::from(todo.reply_count),
+            replies,
+            completable: reason.is_none(),
+            non_completable_reason: reason.map(str::to_owned),
+        },
+        fence,
+    )
+}
+
+/// The ACK-required open messages re-projected on a recorded call's result.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SessionAttention {
+    /// The recording session they belong to.
+    pub session_id: String,
+    /// The oldest ones first, at most 5, bodies cut to 300 characters.
+    pub messages: Vec<AttentionMessage>,
+    /// How many there are (not counting those this request acknowledged).
+    pub total: i64,
+    /// Whether some are not shown.
+    pub truncated: bool,
+    /// Ids this request acknowledged whose first ACK it was.
+    pub ack_observed: Vec<String>,
+}
+
+/// One re-projected message.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AttentionMessage {
+    /// `wc_msg_…`; echo it in `ack_session_message_ids` to acknowledge it.
+    pub message_id: String,
+    /// Kind.
+    pub kind: String,
+    /// Priority.
+    pub priority: String,
+    /// Body excerpt.
+    pub body: String,
+    /// Whether the excerpt is shorter than the body.
+    pub body_truncated: bool,
+    /// Author session, if recorded.
+    pub author_session_id: Option<String>,
+}
+
+impl From<&MessageRow> for AttentionMessage {
+    fn from(m: &MessageRow) -> Self {
+        let truncated = m.body.chars().count() > ATTENTION_EXCERPT_CHARS;
+        AttentionMessage {
+            message_id: m.id.clone(),
+            kind: m.kind.clone(),
+            priority: m.priority.clone(),
+            body: if truncated {
+                m.body.chars().take(ATTENTION_EXCERPT_CHARS).collect()
+            } else {
+                m.body.clone()
+            },
+            body_truncated: truncated,
+            author_session_id: m.author_session_id.clone(),
+        }
+    }
+}
+
+/// ACK bookkeeping and the `session_attention` projection of a call recorded in `recorder`:
+/// records the first observed ACK of each open ACK-required message `acks` names, then lists
+/// the recorder's open ACK-required messages this request did not acknowledge. Never changes
+/// the tool's result otherwise: a failure is logged and projects nothing.
+pub async fn project_attention(
+    state: &AppState,
+    recorder: &SessionRow,
+    acks: &[String],
+    invocation_id: uuid::Uuid,
+    tool: &str,
+) -> Option<serde_json::Value> {
+    let actor = board::Actor {
+        invocation_id,
+        tool_name: tool,
+    };
+    let ack_observed = match board::observe_acks(&state.pool, &recorder.id, acks, actor).await {
+        Ok(Ok(ids)) => ids,
+        // The session closed meanwhile: nothing to acknowledge in it.
+        Ok(Err(_)) => Vec::new(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not record ACKs");
+            Vec::new()
+        }
+    };
+    if recorder.open_ack_required == 0 && ack_observed.is_empty() {
+        return None;
+    }
+    let client = match state.pool.get().await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read session attention");
+            return None;
+        }
+    };
+    match board::attention(&client, &recorder.id, acks, MAX_ATTENTION_MESSAGES).await {
+        Ok((messages, total)) if total > 0 || !ack_observed.is_empty() => {
+            let attention = SessionAttention {
+                session_id: recorder.id.clone(),
+                truncated: (messages.len() as i64) < total,
+                messages: messages.iter().map(AttentionMessage::from).collect(),
+                total,
+                ack_observed,
+            };
+            serde_json::to_value(attention).ok()
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read session attention");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_ids_are_unguessable_and_match_their_pattern() {
+        let re = regex::Regex::new(MESSAGE_ID_PATTERN).unwrap();
+        let a = new_message_id();
+        let b = new_message_id();
+        assert_ne!(a, b);
+        assert!(re.is_match(&a), "{a}");
+        assert_eq!(a.len(), MESSAGE_ID_PREFIX.len() + 22);
+    }
+}

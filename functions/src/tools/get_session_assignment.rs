@@ -1,0 +1,80 @@
+//! `get_session_assignment`: one consistent snapshot of a todo and its retained direct replies,
+//! with the assignment fence a completion must present.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wc_store::board;
+
+use crate::auth::Scope;
+use crate::board::{self as b, AssignmentView};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+
+/// Arguments of `get_session_assignment`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The coordinator's session that holds the todo.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// The todo.
+    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
+    pub message_id: String,
+}
+
+/// Output of `get_session_assignment`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// The todo and its direct replies.
+    pub assignment: AssignmentView,
+    /// Opaque fence of this snapshot; pass it as `expected_assignment_fence` to
+    /// `complete_session_message`. Null when the todo cannot be completed.
+    pub assignment_fence: Option<String>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "get_session_assignment",
+            title: "Get session assignment",
+            description: "Read one todo of a Workflow Session's board with its direct replies in one consistent snapshot, and the assignment_fence that complete_session_message requires.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Reads)
+}
+
+/// The current assignment of `todo_id` and its fence.
+pub async fn current(
+    ctx: &ToolContext,
+    session_id: &str,
+    todo_id: &str,
+) -> Result<(AssignmentView, Option<String>), ToolError> {
+    let keys = b::keys(&ctx.state).await?;
+    let snapshot = board::assignment(&ctx.state.pool, session_id, todo_id)
+        .await?
+        .ok_or_else(|| b::unknown_message("message_id"))?;
+    if snapshot.todo.kind != "todo" {
+        return Err(b::not_a_todo(&snapshot.todo.kind));
+    }
+    Ok(b::assignment_view(keys, &snapshot))
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    let (assignment, assignment_fence) = current(&ctx, &session.id, &args.message_id).await?;
+    Ok(Output {
+        session_id: session.id.clone(),
+        assignment,
+        assignment_fence,
+    })
+}

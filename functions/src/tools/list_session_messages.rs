@@ -1,0 +1,151 @@
+//! `list_session_messages`: a bounded, filtered view of a session's message board.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wc_store::board::{self, ListFilter};
+
+use crate::auth::Scope;
+use crate::board::MessageView;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+
+/// Statuses to filter on.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Open.
+    Open,
+    /// Resolved.
+    Resolved,
+    /// Completed (todos).
+    Completed,
+}
+
+/// Kinds to filter on.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KindFilter {
+    /// Notes.
+    Note,
+    /// Questions.
+    Question,
+    /// Todos.
+    Todo,
+    /// Answers.
+    Answer,
+}
+
+/// Arguments of `list_session_messages`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// Only messages with this status.
+    pub status: Option<Status>,
+    /// Only messages of this kind.
+    pub kind: Option<KindFilter>,
+    /// Only direct replies of this message.
+    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
+    pub reply_to: Option<String>,
+    /// Newest messages to return (default 50, at most 200).
+    #[schemars(range(min = 1, max = 200))]
+    pub limit: Option<u32>,
+}
+
+/// Output of `list_session_messages`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// Matching retained messages, newest first.
+    pub messages: Vec<MessageView>,
+    /// How many were returned.
+    pub returned: usize,
+    /// How many retained messages match.
+    pub total: i64,
+    /// Whether some matching messages are not shown.
+    pub truncated: bool,
+    /// Counts of the whole retained board.
+    pub counts: Counts,
+    /// Messages retained per session at most.
+    pub retained_limit: i32,
+}
+
+/// Counts of a retained board.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Counts {
+    /// Retained messages.
+    pub retained: i64,
+    /// Open ones.
+    pub open: i64,
+    /// Open questions.
+    pub open_questions: i64,
+    /// Open todos.
+    pub open_todos: i64,
+    /// Open messages that require an ACK.
+    pub open_ack_required: i64,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "list_session_messages",
+            title: "List session messages",
+            description: "List a Workflow Session's message board, newest first (50 by default, at most 200), filtered by status, kind or reply_to, with the board's counts.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Reads)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    let filter = ListFilter {
+        status: args.status.map(|s| {
+            match s {
+                Status::Open => "open",
+                Status::Resolved => "resolved",
+                Status::Completed => "completed",
+            }
+            .to_owned()
+        }),
+        kind: args.kind.map(|k| {
+            match k {
+                KindFilter::Note => "note",
+                KindFilter::Question => "question",
+                KindFilter::Todo => "todo",
+                KindFilter::Answer => "answer",
+            }
+            .to_owned()
+        }),
+        reply_to: args.reply_to,
+    };
+    let limit = i64::from(args.limit.unwrap_or(50).clamp(1, 200));
+    let (messages, total, counts) =
+        board::list(&ctx.state.pool, &session.id, &filter, limit).await?;
+    let messages: Vec<MessageView> = messages.iter().map(MessageView::from).collect();
+    Ok(Output {
+        session_id: session.id.clone(),
+        returned: messages.len(),
+        truncated: (messages.len() as i64) < total,
+        messages,
+        total,
+        counts: Counts {
+            retained: counts.retained,
+            open: counts.open,
+            open_questions: counts.open_questions,
+            open_todos: counts.open_todos,
+            open_ack_required: counts.open_ack_required,
+        },
+        retained_limit: board::MAX_RETAINED_MESSAGES,
+    })
+}

@@ -1,0 +1,172 @@
+//! `post_session_message`: post a note, question, todo or answer to a session's message board.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wc_store::board::{self, Actor, NewMessage};
+
+use crate::auth::Scope;
+use crate::board::{self as b, MessageView};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::{ErrorKind, ToolError};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::redaction::redact;
+
+/// Kinds of message.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Information.
+    Note,
+    /// A question for another window.
+    Question,
+    /// Work to be done: workers take it with `get_session_assignment` and finish it with
+    /// `complete_session_message`.
+    Todo,
+    /// A reply (needs `reply_to`).
+    Answer,
+}
+
+impl Kind {
+    /// Wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Note => "note",
+            Kind::Question => "question",
+            Kind::Todo => "todo",
+            Kind::Answer => "answer",
+        }
+    }
+}
+
+/// Priorities.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    /// Low.
+    Low,
+    /// Normal (the default).
+    Normal,
+    /// High.
+    High,
+}
+
+impl Priority {
+    /// Wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+        }
+    }
+}
+
+fn answer_needs_reply_to(schema: &mut schemars::Schema) {
+    schema.insert(
+        "if".into(),
+        serde_json::json!({"properties": {"kind": {"const": "answer"}}, "required": ["kind"]}),
+    );
+    schema.insert("then".into(), serde_json::json!({"required": ["reply_to"]}));
+}
+
+/// Arguments of `post_session_message`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(transform = answer_needs_reply_to)]
+pub struct Args {
+    /// The session whose board to post to.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// `note`, `question`, `todo` or `answer` (an answer needs `reply_to`).
+    pub kind: Kind,
+    /// The message (1-4,000 characters; secrets are redacted before it is stored).
+    #[schemars(length(min = 1, max = 4000), regex(pattern = r"^[^\u0000]*$"))]
+    pub body: String,
+    /// Keep re-projecting it on calls recorded in this session until it is acknowledged
+    /// (`ack_session_message_ids`) or resolved. Default false.
+    pub ack_required: Option<bool>,
+    /// The message this one replies to (same session).
+    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
+    pub reply_to: Option<String>,
+    /// `low`, `normal` (default) or `high`.
+    pub priority: Option<Priority>,
+}
+
+/// Output of `post_session_message`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// The new message's id.
+    pub message_id: String,
+    /// The message as stored.
+    pub message: MessageView,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "post_session_message",
+            title: "Post session message",
+            description: "Post a note, question, todo or answer to a Workflow Session's message board (bodies up to 4,000 characters, redacted). Pass your own session as recording_session_id to be named as the author.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Changes)
+}
+
+/// A body as stored: redacted, with whether redaction changed it.
+pub fn stored_body(raw: &str) -> Result<(String, bool), ToolError> {
+    if raw.chars().count() > b::MAX_BODY_CHARS || raw.is_empty() || raw.contains('\0') {
+        return Err(ToolError::new(
+            ErrorKind::InvalidArguments,
+            format!(
+                "a message body is 1-{} characters without NUL",
+                b::MAX_BODY_CHARS
+            ),
+        ));
+    }
+    let redacted = redact(raw);
+    let changed = redacted != raw;
+    Ok((redacted.into_owned(), changed))
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    if args.kind == Kind::Answer && args.reply_to.is_none() {
+        return Err(ToolError::new(
+            ErrorKind::InvalidArguments,
+            "an answer replies to a message: reply_to is required",
+        )
+        .with("field", "reply_to"));
+    }
+    let (body, body_redacted) = stored_body(&args.body)?;
+    let message = NewMessage {
+        id: b::new_message_id(),
+        kind: args.kind.as_str().into(),
+        priority: args.priority.unwrap_or(Priority::Normal).as_str().into(),
+        ack_required: args.ack_required.unwrap_or(false),
+        reply_to: args.reply_to,
+        body,
+        body_redacted,
+        author_session_id: ctx.recorder.as_ref().map(|r| r.id.clone()),
+    };
+    let actor = Actor {
+        invocation_id: ctx.invocation_id,
+        tool_name: "post_session_message",
+    };
+    let posted = board::post(&ctx.state.pool, &session.id, &message, actor)
+        .await?
+        .map_err(b::refused)?;
+    Ok(Output {
+        session_id: session.id.clone(),
+        message_id: posted.message.id.clone(),
+        message: MessageView::from(&posted.message),
+    })
+}

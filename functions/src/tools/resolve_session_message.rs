@@ -1,0 +1,75 @@
+//! `resolve_session_message`: mark a message processed. The durable processed-state
+//! transition of the board; resolving an already closed message changes nothing.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wc_store::board::{self, Actor};
+
+use crate::auth::Scope;
+use crate::board::{self as b, MessageView};
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+
+/// Arguments of `resolve_session_message`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
+    pub session_id: String,
+    /// The message.
+    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
+    pub message_id: String,
+}
+
+/// Output of `resolve_session_message`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The session.
+    pub session_id: String,
+    /// The message.
+    pub message_id: String,
+    /// Its status now (`resolved`, or `completed` for a completed todo).
+    pub status: String,
+    /// Whether this call changed it (false: it was already closed).
+    pub state_changed: bool,
+    /// The message now.
+    pub message: MessageView,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "resolve_session_message",
+            title: "Resolve session message",
+            description: "Mark a message on a Workflow Session's board as processed (resolved). Resolving a closed message changes nothing. A resolved todo can no longer be completed.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Changes)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    let actor = Actor {
+        invocation_id: ctx.invocation_id,
+        tool_name: "resolve_session_message",
+    };
+    let resolved = board::resolve(&ctx.state.pool, &session.id, &args.message_id, actor)
+        .await?
+        .map_err(b::refused)?;
+    Ok(Output {
+        session_id: session.id.clone(),
+        message_id: resolved.message.id.clone(),
+        status: resolved.message.status.clone(),
+        state_changed: resolved.changed,
+        message: MessageView::from(&resolved.message),
+    })
+}

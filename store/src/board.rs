@@ -1,0 +1,1059 @@
+//! The session message board: `session_messages` rows and the board state on the session row.
+//!
+//! Every change is one transaction that first locks the session row (`FOR UPDATE`: all board
+//! changes of one session are serialized on it), then changes message rows under their own
+//! version guards, and finally writes the session row with its ledger evidence through
+//! [`sessions::write_back`]. The session's `message_observation_revision` is bumped once per
+//! observable message change and stamped on the changed message, so every retained message has
+//! a distinct revision and an observer can page through changes in revision order.
+//!
+//! Retention keeps at most [`MAX_RETAINED_MESSAGES`] messages per session. To make room it
+//! removes the oldest *closed* messages (resolved or completed), never an open one: when every
+//! retained message is open the board is full and the post is refused. The newest revision of
+//! a removed message becomes the session's history low-watermark.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Pool, Transaction};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::StoreError;
+use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
+
+/// Messages retained per session.
+pub const MAX_RETAINED_MESSAGES: i32 = 500;
+/// Direct replies an assignment shows; a todo with more is not completable.
+pub const MAX_ASSIGNMENT_REPLIES: i64 = 50;
+/// `NOTIFY` channel carrying the id of a session whose board changed.
+pub const CHANNEL_BOARD: &str = "wc_board";
+
+/// One stored message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageRow {
+    /// `wc_msg_…`.
+    pub id: String,
+    /// Owning session.
+    pub session_id: String,
+    /// Posting order within the session (1, 2, …).
+    pub number: i64,
+    /// `note`, `question`, `todo` or `answer`.
+    pub kind: String,
+    /// `low`, `normal` or `high`.
+    pub priority: String,
+    /// Whether recorded calls keep re-projecting it until it is acknowledged or resolved.
+    pub ack_required: bool,
+    /// The message it replies to.
+    pub reply_to: Option<String>,
+    /// `open`, `resolved` or `completed`.
+    pub status: String,
+    /// Redacted body.
+    pub body: String,
+    /// Whether redaction changed the body.
+    pub body_redacted: bool,
+    /// The authorized recording session that posted it, if any.
+    pub author_session_id: Option<String>,
+    /// Revision of its latest observable change.
+    pub observation_revision: i64,
+    /// Todos: revision of the assignment-local state.
+    pub assignment_revision: i64,
+    /// Todos: direct replies ever posted.
+    pub reply_count: i32,
+    /// Todos: whether retention removed a direct reply.
+    pub replies_pruned: bool,
+    /// Todos: the answer that completed it.
+    pub answer_message_id: Option<String>,
+    /// First time an ACK of it was observed.
+    pub first_ack_observed_at: Option<DateTime<Utc>>,
+    /// Posted at.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// Resolved or completed at.
+    pub closed_at: Option<DateTime<Utc>>,
+    /// CAS version.
+    pub version: i64,
+}
+
+impl MessageRow {
+    /// Whether it is still open.
+    pub fn is_open(&self) -> bool {
+        self.status == "open"
+    }
+}
+
+const COLUMNS: &str = "id, session_id, number, kind, priority, ack_required, reply_to, status, body, \
+     body_redacted, author_session_id, observation_revision, assignment_revision, reply_count, replies_pruned, \
+     answer_message_id, first_ack_observed_at, created_at, updated_at, closed_at, version";
+
+fn from_row(r: &Row) -> MessageRow {
+    MessageRow {
+        id: r.get("id"),
+        session_id: r.get("session_id"),
+        number: r.get("number"),
+        kind: r.get("kind"),
+        priority: r.get("priority"),
+        ack_required: r.get("ack_required"),
+        reply_to: r.get("reply_to"),
+        status: r.get("status"),
+        body: r.get("body"),
+        body_redacted: r.get("body_redacted"),
+        author_session_id: r.get("author_session_id"),
+        observation_revision: r.get("observation_revision"),
+        assignment_revision: r.get("assignment_revision"),
+        reply_count: r.get("reply_count"),
+        replies_pruned: r.get("replies_pruned"),
+        answer_message_id: r.get("answer_message_id"),
+        first_ack_observed_at: r.get("first_ack_observed_at"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
+        closed_at: r.get("closed_at"),
+        version: r.get("version"),
+    }
+}
+
+/// A message to post (already validated and redacted).
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    /// Fresh `wc_msg_…` id.
+    pub id: String,
+    /// Kind.
+    pub kind: String,
+    /// Priority.
+    pub priority: String,
+    /// ACK required.
+    pub ack_required: bool,
+    /// Parent message.
+    pub reply_to: Option<String>,
+    /// Redacted body.
+    pub body: String,
+    /// Whether redaction changed it.
+    pub body_redacted: bool,
+    /// Authorized recording session.
+    pub author_session_id: Option<String>,
+}
+
+/// Who is changing the board, for the ledger evidence.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    /// The kernel invocation.
+    pub invocation_id: Uuid,
+    /// The tool.
+    pub tool_name: &'a str,
+}
+
+impl Actor<'_> {
+    fn event(&self, kind: &str, payload: Value) -> NewEvent {
+        NewEvent {
+            kind: kind.into(),
+            call_id: Uuid::now_v7(),
+            invocation_id: self.invocation_id,
+            role: "business",
+            tool_name: Some(self.tool_name.to_owned()),
+            payload,
+        }
+    }
+}
+
+/// Why a board change did not happen. Nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No session has this id.
+    SessionNotFound,
+    /// The session is finished or closed (its lifecycle).
+    SessionClosed(String),
+    /// The named message is not on this session's board (field name).
+    UnknownMessage(&'static str),
+    /// The message is not a todo (its kind).
+    NotATodo(String),
+    /// Every retained message is open; nothing can be removed to make room.
+    BoardFull,
+    /// The completion key was used for a different completion.
+    CompletionKeyConflict,
+}
+
+/// What a board change returned, or why it was refused.
+pub type Outcome<T> = Result<T, Refusal>;
+
+async fn lock_session(tx: &Transaction<'_>, id: &str) -> Result<Option<SessionRow>, StoreError> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
+            sessions::COLUMNS
+        ))
+        .await?;
+    Ok(tx
+        .query_opt(&stmt, &[&id])
+        .await?
+        .as_ref()
+        .map(sessions::from_row))
+}
+
+async fn lock_message(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    id: &str,
+) -> Result<Option<MessageRow>, StoreError> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM session_messages WHERE id = $1 AND session_id = $2 FOR UPDATE"
+        ))
+        .await?;
+    Ok(tx
+        .query_opt(&stmt, &[&id, &session_id])
+        .await?
+        .as_ref()
+        .map(from_row))
+}
+
+/// One attempt of a board change, given the transaction and the locked, active session row.
+type BoardStep<'t, T> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Step<Outcome<T>>, StoreError>> + Send + 't>,
+>;
+
+/// Runs one board change: a CAS transaction whose step first locks the session row. The step
+/// returns `Done(Ok(value))` to commit, `Done(Err(refusal))` to refuse; a refusal wrote
+/// nothing (the step refuses before its first write).
+async fn change<T, F>(pool: &Pool, session_id: &str, step: F) -> Result<Outcome<T>, StoreError>
+where
+    T: Send + 'static,
+    F: for<'t> Fn(&'t Transaction<'t>, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
+{
+    let step = std::sync::Arc::new(step);
+    let outcome = compare_and_swap(pool, &CasPolicy::default(), |tx| {
+        let id = session_id.to_owned();
+        let step = step.clone();
+        Box::pin(async move {
+            let Some(session) = lock_session(tx, &id).await? else {
+                return Ok(Step::Done(Err(Refusal::SessionNotFound)));
+            };
+            if !session.is_active() {
+                return Ok(Step::Done(Err(Refusal::SessionClosed(session.lifecycle))));
+            }
+            step(tx, session).await
+        })
+    })
+    .await?;
+    match outcome {
+        CasOutcome::Applied { value, .. } => Ok(value),
+        // The session row is locked for the whole step, so its version guard cannot lose;
+        // a conflict here means a message row changed under a writer that did not lock the
+        // session, which no code path does.
+        CasOutcome::Conflict { attempts } => Err(StoreError::CorruptRow {
+            table: "session_messages",
+            detail: format!("board change kept conflicting after {attempts} attempts"),
+        }),
+    }
+}
+
+/// Room for one more message: removes the oldest closed message (preferring ones that are not
+/// direct replies of an open todo, and never `keep`) when the board is at its bound. Returns
+/// the session change for what was removed, or `None` when nothing could be removed.
+async fn make_room(
+    tx: &Transaction<'_>,
+    session: &SessionRow,
+    keep: Option<&str>,
+) -> Result<Option<SessionChange>, StoreError> {
+    if session.messages_retained < MAX_RETAINED_MESSAGES {
+        return Ok(Some(SessionChange::default()));
+    }
+    let victim = tx
+        .query_opt(
+            "SELECT m.id, m.observation_revision, m.reply_to FROM session_messages m \
+             WHERE m.session_id = $1 AND m.status <> 'open' AND m.id IS DISTINCT FROM $2 \
+             ORDER BY EXISTS (SELECT 1 FROM session_messages p WHERE p.id = m.reply_to \
+                              AND p.session_id = m.session_id AND p.kind = 'todo' AND p.status = 'open'), \
+                      m.number \
+             LIMIT 1 FOR UPDATE OF m",
+            &[&session.id, &keep],
+        )
+        .await?;
+    let Some(victim) = victim else {
+        return Ok(None);
+    };
+    let victim_id: String = victim.get(0);
+    let revision: i64 = victim.get(1);
+    let parent: Option<String> = victim.get(2);
+    tx.execute("DELETE FROM session_messages WHERE id = $1", &[&victim_id])
+        .await?;
+    if let Some(parent) = parent {
+        // A todo that lost a direct reply can no longer prove its assignment.
+        tx.execute(
+            "UPDATE session_messages SET replies_pruned = true, assignment_revision = assignment_revision + 1, \
+             version = version + 1 WHERE id = $1 AND session_id = $2 AND kind = 'todo'",
+            &[&parent, &session.id],
+        )
+        .await?;
+    }
+    Ok(Some(SessionChange {
+        messages_retained_delta: -1,
+        message_history_lost_through: Some(revision),
+        ..Default::default()
+    }))
+}
+
+async fn insert(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    number: i64,
+    revision: i64,
+    m: &NewMessage,
+) -> Result<MessageRow, StoreError> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, reply_to, \
+               status, body, body_redacted, author_session_id, observation_revision) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, $10, $11) RETURNING {COLUMNS}"
+        ))
+        .await?;
+    let row = tx
+        .query_one(
+            &stmt,
+            &[
+                &m.id,
+                &session_id,
+                &number,
+                &m.kind,
+                &m.priority,
+                &m.ack_required,
+                &m.reply_to,
+                &m.body,
+                &m.body_redacted,
+                &m.author_session_id,
+                &revision,
+            ],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+async fn notify(tx: &Transaction<'_>, session_id: &str) -> Result<(), StoreError> {
+    let stmt = tx
+        .prepare_cached("SELECT pg_notify('wc_board', $1::text)")
+        .await?;
+    tx.execute(&stmt, &[&session_id]).await?;
+    Ok(())
+}
+
+/// Bumps a todo's assignment revision because one of its direct replies changed.
+async fn touch_parent_assignment(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    parent: &str,
+    new_reply: bool,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE session_messages SET assignment_revision = assignment_revision + 1, \
+         reply_count = reply_count + $3, version = version + 1, updated_at = now() \
+         WHERE id = $1 AND session_id = $2 AND kind = 'todo'",
+        &[&parent, &session_id, &i32::from(new_reply)],
+    )
+    .await?;
+    Ok(())
+}
+
+fn merge(a: SessionChange, b: SessionChange) -> SessionChange {
+    SessionChange {
+        message_revision_bump: a.message_revision_bump + b.message_revision_bump,
+        messages_posted_bump: a.messages_posted_bump + b.messages_posted_bump,
+        messages_retained_delta: a.messages_retained_delta + b.messages_retained_delta,
+        open_ack_required_delta: a.open_ack_required_delta + b.open_ack_required_delta,
+        message_history_lost_through: a
+            .message_history_lost_through
+            .max(b.message_history_lost_through),
+        ..a
+    }
+}
+
+async fn finish(
+    tx: &Transaction<'_>,
+    session: &SessionRow,
+    change: SessionChange,
+    events: Vec<NewEvent>,
+) -> Result<Option<SessionRow>, StoreError> {
+    let written = sessions::write_back(tx, session, &change, &events).await?;
+    if written.is_some() && change.message_revision_bump > 0 {
+        notify(tx, &session.id).await?;
+    }
+    Ok(written)
+}
+
+/// A post that landed.
+#[derive(Debug, Clone)]
+pub struct Posted {
+    /// The message as stored.
+    pub message: MessageRow,
+    /// The session after the post.
+    pub session: SessionRow,
+}
+
+/// Posts `message` to the board of `session_id`.
+pub async fn post(
+    pool: &Pool,
+    session_id: &str,
+    message: &NewMessage,
+    actor: Actor<'_>,
+) -> Result<Outcome<Posted>, StoreError> {
+    let tool = actor.tool_name.to_owned();
+    let invocation_id = actor.invocation_id;
+    let message = message.clone();
+    change(
+        pool,
+        session_id,
+        move |tx, session| -> BoardStep<'_, Posted> {
+            let tool = tool.clone();
+            let message = message.clone();
+            Box::pin(async move {
+                let actor = Actor {
+                    invocation_id,
+                    tool_name: &tool,
+                };
+                // Every refusal comes before the first write: a refusal commits nothing.
+                let parent = match &message.reply_to {
+                    None => None,
+                    Some(id) => match lock_message(tx, &session.id, id).await? {
+                        Some(parent) => Some(parent),
+                        None => return Ok(Step::Done(Err(Refusal::UnknownMessage("reply_to")))),
+                    },
+                };
+                let Some(room) = make_room(tx, &session, message.reply_to.as_deref()).await? else {
+                    return Ok(Step::Done(Err(Refusal::BoardFull)));
+                };
+                if let Some(parent) = parent.filter(|p| p.kind == "todo") {
+                    touch_parent_assignment(tx, &session.id, &parent.id, true).await?;
+                }
+                let number = session.messages_posted + 1;
+                let revision = session.message_observation_revision + 1;
+                let stored = insert(tx, &session.id, number, revision, &message).await?;
+                let change = merge(
+                    room,
+                    SessionChange {
+                        message_revision_bump: 1,
+                        messages_posted_bump: 1,
+                        messages_retained_delta: 1,
+                        open_ack_required_delta: i32::from(message.ack_required),
+                        ..Default::default()
+                    },
+                );
+                let event = actor.event(
+                    "message_posted",
+                    json!({
+                        "message_id": stored.id,
+                        "number": stored.number,
+                        "kind": stored.kind,
+                        "priority": stored.priority,
+                        "ack_required": stored.ack_required,
+                        "reply_to": stored.reply_to,
+                        "author_session_id": stored.author_session_id,
+                        "body_chars": stored.body.chars().count(),
+                    }),
+                );
+                match finish(tx, &session, change, vec![event]).await? {
+                    Some(session) => Ok(Step::Done(Ok(Posted {
+                        message: stored,
+                        session,
+                    }))),
+                    None => Ok(Step::Stale),
+                }
+            })
+        },
+    )
+    .await
+}
+
+/// The result of a resolve.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The message after the call.
+    pub message: MessageRow,
+    /// Whether this call changed it (false: it was already resolved or completed).
+    pub changed: bool,
+}
+
+/// Marks an open message resolved; an already closed message is left as it is.
+pub async fn resolve(
+    pool: &Pool,
+    session_id: &str,
+    message_id: &str,
+    actor: Actor<'_>,
+) -> Result<Outcome<Resolved>, StoreError> {
+    let tool = actor.tool_name.to_owned();
+    let invocation_id = actor.invocation_id;
+    let message_id = message_id.to_owned();
+    change(pool, session_id, move |tx, session| -> BoardStep<'_, Resolved> {
+        let tool = tool.clone();
+        let message_id = message_id.clone();
+        Box::pin(async move {
+            let actor = Actor {
+                invocation_id,
+                tool_name: &tool,
+            };
+            let Some(message) = lock_message(tx, &session.id, &message_id).await? else {
+                return Ok(Step::Done(Err(Refusal::UnknownMessage("message_id"))));
+            };
+            if !message.is_open() {
+                return Ok(Step::Done(Ok(Resolved {
+                    message,
+                    changed: false,
+                })));
+            }
+            let revision = session.message_observation_revision + 1;
+            let row = tx
+                .query_opt(
+                    &format!(
+                        "UPDATE session_messages SET status = 'resolved', observation_revision = $3, \
+                         assignment_revision = assignment_revision + CASE WHEN kind = 'todo' THEN 1 ELSE 0 END, \
+                         closed_at = now(), updated_at = now(), version = version + 1 \
+                         WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
+                    ),
+                    &[&message.id, &message.version, &revision],
+                )
+                .await?;
+            let Some(row) = row else {
+                return Ok(Step::Stale);
+            };
+            let updated = from_row(&row);
+            if let Some(parent) = &message.reply_to {
+                touch_parent_assignment(tx, &session.id, parent, false).await?;
+            }
+            let change = SessionChange {
+                message_revision_bump: 1,
+                open_ack_required_delta: -i32::from(message.ack_required),
+                ..Default::default()
+            };
+            let event = actor.event(
+                "message_resolved",
+                json!({ "message_id": message.id, "kind": message.kind }),
+            );
+            match finish(tx, &session, change, vec![event]).await? {
+                Some(_) => Ok(Step::Done(Ok(Resolved {
+                    message: updated,
+                    changed: true,
+                }))),
+                None => Ok(Step::Stale),
+            }
+        })
+    })
+    .await
+}
+
+/// What a completion asks for.
+#[derive(Debug, Clone)]
+pub struct CompletionRequest {
+    /// The todo.
+    pub todo_id: String,
+    /// Assignment revision the caller's fence proves.
+    pub expected_assignment_revision: i64,
+    /// The caller's idempotency key.
+    pub completion_key: String,
+    /// Digest of everything the completion asks for (todo, answer).
+    pub fingerprint: String,
+    /// The answer to post.
+    pub answer: NewMessage,
+}
+
+/// The durable result of an accepted completion; a replay returns exactly this again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The todo.
+    pub message_id: String,
+    /// The answer posted with it.
+    pub answer_message_id: String,
+    /// The todo's status afterwards (`completed`).
+    pub status: String,
+    /// The observation revision of the change.
+    pub observation_revision: i64,
+    /// When it was accepted.
+    pub completed_at: DateTime<Utc>,
+}
+
+/// What a completion did.
+#[derive(Debug, Clone)]
+pub enum Completed {
+    /// This call completed the todo.
+    Applied(Completion),
+    /// The same key and request were accepted before; nothing new happened.
+    Replayed(Completion),
+    /// The fence no longer matches the todo (or it is no longer completable): nothing
+    /// changed. The todo as it is now.
+    Stale(Box<MessageRow>),
+}
+
+/// Completes a todo if the caller's fence still matches, idempotently per completion key.
+pub async fn complete(
+    pool: &Pool,
+    session_id: &str,
+    request: &CompletionRequest,
+    actor: Actor<'_>,
+) -> Result<Outcome<Completed>, StoreError> {
+    let tool = actor.tool_name.to_owned();
+    let invocation_id = actor.invocation_id;
+    let request = request.clone();
+    change(pool, session_id, move |tx, session| -> BoardStep<'_, Completed> {
+        let tool = tool.clone();
+        let request = request.clone();
+        Box::pin(async move {
+            let actor = Actor {
+                invocation_id,
+                tool_name: &tool,
+            };
+            // The key first: a replay must answer the same whatever happened since.
+            let earlier = tx
+                .query_opt(
+                    "SELECT fingerprint, result FROM session_completions \
+                     WHERE session_id = $1 AND completion_key = $2",
+                    &[&session.id, &request.completion_key],
+                )
+                .await?;
+            if let Some(earlier) = earlier {
+                let fingerprint: String = earlier.get(0);
+                if fingerprint != request.fingerprint {
+                    return Ok(Step::Done(Err(Refusal::CompletionKeyConflict)));
+                }
+                let result: Value = earlier.get(1);
+                let completion: Completion =
+                    serde_json::from_value(result).map_err(|e| StoreError::CorruptRow {
+                        table: "session_completions",
+                        detail: e.to_string(),
+                    })?;
+                return Ok(Step::Done(Ok(Completed::Replayed(completion))));
+            }
+            let Some(todo) = lock_message(tx, &session.id, &request.todo_id).await? else {
+                return Ok(Step::Done(Err(Refusal::UnknownMessage("message_id"))));
+            };
+            if todo.kind != "todo" {
+                return Ok(Step::Done(Err(Refusal::NotATodo(todo.kind))));
+            }
+            if !todo.is_open()
+                || todo.assignment_revision != request.expected_assignment_revision
+                || !completable(&todo)
+            {
+                return Ok(Step::Done(Ok(Completed::Stale(Box::new(todo)))));
+            }
+            let Some(room) = make_room(tx, &session, Some(&todo.id)).await? else {
+                return Ok(Step::Done(Err(Refusal::BoardFull)));
+            };
+            let todo_revision = session.message_observation_revision + 1;
+            let answer_revision = todo_revision + 1;
+            let answer = insert(
+                tx,
+                &session.id,
+                session.messages_posted + 1,
+                answer_revision,
+                &request.answer,
+            )
+            .await?;
+            let updated = tx
+                .query_opt(
+                    "UPDATE session_messages SET status = 'completed', observation_revision = $3, \
+                     assignment_revision = assignment_revision + 1, reply_count = reply_count + 1, \
+                     answer_message_id = $4, closed_at = now(), updated_at = now(), version = version + 1 \
+                     WHERE id = $1 AND version = $2 RETURNING closed_at",
+                    &[&todo.id, &todo.version, &todo_revision, &answer.id],
+                )
+                .await?;
+            let Some(updated) = updated else {
+                return Ok(Step::Stale);
+            };
+            let completion = Completion {
+                message_id: todo.id.clone(),
+                answer_message_id: answer.id.clone(),
+                status: "completed".into(),
+                observation_revision: answer_revision,
+                completed_at: updated.get(0),
+            };
+            tx.execute(
+                "INSERT INTO session_completions (session_id, completion_key, todo_id, fingerprint, result) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &session.id,
+                    &request.completion_key,
+                    &todo.id,
+                    &request.fingerprint,
+                    &serde_json::to_value(&completion).expect("completions serialize"),
+                ],
+            )
+            .await?;
+            let change = merge(
+                room,
+                SessionChange {
+                    message_revision_bump: 2,
+                    messages_posted_bump: 1,
+                    messages_retained_delta: 1,
+                    open_ack_required_delta: i32::from(request.answer.ack_required)
+                        - i32::from(todo.ack_required),
+                    ..Default::default()
+                },
+            );
+            let event = actor.event(
+                "message_completed",
+                json!({
+                    "message_id": todo.id,
+                    "answer_message_id": answer.id,
+                    "author_session_id": answer.author_session_id,
+                    "body_chars": answer.body.chars().count(),
+                }),
+            );
+            match finish(tx, &session, change, vec![event]).await? {
+                Some(_) => Ok(Step::Done(Ok(Completed::Applied(completion)))),
+                None => Ok(Step::Stale),
+            }
+        })
+    })
+    .await
+}
+
+/// Whether a todo's assignment can be proven complete from a snapshot: all its direct replies
+/// are retained and fit in one assignment.
+pub fn completable(todo: &MessageRow) -> bool {
+    todo.kind == "todo"
+        && todo.is_open()
+        && !todo.replies_pruned
+        && i64::from(todo.reply_count) <= MAX_ASSIGNMENT_REPLIES
+}
+
+/// Records the first observed ACK of each open ACK-required message named in `ids` (others,
+/// and echoes of already observed ACKs, are left alone). Returns the ids whose first ACK this
+/// was; when there are none nothing is written.
+pub async fn observe_acks(
+    pool: &Pool,
+    session_id: &str,
+    ids: &[String],
+    actor: Actor<'_>,
+) -> Result<Outcome<Vec<String>>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Ok(Vec::new()));
+    }
+    // Most requests echo ACKs already observed: find that out without taking the row lock.
+    {
+        let client = pool.get().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT count(*) FROM session_messages WHERE session_id = $1 AND id = ANY($2) \
+                 AND ack_required AND status = 'open' AND first_ack_observed_at IS NULL",
+            )
+            .await?;
+        let n: i64 = client.query_one(&stmt, &[&session_id, &ids]).await?.get(0);
+        if n == 0 {
+            return Ok(Ok(Vec::new()));
+        }
+    }
+    let tool = actor.tool_name.to_owned();
+    let invocation_id = actor.invocation_id;
+    let ids = ids.to_vec();
+    change(pool, session_id, move |tx, session| -> BoardStep<'_, Vec<String>> {
+        let tool = tool.clone();
+        let ids = ids.clone();
+        Box::pin(async move {
+            let actor = Actor {
+                invocation_id,
+                tool_name: &tool,
+            };
+            let rows = tx
+                .query(
+                    "SELECT id, version FROM session_messages WHERE session_id = $1 AND id = ANY($2) \
+                     AND ack_required AND status = 'open' AND first_ack_observed_at IS NULL \
+                     ORDER BY number FOR UPDATE",
+                    &[&session.id, &ids],
+                )
+                .await?;
+            if rows.is_empty() {
+                return Ok(Step::Done(Ok(Vec::new())));
+            }
+            let mut acked = Vec::new();
+            for (i, r) in rows.iter().enumerate() {
+                let id: String = r.get(0);
+                let version: i64 = r.get(1);
+                let revision = session.message_observation_revision + 1 + i as i64;
+                let n = tx
+                    .execute(
+                        "UPDATE session_messages SET first_ack_observed_at = now(), observation_revision = $3, \
+                         updated_at = now(), version = version + 1 WHERE id = $1 AND version = $2",
+                        &[&id, &version, &revision],
+                    )
+                    .await?;
+                if n != 1 {
+                    return Ok(Step::Stale);
+                }
+                acked.push(id);
+            }
+            let change = SessionChange {
+                message_revision_bump: acked.len() as i64,
+                ..Default::default()
+            };
+            // Evidence of the recording session's bookkeeping, not of a business target.
+            let event = NewEvent {
+                role: "recorder",
+                ..actor.event("message_ack_observed", json!({ "message_ids": acked }))
+            };
+            match finish(tx, &session, change, vec![event]).await? {
+                Some(_) => Ok(Step::Done(Ok(acked))),
+                None => Ok(Step::Stale),
+            }
+        })
+    })
+    .await
+}
+
+async fn read_only_snapshot<'c>(
+    client: &'c mut deadpool_postgres::Client,
+) -> Result<Transaction<'c>, StoreError> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?)
+}
+
+/// One consistent view of an assignment.
+#[derive(Debug, Clone)]
+pub struct AssignmentSnapshot {
+    /// The session when the snapshot was taken.
+    pub session: SessionRow,
+    /// The message asked for.
+    pub todo: MessageRow,
+    /// Its retained direct replies in posting order, at most [`MAX_ASSIGNMENT_REPLIES`] + 1
+    /// (one more than fits, to tell an oversized set).
+    pub replies: Vec<MessageRow>,
+}
+
+/// The message `message_id` of `session_id` and its retained direct replies, read in one
+/// snapshot; `None` when the session or the message does not exist.
+pub async fn assignment(
+    pool: &Pool,
+    session_id: &str,
+    message_id: &str,
+) -> Result<Option<AssignmentSnapshot>, StoreError> {
+    let mut client = pool.get().await?;
+    let tx = read_only_snapshot(&mut client).await?;
+    let Some(session) = sessions::get(&tx, session_id).await? else {
+        return Ok(None);
+    };
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM session_messages WHERE id = $1 AND session_id = $2"
+        ))
+        .await?;
+    let Some(todo) = tx
+        .query_opt(&stmt, &[&message_id, &session_id])
+        .await?
+        .as_ref()
+        .map(from_row)
+    else {
+        return Ok(None);
+    };
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM session_messages WHERE session_id = $1 AND reply_to = $2 \
+             ORDER BY number LIMIT $3"
+        ))
+        .await?;
+    let replies = tx
+        .query(
+            &stmt,
+            &[&session_id, &message_id, &(MAX_ASSIGNMENT_REPLIES + 1)],
+        )
+        .await?
+        .iter()
+        .map(from_row)
+        .collect();
+    tx.commit().await?;
+    Ok(Some(AssignmentSnapshot {
+        session,
+        todo,
+        replies,
+    }))
+}
+
+/// Retained messages changed after revision `after`, oldest change first.
+#[derive(Debug, Clone)]
+pub struct Changes {
+    /// The session when the snapshot was taken.
+    pub session: SessionRow,
+    /// At most `limit` messages.
+    pub messages: Vec<MessageRow>,
+    /// Whether more changed messages follow the last one returned.
+    pub has_more: bool,
+}
+
+/// The session and its messages whose latest change is after `after`, in one snapshot.
+pub async fn changes(
+    pool: &Pool,
+    session_id: &str,
+    after: i64,
+    limit: i64,
+) -> Result<Option<Changes>, StoreError> {
+    let mut client = pool.get().await?;
+    let tx = read_only_snapshot(&mut client).await?;
+    let Some(session) = sessions::get(&tx, session_id).await? else {
+        return Ok(None);
+    };
+    let mut messages = Vec::new();
+    if session.message_observation_revision > after {
+        let stmt = tx
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM session_messages WHERE session_id = $1 AND observation_revision > $2 \
+                 ORDER BY observation_revision LIMIT $3"
+            ))
+            .await?;
+        messages = tx
+            .query(&stmt, &[&session_id, &after, &(limit + 1)])
+            .await?
+            .iter()
+            .map(from_row)
+            .collect();
+    }
+    tx.commit().await?;
+    let has_more = messages.len() as i64 > limit;
+    messages.truncate(limit as usize);
+    Ok(Some(Changes {
+        session,
+        messages,
+        has_more,
+    }))
+}
+
+/// The current observation revision of `session_id` (`None` if it does not exist).
+pub async fn revision(
+    client: &impl GenericClient,
+    session_id: &str,
+) -> Result<Option<i64>, StoreError> {
+    let stmt = client
+        .prepare_cached("SELECT message_observation_revision FROM workflow_sessions WHERE id = $1")
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&session_id])
+        .await?
+        .map(|r| r.get(0)))
+}
+
+/// Filters of a listing.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only this status.
+    pub status: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only direct replies of this message.
+    pub reply_to: Option<String>,
+}
+
+/// Counts of the retained board.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BoardCounts {
+    /// Retained messages.
+    pub retained: i64,
+    /// Open ones.
+    pub open: i64,
+    /// Open questions.
+    pub open_questions: i64,
+    /// Open todos.
+    pub open_todos: i64,
+    /// Open messages that require an ACK.
+    pub open_ack_required: i64,
+}
+
+/// The newest `limit` retained messages matching `filter` (newest first), how many match in
+/// all, and the board's counts; one snapshot.
+pub async fn list(
+    pool: &Pool,
+    session_id: &str,
+    filter: &ListFilter,
+    limit: i64,
+) -> Result<(Vec<MessageRow>, i64, BoardCounts), StoreError> {
+    let mut client = pool.get().await?;
+    let tx = read_only_snapshot(&mut client).await?;
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, count(*) OVER () AS total FROM session_messages WHERE session_id = $1 \
+             AND ($2::text IS NULL OR status = $2) AND ($3::text IS NULL OR kind = $3) \
+             AND ($4::text IS NULL OR reply_to = $4) ORDER BY number DESC LIMIT $5"
+        ))
+        .await?;
+    let rows = tx
+        .query(
+            &stmt,
+            &[
+                &session_id,
+                &filter.status,
+                &filter.kind,
+                &filter.reply_to,
+                &limit,
+            ],
+        )
+        .await?;
+    let total = rows.first().map_or(0, |r| r.get::<_, i64>("total"));
+    let messages = rows.iter().map(from_row).collect();
+    let counts = counts(&tx, session_id).await?;
+    tx.commit().await?;
+    Ok((messages, total, counts))
+}
+
+/// The board's counts.
+pub async fn counts(
+    client: &impl GenericClient,
+    session_id: &str,
+) -> Result<BoardCounts, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'open'), \
+             count(*) FILTER (WHERE status = 'open' AND kind = 'question'), \
+             count(*) FILTER (WHERE status = 'open' AND kind = 'todo'), \
+             count(*) FILTER (WHERE status = 'open' AND ack_required) \
+             FROM session_messages WHERE session_id = $1",
+        )
+        .await?;
+    let r = client.query_one(&stmt, &[&session_id]).await?;
+    Ok(BoardCounts {
+        retained: r.get(0),
+        open: r.get(1),
+        open_questions: r.get(2),
+        open_todos: r.get(3),
+        open_ack_required: r.get(4),
+    })
+}
+
+/// Open ACK-required messages of `session_id` other than `except`, oldest first: at most
+/// `limit`, and how many there are in all.
+pub async fn attention(
+    client: &impl GenericClient,
+    session_id: &str,
+    except: &[String],
+    limit: i64,
+) -> Result<(Vec<MessageRow>, i64), StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, count(*) OVER () AS total FROM session_messages \
+             WHERE session_id = $1 AND ack_required AND status = 'open' AND NOT (id = ANY($2)) \
+             ORDER BY number LIMIT $3"
+        ))
+        .await?;
+    let rows = client.query(&stmt, &[&session_id, &except, &limit]).await?;
+    let total = rows.first().map_or(0, |r| r.get::<_, i64>("total"));
+    Ok((rows.iter().map(from_row).collect(), total))
+}
+
+/// The secret named `name`: created with `generate` on first use, the stored one afterwards
+/// (racing creators agree on the first).
+pub async fn server_secret(
+    client: &impl GenericClient,
+    name: &str,
+    generate: impl FnOnce() -> Vec<u8>,
+) -> Result<Vec<u8>, StoreError> {
+    let stmt = client
+        .prepare_cached("SELECT secret FROM server_secrets WHERE name = $1")
+        .await?;
+    if let Some(r) = client.query_opt(&stmt, &[&name]).await? {
+        return Ok(r.get(0));
+    }
+    client
+        .execute(
+            "INSERT INTO server_secrets (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&name, &generate()],
+        )
+        .await?;
+    Ok(client.query_one(&stmt, &[&name]).await?.get(0))
+}
