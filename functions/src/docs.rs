@@ -38,9 +38,9 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
          Each Workflow Session has a message board (`post_session_message`, `list_session_messages`,\n\
          `resolve_session_message`, `get_session_assignment`, `complete_session_message`,\n\
          `observe_session_messages`). Bounds: a body is 1-{body} characters (secrets redacted\n\
-         before storage); a board retains {retained} messages, removing the oldest resolved or\n\
-         completed ones to make room (never an open one: when all are open a post is refused with\n\
-         `message_board_full`); an assignment shows at most {replies} direct replies (a todo with more,\n\
+         before storage); a board retains the newest {retained} messages, removing resolved or\n\
+         completed ones first (oldest first) and the oldest open one only when none is closed;\n\
+         an observer whose cursor predates a removed change gets `history_lost`; an assignment shows at most {replies} direct replies (a todo with more,\n\
          or one whose replies retention removed, cannot be completed); observation tokens and\n\
          assignment fences are at most {token} characters; `wait_ms` is at most 25,000.\n\n\
          A call recorded in a session (`recording_session_id`) whose board has open ACK-required\n\

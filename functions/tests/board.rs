@@ -151,6 +151,28 @@ async fn footprint(db: &TestDatabase, s: &str) -> (i64, i64, i64, i64) {
     (r.get(0), r.get(1), r.get(2), r.get(3))
 }
 
+/// The board counters kept on the session row agree with the message rows.
+async fn assert_counters(db: &TestDatabase, s: &str) {
+    let c = db.pool().get().await.unwrap();
+    let r = c
+        .query_one(
+            "SELECT messages_retained::bigint, open_ack_required::bigint, \
+               (SELECT count(*) FROM session_messages WHERE session_id = $1), \
+               (SELECT count(*) FROM session_messages WHERE session_id = $1 AND ack_required AND status = 'open'), \
+               message_observation_revision, \
+               (SELECT coalesce(max(observation_revision), 0) FROM session_messages WHERE session_id = $1) \
+             FROM workflow_sessions WHERE id = $1",
+            &[&s],
+        )
+        .await
+        .unwrap();
+    let (retained, open_ack, rows, open_ack_rows, rev, max_rev): (i64, i64, i64, i64, i64, i64) =
+        (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5));
+    assert_eq!(retained, rows, "messages_retained");
+    assert_eq!(open_ack, open_ack_rows, "open_ack_required");
+    assert!(max_rev <= rev, "a message revision above the session's");
+}
+
 fn unknown_msg() -> String {
     format!("wc_msg_{}", "Z".repeat(22))
 }
@@ -331,15 +353,24 @@ async fn bad_input_is_refused_with_typed_errors_and_writes_nothing() {
         ),
     ];
     for (what, k, case, expected) in cases {
-        let r = call(
-            &st,
-            &k,
-            case["tool"].as_str().unwrap(),
-            case["args"].clone(),
-        )
-        .await;
+        let tool = case["tool"].as_str().unwrap();
+        let r = call(&st, &k, tool, case["args"].clone()).await;
         assert_eq!(kind(&r), expected, "{what}: {r}");
         assert_eq!(footprint(&db, &c).await, before, "{what} wrote something");
+        // A refusal after the session was authorized still leaves the call's business pair.
+        if expected != "invalid_arguments" && expected != "unknown_session_id" {
+            let rows = ledger(&db, &c).await;
+            let last: Vec<(&str, &str)> = rows[rows.len() - 2..]
+                .iter()
+                .map(|e| (e.kind.as_str(), e.tool_name.as_deref().unwrap_or("")))
+                .collect();
+            assert_eq!(
+                last,
+                [("tool_call_started", tool), ("tool_call_finished", tool)],
+                "{what}"
+            );
+            assert_eq!(rows[rows.len() - 1].payload["success"], false, "{what}");
+        }
     }
     // A fence presented for a note: the fence names another message.
     let r = call(
@@ -679,7 +710,7 @@ async fn observation_pages_every_change_once_and_refuses_bad_tokens() {
 }
 
 #[tokio::test]
-async fn retention_removes_closed_messages_first_and_reports_lost_history() {
+async fn retention_removes_closed_messages_first_then_the_oldest_and_reports_lost_history() {
     let (db, st, key) = setup().await;
     let c = session(&st, &key, P).await;
     let open_todo = post(&st, &key, &c, "todo", "keep me").await;
@@ -690,6 +721,14 @@ async fn retention_removes_closed_messages_first_and_reports_lost_history() {
     // A closed message, then fill the board to its bound (500) with open notes, directly
     // through the store for speed.
     let closed = post(&st, &key, &c, "note", "closed early").await;
+    let r = call(
+        &st,
+        &key,
+        "post_session_message",
+        json!({"session_id": c, "kind": "note", "body": "ack me", "ack_required": true}),
+    )
+    .await;
+    assert_eq!(r["success"], true);
     call(
         &st,
         &key,
@@ -697,11 +736,8 @@ async fn retention_removes_closed_messages_first_and_reports_lost_history() {
         json!({"session_id": c, "message_id": closed}),
     )
     .await;
-    let actor = wc_store::board::Actor {
-        invocation_id: uuid::Uuid::now_v7(),
-        tool_name: "test",
-    };
-    for i in 0..498 {
+    let actor = wc_store::board::Actor::new(uuid::Uuid::now_v7(), "test");
+    for i in 0..497 {
         let m = wc_store::board::NewMessage {
             id: wc_functions::board::new_message_id(),
             kind: "note".into(),
@@ -712,7 +748,7 @@ async fn retention_removes_closed_messages_first_and_reports_lost_history() {
             body_redacted: false,
             author_session_id: None,
         };
-        wc_store::board::post(db.pool(), &c, &m, actor)
+        wc_store::board::post(db.pool(), &c, &m, actor.clone())
             .await
             .unwrap()
             .unwrap();
@@ -757,17 +793,31 @@ async fn retention_removes_closed_messages_first_and_reports_lost_history() {
     assert_eq!(out(&r)["history_lost"], false);
     assert_eq!(out(&r)["messages"].as_array().unwrap().len(), 1);
 
-    // Every retained message is open now: the next post is refused, nothing written.
-    let before = footprint(&db, &c).await;
+    // Every retained message is open now: the next post removes the oldest open one, the
+    // todo, which can no longer be assigned or completed.
+    let later = out(&observe(&st, &key, &c, None, 1).await)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    post(&st, &key, &c, "note", "pushes the oldest open message out").await;
+    assert_eq!(footprint(&db, &c).await.1, 500);
     let r = call(
         &st,
         &key,
-        "post_session_message",
-        json!({"session_id": c, "kind": "note", "body": "no room"}),
+        "get_session_assignment",
+        json!({"session_id": c, "message_id": open_todo}),
     )
     .await;
-    assert_eq!(kind(&r), "message_board_full");
-    assert_eq!(footprint(&db, &c).await, before);
+    assert_eq!(kind(&r), "unknown_message");
+    // That removal was of a change older than `later`: nothing `later` could miss.
+    let r = observe(&st, &key, &c, Some(&later), 10).await;
+    assert_eq!(out(&r)["history_lost"], false);
+    assert_eq!(out(&r)["messages"].as_array().unwrap().len(), 1);
+    // Once more: the ACK-required note goes, and the counters follow.
+    post(&st, &key, &c, "note", "and the next").await;
+    assert_counters(&db, &c).await;
+    let r = call(&st, &key, "list_session_messages", json!({"session_id": c})).await;
+    assert_eq!(out(&r)["counts"]["open_ack_required"], 0);
 }
 
 #[tokio::test]
@@ -939,6 +989,7 @@ async fn acks_are_recorded_once_and_attention_repeats_until_ack_or_resolve() {
     )
     .await;
     assert!(r.get("session_attention").is_none(), "{r}");
+    assert_counters(&db, &w).await;
 }
 
 #[tokio::test]

@@ -8,9 +8,10 @@
 //! a distinct revision and an observer can page through changes in revision order.
 //!
 //! Retention keeps at most [`MAX_RETAINED_MESSAGES`] messages per session. To make room it
-//! removes the oldest *closed* messages (resolved or completed), never an open one: when every
-//! retained message is open the board is full and the post is refused. The newest revision of
-//! a removed message becomes the session's history low-watermark.
+//! removes closed messages (resolved or completed) first, oldest first (so completed work
+//! leaves holes out of posting order), and the oldest open message only when none is closed;
+//! a post is never refused for room. The revision of a removed message raises the session's
+//! history low-watermark.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool, Transaction};
@@ -136,23 +137,43 @@ pub struct NewMessage {
 }
 
 /// Who is changing the board, for the ledger evidence.
-#[derive(Debug, Clone, Copy)]
-pub struct Actor<'a> {
+#[derive(Debug, Clone)]
+pub struct Actor {
     /// The kernel invocation.
     pub invocation_id: Uuid,
     /// The tool.
-    pub tool_name: &'a str,
+    pub tool_name: String,
+    /// The call's business `tool_call_started`/`tool_call_finished` pair, written around the
+    /// change's own evidence in the same transaction (intent and effect commit together).
+    pub pair: Option<[NewEvent; 2]>,
 }
 
-impl Actor<'_> {
+impl Actor {
+    /// An actor without a pair to write.
+    pub fn new(invocation_id: Uuid, tool_name: &str) -> Actor {
+        Actor {
+            invocation_id,
+            tool_name: tool_name.to_owned(),
+            pair: None,
+        }
+    }
+
     fn event(&self, kind: &str, payload: Value) -> NewEvent {
         NewEvent {
             kind: kind.into(),
             call_id: Uuid::now_v7(),
             invocation_id: self.invocation_id,
             role: "business",
-            tool_name: Some(self.tool_name.to_owned()),
+            tool_name: Some(self.tool_name.clone()),
             payload,
+        }
+    }
+
+    /// `event`, inside the call's pair when there is one.
+    fn evidence(&self, event: NewEvent) -> Vec<NewEvent> {
+        match &self.pair {
+            Some([started, finished]) => vec![started.clone(), event, finished.clone()],
+            None => vec![event],
         }
     }
 }
@@ -168,8 +189,6 @@ pub enum Refusal {
     UnknownMessage(&'static str),
     /// The message is not a todo (its kind).
     NotATodo(String),
-    /// Every retained message is open; nothing can be removed to make room.
-    BoardFull,
     /// The completion key was used for a different completion.
     CompletionKeyConflict,
 }
@@ -248,22 +267,24 @@ where
     }
 }
 
-/// Room for one more message: removes the oldest closed message (preferring ones that are not
-/// direct replies of an open todo, and never `keep`) when the board is at its bound. Returns
-/// the session change for what was removed, or `None` when nothing could be removed.
+/// Room for one more message: when the board is at its bound, removes one message, never
+/// `keep`: the oldest closed one (preferring those that are not direct replies of an open todo),
+/// else the oldest open one. Returns the session change for what was removed.
 async fn make_room(
     tx: &Transaction<'_>,
     session: &SessionRow,
     keep: Option<&str>,
-) -> Result<Option<SessionChange>, StoreError> {
+) -> Result<SessionChange, StoreError> {
     if session.messages_retained < MAX_RETAINED_MESSAGES {
-        return Ok(Some(SessionChange::default()));
+        return Ok(SessionChange::default());
     }
     let victim = tx
         .query_opt(
-            "SELECT m.id, m.observation_revision, m.reply_to FROM session_messages m \
-             WHERE m.session_id = $1 AND m.status <> 'open' AND m.id IS DISTINCT FROM $2 \
-             ORDER BY EXISTS (SELECT 1 FROM session_messages p WHERE p.id = m.reply_to \
+            "SELECT m.id, m.observation_revision, m.reply_to, m.status = 'open' AND m.ack_required \
+             FROM session_messages m \
+             WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
+             ORDER BY m.status = 'open', \
+                      EXISTS (SELECT 1 FROM session_messages p WHERE p.id = m.reply_to \
                               AND p.session_id = m.session_id AND p.kind = 'todo' AND p.status = 'open'), \
                       m.number \
              LIMIT 1 FOR UPDATE OF m",
@@ -271,11 +292,18 @@ async fn make_room(
         )
         .await?;
     let Some(victim) = victim else {
-        return Ok(None);
+        return Err(StoreError::CorruptRow {
+            table: "workflow_sessions",
+            detail: format!(
+                "messages_retained is {} but no message can be removed",
+                session.messages_retained
+            ),
+        });
     };
     let victim_id: String = victim.get(0);
     let revision: i64 = victim.get(1);
     let parent: Option<String> = victim.get(2);
+    let open_ack_required: bool = victim.get(3);
     tx.execute("DELETE FROM session_messages WHERE id = $1", &[&victim_id])
         .await?;
     if let Some(parent) = parent {
@@ -287,11 +315,12 @@ async fn make_room(
         )
         .await?;
     }
-    Ok(Some(SessionChange {
+    Ok(SessionChange {
         messages_retained_delta: -1,
+        open_ack_required_delta: -i32::from(open_ack_required),
         message_history_lost_through: Some(revision),
         ..Default::default()
-    }))
+    })
 }
 
 async fn insert(
@@ -394,22 +423,16 @@ pub async fn post(
     pool: &Pool,
     session_id: &str,
     message: &NewMessage,
-    actor: Actor<'_>,
+    actor: Actor,
 ) -> Result<Outcome<Posted>, StoreError> {
-    let tool = actor.tool_name.to_owned();
-    let invocation_id = actor.invocation_id;
     let message = message.clone();
     change(
         pool,
         session_id,
         move |tx, session| -> BoardStep<'_, Posted> {
-            let tool = tool.clone();
+            let actor = actor.clone();
             let message = message.clone();
             Box::pin(async move {
-                let actor = Actor {
-                    invocation_id,
-                    tool_name: &tool,
-                };
                 // Every refusal comes before the first write: a refusal commits nothing.
                 let parent = match &message.reply_to {
                     None => None,
@@ -418,9 +441,7 @@ pub async fn post(
                         None => return Ok(Step::Done(Err(Refusal::UnknownMessage("reply_to")))),
                     },
                 };
-                let Some(room) = make_room(tx, &session, message.reply_to.as_deref()).await? else {
-                    return Ok(Step::Done(Err(Refusal::BoardFull)));
-                };
+                let room = make_room(tx, &session, message.reply_to.as_deref()).await?;
                 if let Some(parent) = parent.filter(|p| p.kind == "todo") {
                     touch_parent_assignment(tx, &session.id, &parent.id, true).await?;
                 }
@@ -450,7 +471,7 @@ pub async fn post(
                         "body_chars": stored.body.chars().count(),
                     }),
                 );
-                match finish(tx, &session, change, vec![event]).await? {
+                match finish(tx, &session, change, actor.evidence(event)).await? {
                     Some(session) => Ok(Step::Done(Ok(Posted {
                         message: stored,
                         session,
@@ -477,19 +498,13 @@ pub async fn resolve(
     pool: &Pool,
     session_id: &str,
     message_id: &str,
-    actor: Actor<'_>,
+    actor: Actor,
 ) -> Result<Outcome<Resolved>, StoreError> {
-    let tool = actor.tool_name.to_owned();
-    let invocation_id = actor.invocation_id;
     let message_id = message_id.to_owned();
     change(pool, session_id, move |tx, session| -> BoardStep<'_, Resolved> {
-        let tool = tool.clone();
+        let actor = actor.clone();
         let message_id = message_id.clone();
         Box::pin(async move {
-            let actor = Actor {
-                invocation_id,
-                tool_name: &tool,
-            };
             let Some(message) = lock_message(tx, &session.id, &message_id).await? else {
                 return Ok(Step::Done(Err(Refusal::UnknownMessage("message_id"))));
             };
@@ -527,7 +542,7 @@ pub async fn resolve(
                 "message_resolved",
                 json!({ "message_id": message.id, "kind": message.kind }),
             );
-            match finish(tx, &session, change, vec![event]).await? {
+            match finish(tx, &session, change, actor.evidence(event)).await? {
                 Some(_) => Ok(Step::Done(Ok(Resolved {
                     message: updated,
                     changed: true,
@@ -586,19 +601,13 @@ pub async fn complete(
     pool: &Pool,
     session_id: &str,
     request: &CompletionRequest,
-    actor: Actor<'_>,
+    actor: Actor,
 ) -> Result<Outcome<Completed>, StoreError> {
-    let tool = actor.tool_name.to_owned();
-    let invocation_id = actor.invocation_id;
     let request = request.clone();
     change(pool, session_id, move |tx, session| -> BoardStep<'_, Completed> {
-        let tool = tool.clone();
+        let actor = actor.clone();
         let request = request.clone();
         Box::pin(async move {
-            let actor = Actor {
-                invocation_id,
-                tool_name: &tool,
-            };
             // The key first: a replay must answer the same whatever happened since.
             let earlier = tx
                 .query_opt(
@@ -632,9 +641,7 @@ pub async fn complete(
             {
                 return Ok(Step::Done(Ok(Completed::Stale(Box::new(todo)))));
             }
-            let Some(room) = make_room(tx, &session, Some(&todo.id)).await? else {
-                return Ok(Step::Done(Err(Refusal::BoardFull)));
-            };
+            let room = make_room(tx, &session, Some(&todo.id)).await?;
             let todo_revision = session.message_observation_revision + 1;
             let answer_revision = todo_revision + 1;
             let answer = insert(
@@ -657,6 +664,10 @@ pub async fn complete(
             let Some(updated) = updated else {
                 return Ok(Step::Stale);
             };
+            // A todo that is itself a direct reply changes its parent's assignment.
+            if let Some(parent) = &todo.reply_to {
+                touch_parent_assignment(tx, &session.id, parent, false).await?;
+            }
             let completion = Completion {
                 message_id: todo.id.clone(),
                 answer_message_id: answer.id.clone(),
@@ -696,7 +707,7 @@ pub async fn complete(
                     "body_chars": answer.body.chars().count(),
                 }),
             );
-            match finish(tx, &session, change, vec![event]).await? {
+            match finish(tx, &session, change, actor.evidence(event)).await? {
                 Some(_) => Ok(Step::Done(Ok(Completed::Applied(completion)))),
                 None => Ok(Step::Stale),
             }
@@ -721,7 +732,7 @@ pub async fn observe_acks(
     pool: &Pool,
     session_id: &str,
     ids: &[String],
-    actor: Actor<'_>,
+    actor: Actor,
 ) -> Result<Outcome<Vec<String>>, StoreError> {
     if ids.is_empty() {
         return Ok(Ok(Vec::new()));
@@ -740,17 +751,11 @@ pub async fn observe_acks(
             return Ok(Ok(Vec::new()));
         }
     }
-    let tool = actor.tool_name.to_owned();
-    let invocation_id = actor.invocation_id;
     let ids = ids.to_vec();
     change(pool, session_id, move |tx, session| -> BoardStep<'_, Vec<String>> {
-        let tool = tool.clone();
+        let actor = actor.clone();
         let ids = ids.clone();
         Box::pin(async move {
-            let actor = Actor {
-                invocation_id,
-                tool_name: &tool,
-            };
             let rows = tx
                 .query(
                     "SELECT id, version FROM session_messages WHERE session_id = $1 AND id = ANY($2) \

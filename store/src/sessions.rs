@@ -231,6 +231,22 @@ pub async fn recent_events(
         .collect())
 }
 
+/// Whether session `id` already holds a `tool_call_started` event of call `call_id` (a call
+/// whose evidence was committed with its effect even though the caller could not confirm it).
+pub async fn call_recorded(
+    client: &impl GenericClient,
+    id: &str,
+    call_id: Uuid,
+) -> Result<bool, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1 AND call_id = $2 \
+             AND kind = 'tool_call_started')",
+        )
+        .await?;
+    Ok(client.query_one(&stmt, &[&id, &call_id]).await?.get(0))
+}
+
 /// Field changes to a session row (unset fields stay as they are).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SessionChange {

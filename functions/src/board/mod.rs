@@ -87,14 +87,6 @@ pub fn refused(r: Refusal) -> ToolError {
         .with("lifecycle", lifecycle),
         Refusal::UnknownMessage(field) => unknown_message(field),
         Refusal::NotATodo(kind) => not_a_todo(&kind),
-        Refusal::BoardFull => ToolError::new(
-            ErrorKind::MessageBoardFull,
-            format!(
-                "the board holds {} open messages and nothing closed can be removed to make room; resolve some first",
-                board::MAX_RETAINED_MESSAGES
-            ),
-        )
-        .with("max_retained_messages", board::MAX_RETAINED_MESSAGES),
         Refusal::CompletionKeyConflict => ToolError::new(
             ErrorKind::CompletionKeyConflict,
             "completion_key was already used for a different completion; use a new key for a new intent",
@@ -317,10 +309,7 @@ pub async fn project_attention(
     invocation_id: uuid::Uuid,
     tool: &str,
 ) -> Option<serde_json::Value> {
-    let actor = board::Actor {
-        invocation_id,
-        tool_name: tool,
-    };
+    let actor = board::Actor::new(invocation_id, tool);
     let ack_observed = match board::observe_acks(&state.pool, &recorder.id, acks, actor).await {
         Ok(Ok(ids)) => ids,
         // The session closed meanwhile: nothing to acknowledge in it.

@@ -7,9 +7,17 @@
 //! events are committed before it runs (durable intent before effect); a read-only tool has no
 //! effect to order against, so its pair is written in one transaction after the read, with the
 //! true start time in the payload.
+//!
+//! A tool whose effect is itself a change of its business session (the message board) may
+//! declare `ToolSpec::with_inline_evidence`: its business pair is then handed to the tool
+//! ([`InlinePair`]) and written inside the effect's own transaction, `started` and `finished`
+//! around the effect's evidence, so intent and effect commit together and the busy session row
+//! is locked once per call instead of three times. When the tool wrote nothing (a refusal, a
+//! no-op) the kernel writes the pair afterwards, as for a read-only tool.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -39,6 +47,44 @@ struct Pair {
     /// Whether the session must still be active when the call starts (a recorder always;
     /// a business session unless the tool manages lifecycles).
     must_be_active: bool,
+    /// Whether the tool may write this pair itself, inside its effect's transaction.
+    inline: bool,
+}
+
+/// The business pair of a call, handed to a tool that writes it inside its own transaction.
+#[derive(Debug)]
+pub struct InlinePair {
+    started: NewEvent,
+    tool: &'static str,
+    started_at: std::time::Instant,
+    written: AtomicBool,
+}
+
+impl InlinePair {
+    /// The `tool_call_started` and `tool_call_finished` events, the latter for a successful
+    /// call that ends now.
+    pub fn events(&self) -> [NewEvent; 2] {
+        let finished = NewEvent {
+            kind: "tool_call_finished".into(),
+            payload: json!({
+                "tool": self.tool,
+                "success": true,
+                "execution_state": ExecutionState::Completed,
+                "duration_ms": self.started_at.elapsed().as_millis() as u64,
+            }),
+            ..self.started.clone()
+        };
+        [self.started.clone(), finished]
+    }
+
+    /// Records that the tool committed the pair; the kernel then writes nothing more.
+    pub fn mark_written(&self) {
+        self.written.store(true, Ordering::SeqCst);
+    }
+
+    fn written(&self) -> bool {
+        self.written.load(Ordering::SeqCst)
+    }
 }
 
 /// What the recorder established before dispatch.
@@ -54,6 +100,8 @@ pub struct Recording {
     started_at: DateTime<Utc>,
     arguments: Value,
     deferred_start: bool,
+    /// The business pair, when the tool writes it itself.
+    pub inline: Option<Arc<InlinePair>>,
 }
 
 /// A bounded, redacted summary of the arguments for the ledger.
@@ -159,6 +207,7 @@ pub async fn begin(
             role: "recorder",
             call_id: Uuid::now_v7(),
             must_be_active: true,
+            inline: false,
         });
     }
     if let Some(b) = &business {
@@ -167,9 +216,10 @@ pub async fn begin(
             role: "business",
             call_id: Uuid::now_v7(),
             must_be_active: spec.session != SessionUse::Manages,
+            inline: spec.inline_evidence,
         });
     }
-    let recording = Recording {
+    let mut recording = Recording {
         business,
         recorder,
         invocation_id: Uuid::now_v7(),
@@ -177,8 +227,17 @@ pub async fn begin(
         started_at: Utc::now(),
         arguments: summarize(args),
         deferred_start: spec.meta.read_only,
+        inline: None,
     };
-    if !recording.deferred_start && !recording.pairs.is_empty() {
+    recording.inline = recording.pairs.iter().find(|p| p.inline).map(|p| {
+        Arc::new(InlinePair {
+            started: started_event(&recording, spec, p),
+            tool: spec.meta.name,
+            started_at: std::time::Instant::now(),
+            written: AtomicBool::new(false),
+        })
+    });
+    if !recording.deferred_start && recording.pairs.iter().any(|p| !p.inline) {
         // Durable intent before effect; a session that closed meanwhile refuses the call.
         append(state, &recording, spec, None, true).await?;
     }
@@ -266,15 +325,32 @@ async fn append(
     // Per session: its events, and whether it must still be active to take them.
     let mut by_session: BTreeMap<&str, (Vec<NewEvent>, bool)> = BTreeMap::new();
     // Started events: recorder first, then business; finished events in reverse.
+    // An inline pair is the tool's to write; if it did not, it is written whole at the end,
+    // unless it was committed after all (the change committed but its reply was lost).
+    let mut inline_written = recording.inline.as_ref().is_some_and(|p| p.written());
+    if finished.is_some()
+        && !inline_written
+        && let Some(pair) = recording.pairs.iter().find(|p| p.inline)
+    {
+        let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+        inline_written =
+            wc_store::sessions::call_recorded(&client, &pair.session.id, pair.call_id).await?;
+    }
+    let skip = |pair: &Pair, finishing: bool| pair.inline && (!finishing || inline_written);
     if finished.is_none() || recording.deferred_start {
-        for pair in &recording.pairs {
+        for pair in recording.pairs.iter().filter(|p| !skip(p, false)) {
             let entry = by_session.entry(pair.session.id.as_str()).or_default();
             entry.0.push(started_event(recording, spec, pair));
             entry.1 |= pair.must_be_active;
         }
+    } else if !inline_written {
+        for pair in recording.pairs.iter().filter(|p| p.inline) {
+            let entry = by_session.entry(pair.session.id.as_str()).or_default();
+            entry.0.push(started_event(recording, spec, pair));
+        }
     }
     if let Some(done) = finished {
-        for pair in recording.pairs.iter().rev() {
+        for pair in recording.pairs.iter().rev().filter(|p| !skip(p, true)) {
             let entry = by_session.entry(pair.session.id.as_str()).or_default();
             entry.0.push(finished_event(recording, spec, pair, done));
         }

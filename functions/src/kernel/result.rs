@@ -43,8 +43,6 @@ pub enum ErrorKind {
     UnknownMessage,
     /// The message is not a todo, so it has no assignment or completion.
     NotATodo,
-    /// Every retained message of the board is open; resolve some before posting more.
-    MessageBoardFull,
     /// The completion key was already used for a different completion.
     CompletionKeyConflict,
     /// The connection failed while the completion was committing: it may or may not have
@@ -78,7 +76,6 @@ impl ErrorKind {
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::UnknownMessage => "unknown_message",
             ErrorKind::NotATodo => "not_a_todo",
-            ErrorKind::MessageBoardFull => "message_board_full",
             ErrorKind::CompletionKeyConflict => "completion_key_conflict",
             ErrorKind::CompletionPersistenceUncertain => "completion_persistence_uncertain",
             ErrorKind::InvalidObservationToken => "invalid_observation_token",
@@ -102,7 +99,7 @@ impl ErrorKind {
             ErrorKind::UnknownJob => "not_found",
             ErrorKind::Unsupported => "invalid_request",
             ErrorKind::UnknownMessage => "not_found",
-            ErrorKind::NotATodo | ErrorKind::MessageBoardFull => "invalid_state",
+            ErrorKind::NotATodo => "invalid_state",
             ErrorKind::CompletionKeyConflict => "conflict",
             ErrorKind::CompletionPersistenceUncertain => "unavailable",
             ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => {
@@ -128,7 +125,6 @@ impl ErrorKind {
             ErrorKind::UnknownJob => "check_target",
             ErrorKind::Unsupported => "fix_arguments",
             ErrorKind::UnknownMessage | ErrorKind::NotATodo => "check_target",
-            ErrorKind::MessageBoardFull => "resolve_messages",
             ErrorKind::CompletionKeyConflict => "fix_arguments",
             ErrorKind::CompletionPersistenceUncertain => "retry_same_key",
             ErrorKind::InvalidObservationToken => "observe_without_token",
@@ -153,7 +149,7 @@ impl ErrorKind {
             ErrorKind::UnknownJob => 404,
             ErrorKind::Unsupported => 400,
             ErrorKind::UnknownMessage => 404,
-            ErrorKind::NotATodo | ErrorKind::MessageBoardFull => 409,
+            ErrorKind::NotATodo => 409,
             ErrorKind::CompletionKeyConflict => 409,
             ErrorKind::CompletionPersistenceUncertain => 503,
             ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => 400,
@@ -161,7 +157,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 22] = [
+    pub const ALL: [ErrorKind; 21] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -179,7 +175,6 @@ impl ErrorKind {
         ErrorKind::Unsupported,
         ErrorKind::UnknownMessage,
         ErrorKind::NotATodo,
-        ErrorKind::MessageBoardFull,
         ErrorKind::CompletionKeyConflict,
         ErrorKind::CompletionPersistenceUncertain,
         ErrorKind::InvalidObservationToken,

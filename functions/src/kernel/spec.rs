@@ -99,6 +99,9 @@ pub struct ToolSpec {
     pub meta: ToolMeta,
     /// How it uses a Workflow Session.
     pub session: SessionUse,
+    /// Whether it writes its business event pair inside its own transaction
+    /// ([`Self::with_inline_evidence`]).
+    pub inline_evidence: bool,
     /// JSON Schema (2020-12) of the arguments.
     pub input_schema: Arc<Map<String, Value>>,
     /// JSON Schema of the `output` field of a successful result.
@@ -170,6 +173,7 @@ impl ToolSpec {
         ToolSpec {
             meta,
             session: SessionUse::None,
+            inline_evidence: false,
             input_schema_value: Value::Object(input_schema.clone()),
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
@@ -189,6 +193,19 @@ impl ToolSpec {
             self.meta.name
         );
         self.session = session;
+        self
+    }
+
+    /// Declares that the tool's effect is a change of its business session that writes the
+    /// call's business pair in the same transaction (`ToolContext::inline_pair`); when it
+    /// writes nothing, the kernel writes the pair after the call.
+    pub fn with_inline_evidence(mut self) -> ToolSpec {
+        assert!(
+            matches!(self.session, SessionUse::Changes) && !self.meta.read_only,
+            "tool {}: inline evidence is for tools that change their business session",
+            self.meta.name
+        );
+        self.inline_evidence = true;
         self
     }
 

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wc_store::StoreError;
-use wc_store::board::{self, Actor, Completed, Completion, CompletionRequest, NewMessage};
+use wc_store::board::{self, Completed, Completion, CompletionRequest, NewMessage};
 
 use super::get_session_assignment;
 use super::post_session_message::stored_body;
@@ -82,6 +82,7 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
+    .with_inline_evidence()
 }
 
 /// Digest of what a completion asks for: the todo, the answer as given and the recording
@@ -145,10 +146,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             author_session_id: ctx.recorder.as_ref().map(|r| r.id.clone()),
         },
     };
-    let actor = Actor {
-        invocation_id: ctx.invocation_id,
-        tool_name: "complete_session_message",
-    };
+    let actor = ctx.board_actor("complete_session_message");
     let outcome = match board::complete(&ctx.state.pool, &session.id, &request, actor).await {
         Ok(o) => o.map_err(b::refused)?,
         Err(StoreError::CommitUncertain(e)) => {
@@ -162,7 +160,11 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         Err(e) => return Err(e.into()),
     };
     match outcome {
-        Completed::Applied(c) | Completed::Replayed(c) => Ok(accepted(&session.id, c)),
+        Completed::Applied(c) => {
+            ctx.pair_written();
+            Ok(accepted(&session.id, c))
+        }
+        Completed::Replayed(c) => Ok(accepted(&session.id, c)),
         Completed::Stale(todo) => {
             let (assignment, assignment_fence) =
                 get_session_assignment::current(&ctx, &session.id, &todo.id).await?;

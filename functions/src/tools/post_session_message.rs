@@ -2,7 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wc_store::board::{self, Actor, NewMessage};
+use wc_store::board::{self, NewMessage};
 
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
@@ -119,6 +119,7 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
+    .with_inline_evidence()
 }
 
 /// A body as stored: redacted, with whether redaction changed it.
@@ -157,13 +158,11 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         body_redacted,
         author_session_id: ctx.recorder.as_ref().map(|r| r.id.clone()),
     };
-    let actor = Actor {
-        invocation_id: ctx.invocation_id,
-        tool_name: "post_session_message",
-    };
+    let actor = ctx.board_actor("post_session_message");
     let posted = board::post(&ctx.state.pool, &session.id, &message, actor)
         .await?
         .map_err(b::refused)?;
+    ctx.pair_written();
     Ok(Output {
         session_id: session.id.clone(),
         message_id: posted.message.id.clone(),

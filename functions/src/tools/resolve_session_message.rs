@@ -3,7 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wc_store::board::{self, Actor};
+use wc_store::board;
 
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
@@ -54,17 +54,18 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
+    .with_inline_evidence()
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
-    let actor = Actor {
-        invocation_id: ctx.invocation_id,
-        tool_name: "resolve_session_message",
-    };
+    let actor = ctx.board_actor("resolve_session_message");
     let resolved = board::resolve(&ctx.state.pool, &session.id, &args.message_id, actor)
         .await?
         .map_err(b::refused)?;
+    if resolved.changed {
+        ctx.pair_written();
+    }
     Ok(Output {
         session_id: session.id.clone(),
         message_id: resolved.message.id.clone(),

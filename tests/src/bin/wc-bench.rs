@@ -113,10 +113,20 @@ async fn main() -> anyhow::Result<()> {
         "hot_session",
         "mcp_recorded_call_large",
     ];
+    let board_names = [
+        "board_post_hot",
+        "board_post_distinct",
+        "board_post_store_hot",
+        "board_post_store_distinct",
+        "board_post_complete_hot",
+        "board_post_complete_distinct",
+        "observe_wake",
+    ];
     if !http
         .iter()
         .chain(recorded.iter())
         .chain(runner.iter())
+        .chain(board_names.iter())
         .any(|n| wanted(&cli, n))
     {
         return Ok(());
@@ -183,6 +193,47 @@ async fn main() -> anyhow::Result<()> {
                     "ops_per_sec",
                 ));
             }
+        }
+    }
+
+    if board_names.iter().any(|n| wanted(&cli, n)) {
+        use wc_e2e::bench::board::{self, Target};
+        let workers = cli.concurrency.iter().copied().max().unwrap_or(1);
+        let ids = Arc::new(sessions::start_sessions(&base, &token, &stack.project, workers).await?);
+        for target in [Target::Hot, Target::Distinct] {
+            for &c in &cli.concurrency {
+                let mut floor = None;
+                let store_name = format!("board_post_store_{}", target.as_str());
+                let post_name = format!("board_post_{}", target.as_str());
+                if wanted(&cli, &store_name) || wanted(&cli, &post_name) {
+                    let line = board::post_floor(
+                        stack.db.pool().clone(),
+                        ids.clone(),
+                        target,
+                        c,
+                        duration,
+                    )
+                    .await?;
+                    floor = line["ops_per_sec"].as_f64();
+                    if wanted(&cli, &store_name) {
+                        emit(&line);
+                    }
+                }
+                if wanted(&cli, &post_name) {
+                    let line = board::post(&base, &token, ids.clone(), target, c, duration).await?;
+                    emit(&with_ratio(line, "ratio_to_store", floor, "ops_per_sec"));
+                }
+                if wanted(&cli, &format!("board_post_complete_{}", target.as_str())) {
+                    emit(
+                        &board::post_complete(&base, &token, ids.clone(), target, c, duration)
+                            .await?,
+                    );
+                }
+            }
+        }
+        if wanted(&cli, "observe_wake") {
+            let rounds = if cli.quick { 100 } else { 300 };
+            emit(&board::observe_wake(&base, &token, &ids[0], rounds).await?);
         }
     }
 

@@ -1,0 +1,272 @@
+//! Message-board scenarios: posts over stateless MCP on one hot session and on distinct
+//! sessions, the same post straight through the store (the floor), the full
+//! post → get assignment → complete cycle, and the latency from a post to a waiting observer's
+//! return.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wc_store::Pool;
+use wc_store::board::{self, Actor, NewMessage};
+
+use super::mcp::{mcp_request, post_mcp};
+use super::{Samples, drive, report};
+use crate::client::Client;
+
+/// Where the workers post.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// All on one session.
+    Hot,
+    /// Each worker on its own session.
+    Distinct,
+}
+
+impl Target {
+    fn pick(self, sessions: &[String], worker: usize) -> String {
+        match self {
+            Target::Hot => sessions[0].clone(),
+            Target::Distinct => sessions[worker % sessions.len()].clone(),
+        }
+    }
+
+    /// Suffix of the scenario name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Target::Hot => "hot",
+            Target::Distinct => "distinct",
+        }
+    }
+}
+
+/// One MCP tool call; the tool's `output` on success.
+async fn tool(
+    client: &Client,
+    url: &str,
+    token: &str,
+    name: &str,
+    arguments: Value,
+) -> anyhow::Result<Value> {
+    let (mut headers, body) = mcp_request(
+        "tools/call",
+        Some(name),
+        json!({ "name": name, "arguments": arguments }),
+    );
+    headers.push(("authorization".into(), format!("Bearer {token}")));
+    let (v, _) = post_mcp(client, url, &headers, body.into(), "tools/call").await?;
+    let sc = &v["result"]["structuredContent"];
+    anyhow::ensure!(sc["success"] == json!(true), "{name} failed: {v}");
+    Ok(sc["output"].clone())
+}
+
+/// `post_session_message` (a note) over stateless MCP.
+pub async fn post(
+    base: &str,
+    token: &str,
+    sessions: Arc<Vec<String>>,
+    target: Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let token = Arc::new(token.to_owned());
+    let (samples, _) = drive(concurrency, duration, move |worker| {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        let session = target.pick(&sessions, worker);
+        async move {
+            tool(
+                &client,
+                &url,
+                &token,
+                "post_session_message",
+                json!({ "session_id": session, "kind": "note", "body": "benchmark note" }),
+            )
+            .await?;
+            Ok(vec![])
+        }
+    })
+    .await;
+    Ok(report(
+        &format!("board_post_{}", target.as_str()),
+        concurrency,
+        samples,
+    ))
+}
+
+/// The same post straight through the store: no HTTP, auth, recorder pair or audit row.
+pub async fn post_floor(
+    pool: Pool,
+    sessions: Arc<Vec<String>>,
+    target: Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let (samples, _) = drive(concurrency, duration, move |worker| {
+        let pool = pool.clone();
+        let session = target.pick(&sessions, worker);
+        async move {
+            let m = NewMessage {
+                id: format!(
+                    "wc_msg_{}",
+                    &uuid::Uuid::new_v4().simple().to_string()[..22]
+                ),
+                kind: "note".into(),
+                priority: "normal".into(),
+                ack_required: false,
+                reply_to: None,
+                body: "benchmark note".into(),
+                body_redacted: false,
+                author_session_id: None,
+            };
+            let actor = Actor::new(uuid::Uuid::now_v7(), "post_session_message");
+            board::post(&pool, &session, &m, actor)
+                .await?
+                .map_err(|r| anyhow::anyhow!("refused: {r:?}"))?;
+            Ok(vec![])
+        }
+    })
+    .await;
+    Ok(report(
+        &format!("board_post_store_{}", target.as_str()),
+        concurrency,
+        samples,
+    ))
+}
+
+/// One cycle: post a todo, get its assignment, complete it with a fresh key.
+pub async fn post_complete(
+    base: &str,
+    token: &str,
+    sessions: Arc<Vec<String>>,
+    target: Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let token = Arc::new(token.to_owned());
+    let (samples, counts) = drive(concurrency, duration, move |worker| {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        let session = target.pick(&sessions, worker);
+        async move {
+            let posted = tool(
+                &client,
+                &url,
+                &token,
+                "post_session_message",
+                json!({ "session_id": session, "kind": "todo", "body": "benchmark todo" }),
+            )
+            .await?;
+            let todo = posted["message_id"].clone();
+            let a = tool(
+                &client,
+                &url,
+                &token,
+                "get_session_assignment",
+                json!({ "session_id": session, "message_id": todo }),
+            )
+            .await?;
+            let done = tool(
+                &client,
+                &url,
+                &token,
+                "complete_session_message",
+                json!({ "session_id": session, "message_id": todo,
+                        "expected_assignment_fence": a["assignment_fence"],
+                        "completion_key": uuid::Uuid::new_v4().to_string(),
+                        "answer": "done" }),
+            )
+            .await?;
+            anyhow::ensure!(
+                done["state_changed"] == json!(true),
+                "not completed: {done}"
+            );
+            Ok(vec![3])
+        }
+    })
+    .await;
+    let calls = counts.first().copied().unwrap_or(0);
+    let calls_per_sec = calls as f64 / samples.elapsed.as_secs_f64();
+    let mut line = report(
+        &format!("board_post_complete_{}", target.as_str()),
+        concurrency,
+        samples,
+    );
+    line["tool_calls_per_sec"] = json!(super::round(calls_per_sec));
+    Ok(line)
+}
+
+/// Latency from sending a post to the return of an observer already waiting on the session
+/// (`wait_ms` 20 s), `rounds` times in sequence.
+pub async fn observe_wake(
+    base: &str,
+    token: &str,
+    session: &str,
+    rounds: usize,
+) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = format!("{base}/mcp");
+    let base_out = tool(
+        &client,
+        &url,
+        token,
+        "observe_session_messages",
+        json!({ "session_id": session }),
+    )
+    .await?;
+    let mut cursor = base_out["token"].as_str().unwrap_or_default().to_owned();
+    let mut latencies = Vec::with_capacity(rounds);
+    let start = Instant::now();
+    for _ in 0..rounds {
+        let observer = {
+            let (client, url, token, session, cursor) = (
+                client.clone(),
+                url.clone(),
+                token.to_owned(),
+                session.to_owned(),
+                cursor.clone(),
+            );
+            tokio::spawn(async move {
+                let out = tool(
+                    &client,
+                    &url,
+                    &token,
+                    "observe_session_messages",
+                    json!({ "session_id": session, "token": cursor, "wait_ms": 20000 }),
+                )
+                .await;
+                (out, Instant::now())
+            })
+        };
+        // Let the observer reach its wait before the post.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let sent = Instant::now();
+        tool(
+            &client,
+            &url,
+            token,
+            "post_session_message",
+            json!({ "session_id": session, "kind": "note", "body": "wake" }),
+        )
+        .await?;
+        let (out, returned) = observer.await?;
+        let out = out?;
+        anyhow::ensure!(
+            out["messages"].as_array().is_some_and(|m| !m.is_empty()),
+            "the observer returned without the post: {out}"
+        );
+        cursor = out["token"].as_str().unwrap_or_default().to_owned();
+        latencies.push(returned.duration_since(sent).as_secs_f64());
+    }
+    Ok(report(
+        "observe_wake",
+        1,
+        Samples {
+            latencies,
+            elapsed: start.elapsed(),
+            extra: Default::default(),
+        },
+    ))
+}
