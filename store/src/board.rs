@@ -447,7 +447,6 @@ pub async fn post(
                 }
                 let number = session.messages_posted + 1;
                 let revision = session.message_observation_revision + 1;
-                let stored = insert(tx, &session.id, number, revision, &message).await?;
                 let change = merge(
                     room,
                     SessionChange {
@@ -461,17 +460,25 @@ pub async fn post(
                 let event = actor.event(
                     "message_posted",
                     json!({
-                        "message_id": stored.id,
-                        "number": stored.number,
-                        "kind": stored.kind,
-                        "priority": stored.priority,
-                        "ack_required": stored.ack_required,
-                        "reply_to": stored.reply_to,
-                        "author_session_id": stored.author_session_id,
-                        "body_chars": stored.body.chars().count(),
+                        "message_id": message.id,
+                        "number": number,
+                        "kind": message.kind,
+                        "priority": message.priority,
+                        "ack_required": message.ack_required,
+                        "reply_to": message.reply_to,
+                        "author_session_id": message.author_session_id,
+                        "body_chars": message.body.chars().count(),
                     }),
                 );
-                match finish(tx, &session, change, actor.evidence(event)).await? {
+                let events = actor.evidence(event);
+                // The row is locked until COMMIT: send the three writes together (pipelined on
+                // the connection, executed in order) instead of one round trip each.
+                let (stored, written, ()) = tokio::try_join!(
+                    insert(tx, &session.id, number, revision, &message),
+                    sessions::write_back(tx, &session, &change, &events),
+                    notify(tx, &session.id),
+                )?;
+                match written {
                     Some(session) => Ok(Step::Done(Ok(Posted {
                         message: stored,
                         session,
