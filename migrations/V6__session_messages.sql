@@ -50,6 +50,9 @@ CREATE UNIQUE INDEX session_messages_by_revision ON session_messages (session_id
 CREATE INDEX session_messages_replies ON session_messages (session_id, reply_to) WHERE reply_to IS NOT NULL;
 CREATE INDEX session_messages_open_ack ON session_messages (session_id, number)
     WHERE ack_required AND status = 'open';
+-- Retention's first choice: the oldest closed messages.
+CREATE INDEX session_messages_closed ON session_messages (session_id, number)
+    WHERE status <> 'open';
 
 -- Accepted completions, by the caller's completion key: the fingerprint of what was asked and
 -- the result that was returned, so a replay returns it again with no new effect. Removed with

@@ -1035,3 +1035,81 @@ async fn a_recorder_of_another_project_cannot_author_messages() {
     assert_eq!(kind(&r), "project_mismatch");
     assert_eq!(footprint(&db, &c).await, before);
 }
+
+#[tokio::test]
+async fn retention_keeps_the_replies_of_open_todos_longest_among_closed_messages() {
+    let (db, st, key) = setup().await;
+    let c = session(&st, &key, P).await;
+    let resolve = |id: String| {
+        let (st, key, c) = (st.clone(), key.clone(), c.clone());
+        async move {
+            let r = call(
+                &st,
+                &key,
+                "resolve_session_message",
+                json!({"session_id": c, "message_id": id}),
+            )
+            .await;
+            assert_eq!(out(&r)["state_changed"], true);
+        }
+    };
+    let todo = post(&st, &key, &c, "todo", "open work").await;
+    let hint = reply(&st, &key, &c, &todo, "a hint for it").await;
+    resolve(hint.clone()).await;
+    let note = post(&st, &key, &c, "note", "closed, unrelated").await;
+    resolve(note.clone()).await;
+    let actor = wc_store::board::Actor::new(uuid::Uuid::now_v7(), "test");
+    for i in 0..497 {
+        let m = wc_store::board::NewMessage {
+            id: wc_functions::board::new_message_id(),
+            kind: "note".into(),
+            priority: "normal".into(),
+            ack_required: false,
+            reply_to: None,
+            body: format!("filler {i}"),
+            body_redacted: false,
+            author_session_id: None,
+        };
+        wc_store::board::post(db.pool(), &c, &m, actor.clone())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let exists = |id: String| {
+        let db_pool = db.pool().clone();
+        async move {
+            let client = db_pool.get().await.unwrap();
+            client
+                .query_one(
+                    "SELECT count(*) FROM session_messages WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+                == 1
+        }
+    };
+    // The unrelated closed note goes first, though the closed hint is older.
+    post(&st, &key, &c, "note", "one").await;
+    assert!(!exists(note.clone()).await);
+    assert!(exists(hint.clone()).await);
+    assert_eq!(
+        assignment(&st, &key, &c, &todo).await["assignment"]["completable"],
+        true
+    );
+    // Then the hint: the todo can no longer prove its assignment.
+    post(&st, &key, &c, "note", "two").await;
+    assert!(!exists(hint).await);
+    let a = assignment(&st, &key, &c, &todo).await;
+    assert_eq!(a["assignment"]["completable"], false);
+    assert_eq!(
+        a["assignment"]["non_completable_reason"],
+        "replies_lost_to_retention"
+    );
+    assert_eq!(a["assignment_fence"], Value::Null);
+    // Then the oldest open message, the todo itself.
+    post(&st, &key, &c, "note", "three").await;
+    assert!(!exists(todo).await);
+    assert_counters(&db, &c).await;
+}

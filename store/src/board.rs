@@ -278,20 +278,34 @@ async fn make_room(
     if session.messages_retained < MAX_RETAINED_MESSAGES {
         return Ok(SessionChange::default());
     }
-    let victim = tx
-        .query_opt(
-            "SELECT m.id, m.observation_revision, m.reply_to, m.status = 'open' AND m.ack_required \
-             FROM session_messages m \
-             WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
-             ORDER BY m.status = 'open', \
-                      EXISTS (SELECT 1 FROM session_messages p WHERE p.id = m.reply_to \
-                              AND p.session_id = m.session_id AND p.kind = 'todo' AND p.status = 'open'), \
-                      m.number \
-             LIMIT 1 FOR UPDATE OF m",
-            &[&session.id, &keep],
+    // One statement: pick the victim in order of preference (each branch an index scan that
+    // stops at its first match, and later branches run only when earlier ones found nothing):
+    // the oldest closed message that is not a direct reply of an open todo, the oldest closed
+    // one, the oldest open one; delete it; mark its parent todo, if any, as having lost a
+    // reply. No row lock is needed on the messages: the session row lock serializes the board.
+    let stmt = tx
+        .prepare_cached(
+            "WITH victim AS ( \
+               (SELECT m.id FROM session_messages m WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
+                  AND m.status <> 'open' AND NOT EXISTS (SELECT 1 FROM session_messages p \
+                    WHERE p.id = m.reply_to AND p.session_id = m.session_id AND p.kind = 'todo' AND p.status = 'open') \
+                  ORDER BY m.number LIMIT 1) \
+               UNION ALL \
+               (SELECT m.id FROM session_messages m WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
+                  AND m.status <> 'open' ORDER BY m.number LIMIT 1) \
+               UNION ALL \
+               (SELECT m.id FROM session_messages m WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
+                  ORDER BY m.number LIMIT 1) \
+               LIMIT 1), \
+             gone AS (DELETE FROM session_messages m USING victim v WHERE m.id = v.id \
+               RETURNING m.observation_revision, m.reply_to, m.status = 'open' AND m.ack_required AS open_ack), \
+             parent AS (UPDATE session_messages p SET replies_pruned = true, \
+               assignment_revision = p.assignment_revision + 1, version = p.version + 1 \
+               FROM gone g WHERE p.id = g.reply_to AND p.session_id = $1 AND p.kind = 'todo' RETURNING 1) \
+             SELECT observation_revision, open_ack, (SELECT count(*) FROM parent) FROM gone",
         )
         .await?;
-    let Some(victim) = victim else {
+    let Some(gone) = tx.query_opt(&stmt, &[&session.id, &keep]).await? else {
         return Err(StoreError::CorruptRow {
             table: "workflow_sessions",
             detail: format!(
@@ -300,21 +314,8 @@ async fn make_room(
             ),
         });
     };
-    let victim_id: String = victim.get(0);
-    let revision: i64 = victim.get(1);
-    let parent: Option<String> = victim.get(2);
-    let open_ack_required: bool = victim.get(3);
-    tx.execute("DELETE FROM session_messages WHERE id = $1", &[&victim_id])
-        .await?;
-    if let Some(parent) = parent {
-        // A todo that lost a direct reply can no longer prove its assignment.
-        tx.execute(
-            "UPDATE session_messages SET replies_pruned = true, assignment_revision = assignment_revision + 1, \
-             version = version + 1 WHERE id = $1 AND session_id = $2 AND kind = 'todo'",
-            &[&parent, &session.id],
-        )
-        .await?;
-    }
+    let revision: i64 = gone.get(0);
+    let open_ack_required: bool = gone.get(1);
     Ok(SessionChange {
         messages_retained_delta: -1,
         open_ack_required_delta: -i32::from(open_ack_required),
