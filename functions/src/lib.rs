@@ -22,6 +22,7 @@ pub mod health;
 pub mod http;
 pub mod kernel;
 pub mod local;
+pub mod maintenance;
 pub mod mcp;
 pub mod redaction;
 pub mod rest;

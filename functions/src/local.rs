@@ -393,8 +393,7 @@ async fn start_runner(
     Ok((stop_tx, joined))
 }
 
-/// Ends expired leases as `lost` (a quarter of the lease apart), sends due SQS outbox messages
-/// (as often), and prunes work that ended more than a week ago (hourly).
+/// Runs a [`crate::maintenance`] pass a quarter of the lease apart (pruning hourly).
 async fn reap_forever(
     pool: wc_store::Pool,
     lease: Duration,
@@ -405,28 +404,12 @@ async fn reap_forever(
     let mut last_prune = std::time::Instant::now() - Duration::from_secs(3600);
     loop {
         tick.tick().await;
-        let Ok(client) = pool.get().await else {
-            continue;
-        };
-        match wc_store::work::reap_expired(&client).await {
-            Ok(lost) if !lost.is_empty() => {
-                tracing::warn!(count = lost.len(), "work lost: runner leases expired")
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "lease reaper failed"),
-        }
-        if let Some(publisher) = &publisher
-            && let Err(e) = wc_store::outbox::drain_outbox(&pool, publisher.as_ref(), 100).await
-        {
-            tracing::warn!(error = %e, "draining the SQS outbox failed");
-        }
-        if last_prune.elapsed() >= Duration::from_secs(3600) {
+        let prune = last_prune.elapsed() >= Duration::from_secs(3600);
+        if prune {
             last_prune = std::time::Instant::now();
-            let week_ago = chrono::Utc::now() - chrono::Duration::days(7);
-            if let Err(e) = wc_store::work::prune_finished(&client, week_ago, 10_000).await {
-                tracing::warn!(error = %e, "pruning finished work failed");
-            }
         }
+        // Failures are logged by the pass; the next tick tries again.
+        let _ = crate::maintenance::run_once(&pool, publisher.as_deref(), prune).await;
     }
 }
 

@@ -428,3 +428,73 @@ pub async fn work_states(
         .map(|r| (r.get(0), r.get(1)))
         .collect())
 }
+
+/// Runner work fixtures shared by the store's and the functions' tests.
+pub mod runner_work {
+    use serde_json::json;
+    use uuid::Uuid;
+
+    use crate::Pool;
+    use crate::runners::{self, Registered, Registration};
+    use crate::work::{self, Enqueued, NewWork, QueueRoute};
+
+    /// Owner fingerprint of fixture work.
+    pub const FP: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+    /// Creates runner `client_id` (serving project `web`) and registers an instance of it.
+    pub async fn runner(pool: &Pool, client_id: &str) -> Uuid {
+        let c = pool.get().await.expect("a connection");
+        let mut digest = [0u8; 32];
+        digest[..16].copy_from_slice(Uuid::new_v4().as_bytes());
+        runners::create(&c, client_id, None, &digest, false)
+            .await
+            .expect("create runner")
+            .expect("a new runner");
+        register(pool, client_id).await
+    }
+
+    /// Registers a fresh instance of runner `client_id`.
+    pub async fn register(pool: &Pool, client_id: &str) -> Uuid {
+        let instance = Uuid::now_v7();
+        let got = runners::register(
+            pool,
+            &Registration {
+                client_id,
+                instance_id: instance,
+                agent_version: "test",
+                queue: "api_poll",
+                max_concurrency: 4,
+                projects: &["web".to_owned()],
+            },
+        )
+        .await
+        .expect("register runner");
+        assert!(matches!(got, Registered::Current { .. }), "{got:?}");
+        instance
+    }
+
+    /// A small `run_process` work item for runner `client_id` on `queue`.
+    pub fn new_work(client_id: &str, queue: QueueRoute) -> NewWork {
+        NewWork {
+            id: Uuid::now_v7(),
+            client_id: client_id.into(),
+            project_id: format!("agent:{client_id}:web"),
+            owner_authority_fingerprint: FP.into(),
+            session_id: None,
+            tool: "run_process".into(),
+            mode: "sync",
+            item: json!({"limits": {"timeout_ms": 1000, "output_bytes_per_stream": 10}}),
+            expectation: json!({}),
+            queue,
+        }
+    }
+
+    /// Queues `w` and returns its id.
+    pub async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
+        match work::applied(work::enqueue(pool, w, None).await.expect("enqueue")).expect("applied")
+        {
+            Enqueued::Queued(row) => row.id,
+            other => panic!("{other:?}"),
+        }
+    }
+}

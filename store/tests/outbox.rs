@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
 use uuid::Uuid;
 use wc_runner_protocol::QueueEnvelope;
 use wc_store::Pool;
@@ -20,18 +19,7 @@ use wc_store::work::{self, Enqueued, NewWork, QueueRoute};
 const FP: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 fn new_work(queue: QueueRoute) -> NewWork {
-    NewWork {
-        id: Uuid::now_v7(),
-        client_id: "host".into(),
-        project_id: "agent:host:web".into(),
-        owner_authority_fingerprint: FP.into(),
-        session_id: None,
-        tool: "run_process".into(),
-        mode: "sync",
-        item: json!({"limits": {"timeout_ms": 1000, "output_bytes_per_stream": 10}}),
-        expectation: json!({}),
-        queue,
-    }
+    wc_store::testing::runner_work::new_work("host", queue)
 }
 
 async fn enqueue_sqs(pool: &Pool, queue_url: &str) -> Uuid {

@@ -9,57 +9,7 @@ use wc_store::runners::{self, Registered, Registration};
 use wc_store::testing::TestDatabase;
 use wc_store::work::{self, Chunk, Claim, Enqueued, LeaseView, NewWork, QueueRoute, Report};
 
-const FP: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
-async fn runner(pool: &Pool, client_id: &str) -> Uuid {
-    let c = pool.get().await.unwrap();
-    let digest: [u8; 32] = rand_digest();
-    runners::create(&c, client_id, None, &digest, false)
-        .await
-        .unwrap()
-        .unwrap();
-    register(pool, client_id).await
-}
-
-fn rand_digest() -> [u8; 32] {
-    let mut d = [0u8; 32];
-    d[..16].copy_from_slice(Uuid::new_v4().as_bytes());
-    d
-}
-
-async fn register(pool: &Pool, client_id: &str) -> Uuid {
-    let instance = Uuid::now_v7();
-    let got = runners::register(
-        pool,
-        &Registration {
-            client_id,
-            instance_id: instance,
-            agent_version: "test",
-            queue: "api_poll",
-            max_concurrency: 4,
-            projects: &["web".to_owned()],
-        },
-    )
-    .await
-    .unwrap();
-    assert!(matches!(got, Registered::Current { .. }));
-    instance
-}
-
-fn new_work(client_id: &str, queue: QueueRoute) -> NewWork {
-    NewWork {
-        id: Uuid::now_v7(),
-        client_id: client_id.into(),
-        project_id: format!("agent:{client_id}:web"),
-        owner_authority_fingerprint: FP.into(),
-        session_id: None,
-        tool: "run_process".into(),
-        mode: "sync",
-        item: json!({"limits": {"timeout_ms": 1000, "output_bytes_per_stream": 10}}),
-        expectation: json!({}),
-        queue,
-    }
-}
+use wc_store::testing::runner_work::{new_work, register, runner};
 
 async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
     match work::applied(work::enqueue(pool, w, None).await.unwrap()).unwrap() {

@@ -1,0 +1,25 @@
+//! AWS Lambda entry point of the scheduled upkeep (an EventBridge rule invokes it, e.g. every
+//! minute): one [`wc_functions::maintenance::run_once`] pass per invocation, pruning included.
+//! Configuration, the pool and the SQS publisher are built once per cold start.
+
+use lambda_http::lambda_runtime::{self, LambdaEvent, service_fn};
+use serde_json::Value;
+use wc_functions::config::ServerConfig;
+use wc_functions::maintenance;
+use wc_store::config::DatabaseConfig;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    wc_functions::telemetry::init();
+    let db = DatabaseConfig::from_env()?;
+    let pool = wc_store::pool::build_pool(&db)?;
+    let config = ServerConfig::from_env()?;
+    let publisher = wc_functions::queue_publisher(&config).await;
+    let (pool, publisher) = (&pool, publisher.as_deref());
+    lambda_runtime::run(service_fn(move |_event: LambdaEvent<Value>| async move {
+        let report = maintenance::run_once(pool, publisher, true).await?;
+        tracing::info!(?report, "maintenance pass");
+        Ok::<_, lambda_runtime::Error>(serde_json::to_value(report)?)
+    }))
+    .await
+}

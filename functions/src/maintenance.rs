@@ -1,0 +1,85 @@
+//! Periodic upkeep of durable state, one pass at a time: expired runner leases end as `lost`,
+//! due SQS outbox messages are sent, and finished work older than a week is pruned (bounded per
+//! pass). `wc-local` runs a pass every quarter lease; in the cloud the `wc-scheduled` function
+//! runs one per scheduled invocation. Every step is safe to run from several places at once:
+//! each is a guarded statement or claims its rows with `FOR UPDATE SKIP LOCKED`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use wc_store::StoreError;
+use wc_store::outbox::QueuePublisher;
+
+/// Finished work kept at least this long before pruning.
+pub const KEEP_FINISHED: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Most finished work rows pruned per pass.
+pub const PRUNE_LIMIT: i64 = 10_000;
+/// Most outbox messages sent per pass.
+pub const DRAIN_LIMIT: usize = 100;
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// Work whose lease had expired, now `lost`.
+    pub lost: usize,
+    /// Outbox messages sent.
+    pub outbox_sent: usize,
+    /// Outbox sends that failed (kept, retried later with backoff).
+    pub outbox_failed: usize,
+    /// Outbox rows discarded because their work is no longer queued.
+    pub outbox_discarded: usize,
+    /// Finished work rows pruned (`None` when pruning was not part of this pass).
+    pub pruned: Option<u64>,
+}
+
+/// One pass: reap, drain (when a publisher is configured), and prune when `prune` is set.
+/// Each step runs even if an earlier one failed; the first failure is returned after all ran.
+pub async fn run_once(
+    pool: &wc_store::Pool,
+    publisher: Option<&dyn QueuePublisher>,
+    prune: bool,
+) -> Result<Report, StoreError> {
+    let mut report = Report::default();
+    let mut first_error = None;
+    let client = pool.get().await?;
+    match wc_store::work::reap_expired(&client).await {
+        Ok(lost) => {
+            if !lost.is_empty() {
+                tracing::warn!(count = lost.len(), "work lost: runner leases expired");
+            }
+            report.lost = lost.len();
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "lease reaper failed");
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(publisher) = publisher {
+        match wc_store::outbox::drain_outbox(pool, publisher, DRAIN_LIMIT).await {
+            Ok(stats) => {
+                report.outbox_sent = stats.sent;
+                report.outbox_failed = stats.failed;
+                report.outbox_discarded = stats.discarded;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "draining the SQS outbox failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if prune {
+        let before = chrono::Utc::now()
+            - chrono::Duration::from_std(KEEP_FINISHED).expect("a week fits a chrono duration");
+        match wc_store::work::prune_finished(&client, before, PRUNE_LIMIT).await {
+            Ok(n) => report.pruned = Some(n),
+            Err(e) => {
+                tracing::warn!(error = %e, "pruning finished work failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
