@@ -151,6 +151,27 @@ async fn footprint(db: &TestDatabase, s: &str) -> (i64, i64, i64, i64) {
     (r.get(0), r.get(1), r.get(2), r.get(3))
 }
 
+/// Posts `n` open notes to `s` straight through the store (fast filling up to retention).
+async fn fill(db: &TestDatabase, s: &str, n: usize) {
+    let actor = wc_store::board::Actor::new(uuid::Uuid::now_v7(), "test");
+    for i in 0..n {
+        let m = wc_store::board::NewMessage {
+            id: wc_functions::board::new_message_id(),
+            kind: "note".into(),
+            priority: "normal".into(),
+            ack_required: false,
+            reply_to: None,
+            body: format!("filler {i}"),
+            body_redacted: false,
+            author_session_id: None,
+        };
+        wc_store::board::post(db.pool(), s, &m, actor.clone())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
 /// The board counters kept on the session row agree with the message rows.
 async fn assert_counters(db: &TestDatabase, s: &str) {
     let c = db.pool().get().await.unwrap();
@@ -736,23 +757,7 @@ async fn retention_removes_closed_messages_first_then_the_oldest_and_reports_los
         json!({"session_id": c, "message_id": closed}),
     )
     .await;
-    let actor = wc_store::board::Actor::new(uuid::Uuid::now_v7(), "test");
-    for i in 0..497 {
-        let m = wc_store::board::NewMessage {
-            id: wc_functions::board::new_message_id(),
-            kind: "note".into(),
-            priority: "normal".into(),
-            ack_required: false,
-            reply_to: None,
-            body: format!("filler {i}"),
-            body_redacted: false,
-            author_session_id: None,
-        };
-        wc_store::board::post(db.pool(), &c, &m, actor.clone())
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    fill(&db, &c, 497).await;
     assert_eq!(footprint(&db, &c).await.1, 500);
     let late = out(&observe(&st, &key, &c, None, 1).await)["token"]
         .as_str()
@@ -1058,23 +1063,7 @@ async fn retention_keeps_the_replies_of_open_todos_longest_among_closed_messages
     resolve(hint.clone()).await;
     let note = post(&st, &key, &c, "note", "closed, unrelated").await;
     resolve(note.clone()).await;
-    let actor = wc_store::board::Actor::new(uuid::Uuid::now_v7(), "test");
-    for i in 0..497 {
-        let m = wc_store::board::NewMessage {
-            id: wc_functions::board::new_message_id(),
-            kind: "note".into(),
-            priority: "normal".into(),
-            ack_required: false,
-            reply_to: None,
-            body: format!("filler {i}"),
-            body_redacted: false,
-            author_session_id: None,
-        };
-        wc_store::board::post(db.pool(), &c, &m, actor.clone())
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    fill(&db, &c, 497).await;
     let exists = |id: String| {
         let db_pool = db.pool().clone();
         async move {
