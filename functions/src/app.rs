@@ -91,40 +91,110 @@ pub async fn queue_publisher(config: &ServerConfig) -> Option<Arc<dyn QueuePubli
     Some(Arc::new(SqsPublisher::from_env(&settings).await))
 }
 
+/// Which route groups a router serves. `wc-local` and `wc-lambda` serve all of them; the
+/// per-surface Lambda functions serve one each (the routes of a group are the same whoever
+/// serves them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Surfaces {
+    /// `/mcp`.
+    pub mcp: bool,
+    /// `/api/actions/*`, `/api/tools/*`, `/openapi.json`, `/api/whoami`, `/healthz`.
+    pub rest: bool,
+    /// `/api/audit/*`.
+    pub audit: bool,
+    /// `/runner/v1/*`.
+    pub runner: bool,
+}
+
+impl Surfaces {
+    /// Every route group.
+    pub const ALL: Surfaces = Surfaces {
+        mcp: true,
+        rest: true,
+        audit: true,
+        runner: true,
+    };
+    /// Only MCP.
+    pub const MCP: Surfaces = Surfaces {
+        mcp: true,
+        ..Surfaces::NONE
+    };
+    /// Only REST / GPT Actions.
+    pub const REST: Surfaces = Surfaces {
+        rest: true,
+        ..Surfaces::NONE
+    };
+    /// Only the operator audit routes.
+    pub const AUDIT: Surfaces = Surfaces {
+        audit: true,
+        ..Surfaces::NONE
+    };
+    /// Only the runner API.
+    pub const RUNNER: Surfaces = Surfaces {
+        runner: true,
+        ..Surfaces::NONE
+    };
+    const NONE: Surfaces = Surfaces {
+        mcp: false,
+        rest: false,
+        audit: false,
+        runner: false,
+    };
+}
+
 /// The router every entry point serves.
 pub fn app(state: AppState) -> Router {
+    app_for(state, Surfaces::ALL)
+}
+
+/// The router of the route groups in `surfaces`, with the same layers as [`app`]. A path of
+/// a group not served here answers the same JSON 404 as an unknown path.
+pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
     let anyone = || middleware::from_fn_with_state(state.clone(), principal_or_anonymous);
-    let authenticated = Router::new()
-        .route("/api/whoami", get(whoami))
-        .merge(audit::routes::router())
-        .route_layer(middleware::from_fn_with_state(
+    let authenticated = |routes: Router<AppState>| {
+        routes.route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_principal,
-        ));
-    // Later route_layers wrap earlier ones: authentication, then auditing, then (for MCP) the
-    // JSON-RPC shape check, so a rejected request still leaves its audit row.
-    let mcp = Router::new()
-        .route_service("/mcp", mcp::service(state.clone()))
-        .route_layer(middleware::from_fn(mcp::guard::jsonrpc_guard))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            audit::audit_mcp,
         ))
-        .route_layer(anyone());
-    let rest_tools = rest::tool_routes()
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            audit::audit_rest,
-        ))
-        .route_layer(anyone());
+    };
+    let mut router = Router::new();
+    if surfaces.rest {
+        // Later route_layers wrap earlier ones: authentication, then auditing.
+        let rest_tools = rest::tool_routes()
+            .route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                audit::audit_rest,
+            ))
+            .route_layer(anyone());
+        router = router
+            .route("/healthz", get(health::healthz))
+            .merge(rest::public_routes())
+            .merge(rest_tools)
+            .merge(authenticated(
+                Router::new().route("/api/whoami", get(whoami)),
+            ));
+    }
+    if surfaces.mcp {
+        // Authentication, then auditing, then the JSON-RPC shape check, so a rejected request
+        // still leaves its audit row.
+        let mcp = Router::new()
+            .route_service("/mcp", mcp::service(state.clone()))
+            .route_layer(middleware::from_fn(mcp::guard::jsonrpc_guard))
+            .route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                audit::audit_mcp,
+            ))
+            .route_layer(anyone());
+        router = router.merge(mcp);
+    }
+    if surfaces.audit {
+        router = router.merge(authenticated(audit::routes::router()));
+    }
+    if surfaces.runner {
+        router = router.merge(runner_api::router(state.clone()));
+    }
     let max_body = state.config.max_body_bytes;
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .merge(rest::public_routes())
-        .merge(mcp)
-        .merge(rest_tools)
-        .merge(authenticated)
-        .merge(runner_api::router(state.clone()))
+    router
         .fallback(not_found)
         // Innermost first: the body limit runs before any handler, inside panic catching,
         // inside the request context that stamps every response and log line.

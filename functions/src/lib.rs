@@ -21,6 +21,7 @@ pub mod execution;
 pub mod health;
 pub mod http;
 pub mod kernel;
+pub mod lambda;
 pub mod local;
 pub mod maintenance;
 pub mod mcp;
@@ -32,7 +33,7 @@ pub mod tools;
 pub mod wake;
 pub mod workflow;
 
-pub use app::{AppState, app, queue_publisher};
+pub use app::{AppState, Surfaces, app, app_for, queue_publisher};
 
 /// The version every surface reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

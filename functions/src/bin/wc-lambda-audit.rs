@@ -1,0 +1,6 @@
+//! AWS Lambda entry point of the audit route group alone (see `wc_functions::Surfaces`).
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    wc_functions::lambda::serve(wc_functions::Surfaces::AUDIT).await
+}

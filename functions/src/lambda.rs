@@ -1,0 +1,27 @@
+//! The AWS Lambda entry points' shared start-up: configuration, the pool (connecting lazily)
+//! and the SQS publisher are built once per cold start, then `lambda_http::run` serves the
+//! router of the function's route groups. Each binary (`wc-lambda` for all groups,
+//! `wc-lambda-mcp`, `wc-lambda-rest`, `wc-lambda-audit`, `wc-lambda-runner`) is one call.
+
+use crate::config::ServerConfig;
+use crate::wake::Wakeups;
+use crate::{AppState, Surfaces, app_for};
+use wc_store::config::DatabaseConfig;
+
+/// Serves `surfaces` under the Lambda runtime until it stops.
+pub async fn serve(surfaces: Surfaces) -> Result<(), lambda_http::Error> {
+    crate::telemetry::init();
+    let db = DatabaseConfig::from_env()?;
+    let pool = wc_store::pool::build_pool(&db)?;
+    let config = ServerConfig::from_env()?;
+    let wake = if config.notify {
+        Wakeups::listening(db.url.clone())
+    } else {
+        Wakeups::polling()
+    };
+    let publisher = crate::queue_publisher(&config).await;
+    let state = AppState::new(pool, config)
+        .with_wakeups(wake)
+        .with_publisher(publisher);
+    lambda_http::run(app_for(state, surfaces)).await
+}
