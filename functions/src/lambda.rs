@@ -1,6 +1,6 @@
 //! The AWS Lambda entry points' shared start-up: configuration, the pool (connecting lazily)
 //! and the SQS publisher are built once per cold start, then `lambda_http::run` serves the
-//! router of the function's route groups. Each binary (`wc-lambda` for all groups,
+//! router of the function's route groups (or, with `WC_LAMBDA_LOCAL_LISTEN`, `axum::serve`). Each binary (`wc-lambda` for all groups,
 //! `wc-lambda-mcp`, `wc-lambda-rest`, `wc-lambda-audit`, `wc-lambda-runner`) is one call.
 
 use crate::config::ServerConfig;
@@ -23,5 +23,13 @@ pub async fn serve(surfaces: Surfaces) -> Result<(), lambda_http::Error> {
     let state = AppState::new(pool, config)
         .with_wakeups(wake)
         .with_publisher(publisher);
-    lambda_http::run(app_for(state, surfaces)).await
+    let app = app_for(state, surfaces);
+    // Local HTTP mode (`WC_LAMBDA_LOCAL_LISTEN=host:port`): the same start-up and router under
+    // `axum::serve`, for measuring start-up and running a function without the Lambda runtime.
+    if let Ok(addr) = std::env::var("WC_LAMBDA_LOCAL_LISTEN") {
+        let listener = tokio::net::TcpListener::bind(&addr).await?;
+        axum::serve(listener, app).await?;
+        return Ok(());
+    }
+    lambda_http::run(app).await
 }

@@ -2,6 +2,7 @@
 
 pub mod board;
 pub mod cas;
+pub mod cold_start;
 pub mod mcp;
 pub mod runner;
 pub mod sessions;

@@ -127,6 +127,7 @@ async fn main() -> anyhow::Result<()> {
         .chain(recorded.iter())
         .chain(runner.iter())
         .chain(board_names.iter())
+        .chain(["cold_start"].iter())
         .any(|n| wanted(&cli, n))
     {
         return Ok(());
@@ -193,6 +194,36 @@ async fn main() -> anyhow::Result<()> {
                     "ops_per_sec",
                 ));
             }
+        }
+    }
+
+    if wanted(&cli, "cold_start") {
+        use wc_e2e::bench::cold_start::{Probe, cold_start};
+        let dir = match &cli.wc_local {
+            Some(p) => p.parent().map(|d| d.to_path_buf()).unwrap_or_default(),
+            None => std::env::current_exe()?
+                .parent()
+                .map(|d| d.to_path_buf())
+                .unwrap_or_default(),
+        };
+        for (bin, probe) in [
+            ("wc-lambda-mcp", Probe::McpToolsList),
+            ("wc-lambda", Probe::McpToolsList),
+            ("wc-lambda-rest", Probe::Healthz),
+            ("wc-lambda-audit", Probe::AuditSessions),
+            ("wc-lambda-runner", Probe::RunnerPoll),
+        ] {
+            emit(
+                &cold_start(
+                    bin,
+                    &dir.join(bin),
+                    stack.db.url().expose(),
+                    &token,
+                    probe,
+                    10,
+                )
+                .await?,
+            );
         }
     }
 
