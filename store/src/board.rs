@@ -929,20 +929,6 @@ pub async fn changes(
     }))
 }
 
-/// The current observation revision of `session_id` (`None` if it does not exist).
-pub async fn revision(
-    client: &impl GenericClient,
-    session_id: &str,
-) -> Result<Option<i64>, StoreError> {
-    let stmt = client
-        .prepare_cached("SELECT message_observation_revision FROM workflow_sessions WHERE id = $1")
-        .await?;
-    Ok(client
-        .query_opt(&stmt, &[&session_id])
-        .await?
-        .map(|r| r.get(0)))
-}
-
 /// Filters of a listing.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {

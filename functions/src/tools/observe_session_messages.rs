@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use wc_store::board;
 
 use crate::auth::Scope;
+use crate::board::tokens::TokenProblem;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::{ErrorKind, ToolError};
@@ -101,20 +102,10 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             waited_ms: 0,
         });
     };
-    // The token is checked against the session as it is now, not as the kernel loaded it.
-    let revision_now = {
-        let client = ctx
-            .state
-            .pool
-            .get()
-            .await
-            .map_err(wc_store::StoreError::from)?;
-        board::revision(&client, &session.id)
-            .await?
-            .ok_or_else(gone)?
-    };
+    // Integrity, session and incarnation now; the revision below, against the first snapshot
+    // (the session as it is now, not as the kernel loaded it).
     let cursor = keys
-        .open_observation_token(binding, revision_now, &token)
+        .open_observation_token(binding, i64::MAX, &token)
         .map_err(|p| b::bad_token(ErrorKind::InvalidObservationToken, "token", p))?;
     let deadline = ctx
         .state
@@ -131,6 +122,13 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         let changes = board::changes(&ctx.state.pool, &session.id, cursor, limit)
             .await?
             .ok_or_else(gone)?;
+        if cursor > current(&changes) {
+            return Err(b::bad_token(
+                ErrorKind::InvalidObservationToken,
+                "token",
+                TokenProblem::FutureRevision,
+            ));
+        }
         let left = wait.saturating_sub(started.elapsed());
         match &mut waiter {
             Some(w) if current(&changes) == cursor && !left.is_zero() => w.wait(left).await,
