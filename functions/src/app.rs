@@ -33,6 +33,9 @@ pub struct AppState {
     pub wake: Wakeups,
     /// Sends staged SQS work messages after commit; `None` when no runner uses SQS.
     pub publisher: Option<Arc<dyn QueuePublisher>>,
+    /// The OAuth access-token verifier, when OAuth is configured (`WC_OAUTH_*`); it caches
+    /// the issuer's signing keys for the life of the process.
+    pub oauth: Option<Arc<crate::auth::OAuthVerifier>>,
     /// Keys of observation tokens and assignment fences, derived once from the configured or
     /// database-kept secret ([`crate::board::keys`]).
     pub token_keys: Arc<tokio::sync::OnceCell<crate::board::tokens::TokenKeys>>,
@@ -54,8 +57,13 @@ impl AppState {
         let doc = rest::openapi::document(&runtime, config.public_url.as_deref());
         let openapi =
             axum::body::Bytes::from(serde_json::to_vec(&doc).expect("openapi serializes"));
+        let oauth = config
+            .oauth
+            .clone()
+            .map(|s| Arc::new(crate::auth::OAuthVerifier::new(s)));
         Self {
             pool,
+            oauth,
             config: Arc::new(config),
             runtime,
             openapi,
@@ -174,6 +182,18 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
                 Router::new().route("/api/whoami", get(whoami)),
             ));
     }
+    if surfaces.mcp && state.oauth.is_some() {
+        // RFC 9728 metadata, public: how an MCP client finds the authorization server.
+        router = router
+            .route(
+                "/.well-known/oauth-protected-resource",
+                get(crate::auth::oauth::metadata_root),
+            )
+            .route(
+                "/.well-known/oauth-protected-resource/{*path}",
+                get(crate::auth::oauth::metadata_at),
+            );
+    }
     if surfaces.mcp {
         // Authentication, then auditing, then the JSON-RPC shape check, so a rejected request
         // still leaves its audit row.
@@ -211,12 +231,17 @@ async fn whoami(Extension(principal): Extension<Principal>) -> impl IntoResponse
         ProjectGrants::All => json!("*"),
         ProjectGrants::Only(set) => json!(set),
     };
-    Json(json!({
+    let mut body = json!({
         "principal_kind": principal.kind.as_str(),
         "credential_id": principal.credential_id,
         "scopes": principal.scopes.to_strings(),
         "projects": projects,
-    }))
+    });
+    if let Some(identity) = &principal.oauth {
+        body["oauth_subject"] = json!(identity.subject);
+        body["oauth_client_id"] = json!(identity.client_id);
+    }
+    Json(body)
 }
 
 async fn not_found() -> ApiError {

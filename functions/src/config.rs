@@ -44,6 +44,8 @@ pub struct ServerConfig {
     /// Key material for observation tokens and assignment fences (`WC_TOKEN_SECRET`, at least
     /// 32 bytes). When absent, a secret generated once and kept in the database is used.
     pub token_secret: Option<TokenSecret>,
+    /// OAuth resource-server settings (`WC_OAUTH_*`); `None` serves credentials only.
+    pub oauth: Option<crate::auth::OAuthSettings>,
 }
 
 /// A secret from configuration; never printed.
@@ -194,6 +196,7 @@ impl ServerConfig {
         {
             cfg.sqs_region = region.trim().to_owned();
         }
+        cfg.oauth = crate::auth::OAuthSettings::from_env()?;
         Ok(cfg)
     }
 
@@ -249,6 +252,7 @@ impl Default for ServerConfig {
             sqs_endpoint_url: None,
             sqs_region: "us-east-1".into(),
             token_secret: None,
+            oauth: None,
         }
     }
 }

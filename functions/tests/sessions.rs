@@ -1080,6 +1080,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
         authority_group: "mode-group".into(),
         scopes: ScopeSet::all(),
         projects: ProjectGrants::All,
+        oauth: None,
     });
     let invoke = |name: &str, arguments: Value, recording: Option<&str>| {
         let st = st.clone();

@@ -101,8 +101,12 @@ async fn persist(state: &AppState, pending: &Pending, status: u16, note: Classif
         request_id: pending.request_id.clone(),
         summary: note.summary,
         principal_kind: Some(pending.principal.kind.as_str().to_owned()),
-        principal_user_id: None,
-        oauth_client_id: None,
+        principal_user_id: pending.principal.oauth.as_ref().map(|o| o.subject.clone()),
+        oauth_client_id: pending
+            .principal
+            .oauth
+            .as_ref()
+            .and_then(|o| o.client_id.clone()),
     };
     let fingerprint = pending.principal.fingerprint(CALLER_DOMAIN);
     match audit::record(&state.pool, &fingerprint, &pending.affinity, &event).await {

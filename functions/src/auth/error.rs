@@ -11,33 +11,56 @@ pub enum AuthError {
     /// No `Authorization: Bearer` header.
     #[error("missing bearer token")]
     Missing,
-    /// A token that is malformed, unknown or revoked. Which one is deliberately not said.
+    /// A token that is malformed, unknown, expired or revoked. Which one is deliberately not
+    /// said.
     #[error("invalid bearer token")]
     Invalid,
     /// Authenticated, but without the scope the operation needs.
     #[error("insufficient scope: {0} required")]
     InsufficientScope(Scope),
+    /// The OAuth issuer's signing keys could not be loaded (and none are cached).
+    #[error("oauth signing keys unavailable: {0}")]
+    KeysUnavailable(String),
     /// The credential store could not be consulted.
     #[error("credential store unavailable")]
     Store(#[from] wc_store::StoreError),
 }
 
-impl IntoResponse for AuthError {
-    fn into_response(self) -> Response {
+impl AuthError {
+    /// The response, with the challenge naming the RFC 9728 resource metadata when the server
+    /// is an OAuth resource server (MCP clients discover the authorization server from it).
+    pub fn into_challenge(self, resource_metadata: Option<&str>) -> Response {
+        let metadata = resource_metadata
+            .map(|url| format!(r#", resource_metadata="{url}""#))
+            .unwrap_or_default();
         let (status, kind, challenge) = match &self {
-            AuthError::Missing => (StatusCode::UNAUTHORIZED, "unauthorized", r#"Bearer realm="wc""#.to_owned()),
+            AuthError::Missing => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                format!(r#"Bearer realm="wc"{metadata}"#),
+            ),
             AuthError::Invalid => (
                 StatusCode::UNAUTHORIZED,
                 "invalid_token",
-                r#"Bearer realm="wc", error="invalid_token", error_description="the token is malformed, unknown or revoked""#.to_owned(),
+                format!(
+                    r#"Bearer realm="wc", error="invalid_token", error_description="the token is malformed, unknown, expired or revoked"{metadata}"#
+                ),
             ),
             AuthError::InsufficientScope(scope) => (
                 StatusCode::FORBIDDEN,
                 "insufficient_scope",
-                format!(r#"Bearer realm="wc", error="insufficient_scope", scope="{scope}""#),
+                format!(
+                    r#"Bearer realm="wc", error="insufficient_scope", scope="{scope}"{metadata}"#
+                ),
             ),
+            AuthError::KeysUnavailable(_) => {
+                return ApiError::unavailable(anyhow::anyhow!("oauth signing keys unavailable"))
+                    .into_response();
+            }
             AuthError::Store(_) => {
-                let AuthError::Store(e) = self else { unreachable!() };
+                let AuthError::Store(e) = self else {
+                    unreachable!()
+                };
                 return ApiError::from(e).into_response();
             }
         };
@@ -46,5 +69,11 @@ impl IntoResponse for AuthError {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
         resp
+    }
+}
+
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        self.into_challenge(None)
     }
 }

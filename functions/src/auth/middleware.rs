@@ -3,10 +3,10 @@ use std::collections::BTreeSet;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use wc_store::credentials::{self, CredentialKind};
 
-use super::{AuthError, Principal, PrincipalKind, ProjectGrants, ScopeSet, token};
+use super::{AuthError, Principal, PrincipalKind, ProjectGrants, ScopeSet, oauth, token};
 use crate::AppState;
 
 /// Resolves the bearer token in `headers` to a principal.
@@ -20,6 +20,11 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Princ
         return Err(AuthError::Missing);
     }
     let token = token.trim();
+    if let Some(oauth) = state.oauth.as_deref()
+        && oauth::looks_like_jwt(token)
+    {
+        return oauth.authenticate(token).await;
+    }
     if !token::is_plausible(token) {
         return Err(AuthError::Invalid);
     }
@@ -43,6 +48,7 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Princ
         authority_group: cred.authority_group,
         scopes,
         projects,
+        oauth: None,
     })
 }
 
@@ -88,6 +94,12 @@ async fn admit(state: AppState, mut req: Request, next: Next, allow_anonymous: b
             req.extensions_mut().insert(principal);
             next.run(req).await
         }
-        Err(e) => e.into_response(),
+        Err(e) => {
+            let metadata = state
+                .oauth
+                .as_deref()
+                .and_then(|o| o.metadata_url_for(req.uri().path()));
+            e.into_challenge(metadata.as_deref())
+        }
     }
 }

@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 
 use uuid::Uuid;
 
-use super::{AuthError, Scope, ScopeSet};
+use super::{AuthError, OAuthIdentity, Scope, ScopeSet};
 
 /// What kind of caller a principal is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -14,6 +14,8 @@ pub enum PrincipalKind {
     /// The Open Anonymous principal: a caller without a token, admitted only when the server
     /// was started with `--allow-anonymous`. It sees no project and holds no scope.
     Anonymous,
+    /// A caller with an OAuth access token from the configured authorization server.
+    OAuth,
 }
 
 impl PrincipalKind {
@@ -23,6 +25,7 @@ impl PrincipalKind {
             PrincipalKind::SharedKey => "shared_key",
             PrincipalKind::ProjectCredential => "project_credential",
             PrincipalKind::Anonymous => "anonymous",
+            PrincipalKind::OAuth => "oauth",
         }
     }
 }
@@ -59,6 +62,8 @@ pub struct Principal {
     pub scopes: ScopeSet,
     /// Reachable projects.
     pub projects: ProjectGrants,
+    /// The OAuth subject and client, for OAuth principals.
+    pub oauth: Option<OAuthIdentity>,
 }
 
 impl Principal {
@@ -70,6 +75,7 @@ impl Principal {
             authority_group: "anonymous".into(),
             scopes: ScopeSet::default(),
             projects: ProjectGrants::Only(BTreeSet::new()),
+            oauth: None,
         }
     }
 

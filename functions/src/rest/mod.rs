@@ -44,17 +44,37 @@ fn status_of(result: &ToolResult) -> StatusCode {
 }
 
 fn respond(result: &ToolResult) -> Response {
-    (status_of(result), Json(result.to_value())).into_response()
+    with_challenge(
+        result,
+        (status_of(result), Json(result.to_value())).into_response(),
+    )
 }
 
 /// A kernel result, sent as the JSON the kernel already serialized.
 fn respond_invoked(invoked: crate::kernel::Invoked) -> Response {
-    (
+    let resp = (
         status_of(&invoked.result),
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         invoked.json,
     )
-        .into_response()
+        .into_response();
+    with_challenge(&invoked.result, resp)
+}
+
+/// A 403 `insufficient_scope` carries the bearer challenge naming the scope (RFC 6750 §3), so
+/// an OAuth client can ask for it.
+fn with_challenge(result: &ToolResult, mut resp: Response) -> Response {
+    if let Some(e) = &result.error
+        && e.kind == ErrorKind::InsufficientScope
+        && let Some(scope) = e.details.get("scope").and_then(Value::as_str)
+        && let Ok(v) = axum::http::HeaderValue::from_str(&format!(
+            r#"Bearer realm="wc", error="insufficient_scope", scope="{scope}""#
+        ))
+    {
+        resp.headers_mut()
+            .insert(axum::http::header::WWW_AUTHENTICATE, v);
+    }
+    resp
 }
 
 fn failure(kind: ErrorKind, message: impl Into<String>) -> Response {
