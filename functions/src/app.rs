@@ -27,8 +27,8 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// The tool kernel.
     pub runtime: Arc<ToolRuntime>,
-    /// The serialized OpenAPI document.
-    pub openapi: axum::body::Bytes,
+    /// The serialized OpenAPI document, built on first request ([`AppState::openapi`]).
+    openapi: Arc<std::sync::OnceLock<axum::body::Bytes>>,
     /// Wake-ups for waits on durable state (hints only; see [`crate::wake`]).
     pub wake: Wakeups,
     /// Sends staged SQS work messages after commit; `None` when no runner uses SQS.
@@ -54,9 +54,6 @@ impl AppState {
                 dispatch_deadline: config.dispatch_deadline,
             },
         ));
-        let doc = rest::openapi::document(&runtime, config.public_url.as_deref());
-        let openapi =
-            axum::body::Bytes::from(serde_json::to_vec(&doc).expect("openapi serializes"));
         let oauth = config
             .oauth
             .clone()
@@ -66,11 +63,22 @@ impl AppState {
             oauth,
             config: Arc::new(config),
             runtime,
-            openapi,
+            openapi: Arc::default(),
             wake: Wakeups::polling(),
             publisher: None,
             token_keys: Arc::default(),
         }
+    }
+
+    /// The serialized OpenAPI document, built once per process on first use (only the REST
+    /// surface serves it, so the other functions never pay for it at start-up).
+    pub fn openapi(&self) -> axum::body::Bytes {
+        self.openapi
+            .get_or_init(|| {
+                let doc = rest::openapi::document(&self.runtime, self.config.public_url.as_deref());
+                axum::body::Bytes::from(serde_json::to_vec(&doc).expect("openapi serializes"))
+            })
+            .clone()
     }
 
     /// The same state with `wake` as its wake-up hub.
@@ -88,7 +96,7 @@ impl AppState {
 
 /// The SQS publisher for `config`, built once per process: `None` unless some runner's work
 /// goes through SQS (`WC_RUNNER_SQS_QUEUES`). Uses the default AWS credential chain.
-pub async fn queue_publisher(config: &ServerConfig) -> Option<Arc<dyn QueuePublisher>> {
+pub fn queue_publisher(config: &ServerConfig) -> Option<Arc<dyn QueuePublisher>> {
     if config.runner_sqs_queues.is_empty() {
         return None;
     }
@@ -96,7 +104,7 @@ pub async fn queue_publisher(config: &ServerConfig) -> Option<Arc<dyn QueuePubli
         region: config.sqs_region.clone(),
         endpoint_url: config.sqs_endpoint_url.clone(),
     };
-    Some(Arc::new(SqsPublisher::from_env(&settings).await))
+    Some(Arc::new(SqsPublisher::from_env(&settings)))
 }
 
 /// Which route groups a router serves. `wc-local` and `wc-lambda` serve all of them; the

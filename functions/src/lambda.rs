@@ -10,6 +10,7 @@ use wc_store::config::DatabaseConfig;
 
 /// Serves `surfaces` under the Lambda runtime until it stops.
 pub async fn serve(surfaces: Surfaces) -> Result<(), lambda_http::Error> {
+    let started = std::time::Instant::now();
     crate::telemetry::init();
     let db = DatabaseConfig::from_env()?;
     let pool = wc_store::pool::build_pool(&db)?;
@@ -19,11 +20,17 @@ pub async fn serve(surfaces: Surfaces) -> Result<(), lambda_http::Error> {
     } else {
         Wakeups::polling()
     };
-    let publisher = crate::queue_publisher(&config).await;
+    let publisher = crate::queue_publisher(&config);
     let state = AppState::new(pool, config)
         .with_wakeups(wake)
         .with_publisher(publisher);
+    let state_ready = started.elapsed();
     let app = app_for(state, surfaces);
+    tracing::info!(
+        state_us = state_ready.as_micros() as u64,
+        init_us = started.elapsed().as_micros() as u64,
+        "initialized"
+    );
     // Local HTTP mode (`WC_LAMBDA_LOCAL_LISTEN=host:port`): the same start-up and router under
     // `axum::serve`, for measuring start-up and running a function without the Lambda runtime.
     if let Ok(addr) = std::env::var("WC_LAMBDA_LOCAL_LISTEN") {

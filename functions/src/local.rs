@@ -257,7 +257,7 @@ async fn serve(
     } else {
         Wakeups::polling()
     };
-    let publisher = crate::queue_publisher(&config).await;
+    let publisher = crate::queue_publisher(&config);
     // The embedded runner receives from SQS when its client id has a queue.
     let runner_sqs = config.runner_sqs_queues.get(LOCAL_RUNNER).map(|url| {
         (

@@ -57,7 +57,9 @@ pub struct SqsSettings {
 /// [`QueuePublisher`] over the AWS SDK.
 #[derive(Debug, Clone)]
 pub struct SqsPublisher {
-    client: aws_sdk_sqs::Client,
+    client: tokio::sync::OnceCell<aws_sdk_sqs::Client>,
+    /// Where the client comes from when it is first needed (`None`: built already).
+    lazy: Option<SqsSettings>,
 }
 
 fn timeouts() -> aws_sdk_sqs::config::timeout::TimeoutConfig {
@@ -70,17 +72,32 @@ fn timeouts() -> aws_sdk_sqs::config::timeout::TimeoutConfig {
 
 impl SqsPublisher {
     /// A publisher using the default AWS credential chain (environment, profile, web
-    /// identity, container or instance role). Built once per process.
-    pub async fn from_env(settings: &SqsSettings) -> SqsPublisher {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new(settings.region.clone()))
-            .timeout_config(timeouts());
-        if let Some(url) = &settings.endpoint_url {
-            loader = loader.endpoint_url(url);
-        }
+    /// identity, container or instance role). Built once per process; the AWS configuration
+    /// (credentials, HTTPS client) loads on the first send, not at start-up, so a cold start
+    /// that sends nothing never pays for it.
+    pub fn from_env(settings: &SqsSettings) -> SqsPublisher {
         SqsPublisher {
-            client: aws_sdk_sqs::Client::new(&loader.load().await),
+            client: tokio::sync::OnceCell::new(),
+            lazy: Some(settings.clone()),
         }
+    }
+
+    async fn client(&self) -> &aws_sdk_sqs::Client {
+        self.client
+            .get_or_init(|| async {
+                let settings = self
+                    .lazy
+                    .as_ref()
+                    .expect("a publisher without a client has its settings");
+                let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+                    .region(aws_config::Region::new(settings.region.clone()))
+                    .timeout_config(timeouts());
+                if let Some(url) = &settings.endpoint_url {
+                    loader = loader.endpoint_url(url);
+                }
+                aws_sdk_sqs::Client::new(&loader.load().await)
+            })
+            .await
     }
 
     /// A publisher with fixed `credentials` (a local SQS server, which accepts any).
@@ -97,7 +114,10 @@ impl SqsPublisher {
             config = config.endpoint_url(url);
         }
         SqsPublisher {
-            client: aws_sdk_sqs::Client::from_conf(config.build()),
+            client: tokio::sync::OnceCell::new_with(Some(aws_sdk_sqs::Client::from_conf(
+                config.build(),
+            ))),
+            lazy: None,
         }
     }
 }
@@ -105,7 +125,8 @@ impl SqsPublisher {
 impl QueuePublisher for SqsPublisher {
     fn send<'a>(&'a self, queue_url: &'a str, body: &'a str) -> SendFuture<'a> {
         Box::pin(async move {
-            self.client
+            self.client()
+                .await
                 .send_message()
                 .queue_url(queue_url)
                 .message_body(body)

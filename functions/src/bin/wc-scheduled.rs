@@ -14,7 +14,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let db = DatabaseConfig::from_env()?;
     let pool = wc_store::pool::build_pool(&db)?;
     let config = ServerConfig::from_env()?;
-    let publisher = wc_functions::queue_publisher(&config).await;
+    let publisher = wc_functions::queue_publisher(&config);
     let (pool, publisher) = (&pool, publisher.as_deref());
     lambda_runtime::run(service_fn(move |_event: LambdaEvent<Value>| async move {
         let report = maintenance::run_once(pool, publisher, true).await?;

@@ -187,7 +187,7 @@ impl ToolRuntime {
             other => other,
         };
         args::normalize_integers(&mut args);
-        if let Err(e) = args::validate(&spec.validator, &spec.input_schema_value, &args) {
+        if let Err(e) = args::validate(spec.validator(), &spec.input_schema_value, &args) {
             return Ok(finish(ToolResult::err(e), ExecutionState::Rejected));
         }
         let recording =

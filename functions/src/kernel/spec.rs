@@ -106,7 +106,9 @@ pub struct ToolSpec {
     pub input_schema: Arc<Map<String, Value>>,
     /// JSON Schema of the `output` field of a successful result.
     pub output_schema: Arc<Map<String, Value>>,
-    pub(super) validator: jsonschema::Validator,
+    /// The compiled input schema, built on the tool's first call (compiling every tool's
+    /// schema at start-up would delay every cold start for tools the instance may never run).
+    validator: std::sync::OnceLock<jsonschema::Validator>,
     /// The input schema as a value, for explaining validation errors.
     pub(super) input_schema_value: Value,
     pub(super) handler: Handler,
@@ -154,8 +156,6 @@ impl ToolSpec {
     {
         let input_schema = schema_for::<A>();
         let output_schema = schema_for::<O>();
-        let validator = jsonschema::validator_for(&Value::Object(input_schema.clone()))
-            .unwrap_or_else(|e| panic!("tool {}: input schema does not compile: {e}", meta.name));
         let handler = Arc::new(handler);
         let erased: Handler = Arc::new(move |ctx: ToolContext, args: Value| {
             let handler = handler.clone();
@@ -177,9 +177,22 @@ impl ToolSpec {
             input_schema_value: Value::Object(input_schema.clone()),
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
-            validator,
+            validator: std::sync::OnceLock::new(),
             handler: erased,
         }
+    }
+
+    /// The argument validator, compiled on first use. Every tool's schema is compiled by a
+    /// test, so the panic cannot happen in a released build.
+    pub fn validator(&self) -> &jsonschema::Validator {
+        self.validator.get_or_init(|| {
+            jsonschema::validator_for(&self.input_schema_value).unwrap_or_else(|e| {
+                panic!(
+                    "tool {}: input schema does not compile: {e}",
+                    self.meta.name
+                )
+            })
+        })
     }
 
     /// Declares how the tool uses its `session_id` argument.

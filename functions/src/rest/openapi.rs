@@ -255,7 +255,7 @@ pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
 pub async fn serve(State(state): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        state.openapi.clone(),
+        state.openapi(),
     )
         .into_response()
 }

@@ -56,3 +56,17 @@ pub fn all() -> Vec<ToolSpec> {
         observe_session_messages::spec(),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_input_schema_compiles() {
+        // Validators compile lazily on a tool's first call; compiling them all here keeps a
+        // schema that does not compile out of any build.
+        let mut specs = super::all();
+        specs.extend(crate::mcp::fixtures::tools());
+        for spec in &specs {
+            let _ = spec.validator();
+        }
+    }
+}
