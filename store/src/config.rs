@@ -1,8 +1,11 @@
 //! Typed database configuration.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
+
+use tokio_postgres::config::{Host, SslMode};
 
 use crate::StoreError;
 
@@ -41,9 +44,9 @@ impl DatabaseUrl {
     }
 }
 
-/// Renders a driver configuration back into a URL (host, port, user, password, dbname).
+/// Renders a driver configuration back into a URL (host, port, user, password, dbname and a
+/// `sslmode` other than the default `prefer`).
 fn config_to_url(cfg: &tokio_postgres::Config) -> String {
-    use tokio_postgres::config::Host;
     let host = match cfg.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
         #[cfg(unix)]
@@ -61,7 +64,15 @@ fn config_to_url(cfg: &tokio_postgres::Config) -> String {
         None => percent_encode(user),
     };
     let db = cfg.get_dbname().unwrap_or("postgres");
-    format!("postgres://{auth}@{host}:{port}/{}", percent_encode(db))
+    let ssl = match cfg.get_ssl_mode() {
+        SslMode::Disable => "?sslmode=disable",
+        SslMode::Require => "?sslmode=require",
+        _ => "",
+    };
+    format!(
+        "postgres://{auth}@{host}:{port}/{}{ssl}",
+        percent_encode(db)
+    )
 }
 
 fn percent_encode(s: &str) -> String {
@@ -80,9 +91,9 @@ impl fmt::Debug for DatabaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let cfg = self.pg_config();
         let host = match cfg.get_hosts().first() {
-            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            Some(Host::Tcp(h)) => h.clone(),
             #[cfg(unix)]
-            Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+            Some(Host::Unix(p)) => p.display().to_string(),
             None => "?".into(),
         };
         write!(
@@ -101,11 +112,36 @@ impl fmt::Debug for DatabaseUrl {
     }
 }
 
+/// How server certificates are checked when a connection uses TLS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// A PEM bundle of the certificate authorities to trust (`WC_DB_SSLROOTCERT`, e.g. the AWS RDS
+    /// global bundle). Without one, the webpki roots are trusted.
+    pub root_cert: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    /// Reads `WC_DB_SSLROOTCERT`.
+    pub fn from_env() -> Self {
+        Self::from_vars(&|name: &str| std::env::var(name).ok())
+    }
+
+    fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Self {
+        Self {
+            root_cert: var("WC_DB_SSLROOTCERT")
+                .filter(|v| !v.trim().is_empty())
+                .map(PathBuf::from),
+        }
+    }
+}
+
 /// How a process talks to the database.
 #[derive(Clone, Debug)]
 pub struct DatabaseConfig {
-    /// Where the database is.
+    /// Where the database is. Its `sslmode` (`disable`, `prefer`, `require`) decides TLS.
     pub url: DatabaseUrl,
+    /// How server certificates are checked.
+    pub tls: TlsSettings,
     /// Upper bound on pooled connections held by this process.
     pub max_connections: usize,
     /// How long to wait for a pooled connection (or a new one) before failing the request.
@@ -116,20 +152,23 @@ impl DatabaseConfig {
     /// Default pool size: enough to keep two cores busy without crowding a small database.
     pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
-    /// A configuration for `url` with default pool limits.
+    /// A configuration for `url` with webpki roots and default pool limits.
     pub fn new(url: DatabaseUrl) -> Self {
         Self {
             url,
+            tls: TlsSettings::default(),
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: Duration::from_secs(10),
         }
     }
 
-    /// Reads `DATABASE_URL` and the optional `WC_DB_MAX_CONNECTIONS`.
+    /// Reads `DATABASE_URL`, the optional `WC_DB_SSLROOTCERT` (the CA bundle to trust) and the
+    /// optional `WC_DB_MAX_CONNECTIONS`.
     pub fn from_env() -> Result<Self, StoreError> {
         let url = std::env::var("DATABASE_URL")
             .map_err(|_| StoreError::Config("DATABASE_URL is not set".into()))?;
         let mut cfg = Self::new(DatabaseUrl::parse(&url)?);
+        cfg.tls = TlsSettings::from_env();
         if let Ok(n) = std::env::var("WC_DB_MAX_CONNECTIONS") {
             cfg.max_connections = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                 StoreError::Config("WC_DB_MAX_CONNECTIONS must be a positive integer".into())
@@ -160,6 +199,14 @@ mod tests {
         assert_eq!(cfg.get_user(), Some("alice"));
         assert_eq!(cfg.get_password(), Some(&b"p@ss"[..]));
         assert_eq!(cfg.get_ports(), &[5433]);
+    }
+
+    #[test]
+    fn with_database_keeps_sslmode() {
+        let url = DatabaseUrl::parse("postgres://u@h/wc?sslmode=require").unwrap();
+        let other = url.with_database("t_1").pg_config();
+        assert_eq!(other.get_ssl_mode(), SslMode::Require);
+        assert_eq!(other.get_dbname(), Some("t_1"));
     }
 
     #[test]
