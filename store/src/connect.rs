@@ -8,6 +8,9 @@
 //! whose certificate does not verify (a distribution's self-signed "snakeoil" certificate on a
 //! developer's loopback server, say) is used without TLS, with a warning; `require` fails
 //! instead.
+//!
+//! With IAM auth ([`DatabaseAuth::IamToken`]) every new connection gets a freshly signed token as
+//! its password (see [`crate::iam_auth`]).
 
 use std::fmt;
 use std::future::Future;
@@ -19,12 +22,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustls::ClientConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use tokio_postgres::config::SslMode;
+use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, Socket};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::config::{DatabaseConfig, TlsSettings};
+use crate::config::{DatabaseAuth, DatabaseConfig, TlsSettings};
+use crate::iam_auth::{DefaultAwsChain, IamAuthError, IamTokenSigner, SigningContext};
 
 /// The connection half of a client made by a [`Connector`]: drive it (spawn it) for the client
 /// to make progress.
@@ -79,6 +83,9 @@ pub enum ConnectError {
     /// does not offer TLS where it is required, or the handshake broke down.
     #[error("TLS with the database failed: {0}")]
     Tls(#[source] tokio_postgres::Error),
+    /// No IAM auth token could be made.
+    #[error(transparent)]
+    IamAuth(#[from] IamAuthError),
     /// The server could not be reached or refused the connection.
     #[error("cannot connect to the database: {0}")]
     Postgres(#[source] tokio_postgres::Error),
@@ -126,6 +133,7 @@ pub struct Connector {
 struct Inner {
     base: tokio_postgres::Config,
     tls: MakeRustlsConnect,
+    signer: Option<IamTokenSigner>,
     /// Set once a `prefer` connection met a certificate that does not verify: later
     /// connections go without TLS straight away instead of failing the handshake again.
     prefer_without_tls: AtomicBool,
@@ -136,28 +144,68 @@ impl fmt::Debug for Connector {
         // tokio-postgres redacts the password in its own Debug output.
         f.debug_struct("Connector")
             .field("config", &self.inner.base)
+            .field("iam_auth", &self.inner.signer.is_some())
             .finish()
     }
 }
 
 impl Connector {
-    /// A connector for `cfg`. Reads the CA bundle now, so a bad one is reported at start-up.
+    /// A connector for `cfg`, signing IAM auth tokens (when enabled) with the default AWS
+    /// credential chain. Reads the CA bundle now, so a bad one is reported at start-up.
     pub fn new(cfg: &DatabaseConfig) -> Result<Self, ConnectError> {
+        Self::with_signing_context(cfg, Arc::new(DefaultAwsChain))
+    }
+
+    /// Like [`Connector::new`], with IAM auth tokens signed with time and credentials from
+    /// `context`.
+    pub fn with_signing_context(
+        cfg: &DatabaseConfig,
+        context: Arc<dyn SigningContext>,
+    ) -> Result<Self, ConnectError> {
         let mut base = cfg.url.pg_config();
         base.connect_timeout(cfg.acquire_timeout);
+        let signer = match &cfg.auth {
+            DatabaseAuth::UrlPassword => None,
+            DatabaseAuth::IamToken { region } => {
+                // The token is a bearer credential: never sent without TLS, whatever the
+                // configuration was built from (`DatabaseConfig::with_iam_auth` forces it too).
+                base.ssl_mode(SslMode::Require);
+                let host = match base.get_hosts().first() {
+                    Some(Host::Tcp(host)) => host.clone(),
+                    _ => return Err(IamAuthError::NoTcpHost.into()),
+                };
+                let port = base.get_ports().first().copied().unwrap_or(5432);
+                let user = base.get_user().unwrap_or("postgres").to_owned();
+                Some(IamTokenSigner::new(&host, port, &user, region, context))
+            }
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 base,
                 tls: tls_connector(&cfg.tls)?,
+                signer,
                 prefer_without_tls: AtomicBool::new(false),
             }),
         })
     }
 
-    /// The driver configuration connections start from. Adjust a copy (application name,
-    /// timeouts) and hand it to [`Connector::connect`].
+    /// The driver configuration connections start from (without any IAM auth token). Adjust a
+    /// copy (application name, timeouts) and hand it to [`Connector::connect`].
     pub fn config(&self) -> tokio_postgres::Config {
         self.inner.base.clone()
+    }
+
+    /// `pg` with the password of the next connection: a fresh IAM auth token under IAM auth,
+    /// else unchanged.
+    pub async fn authenticated(
+        &self,
+        pg: &tokio_postgres::Config,
+    ) -> Result<tokio_postgres::Config, IamAuthError> {
+        let mut pg = pg.clone();
+        if let Some(signer) = &self.inner.signer {
+            pg.password(signer.token().await?.expose());
+        }
+        Ok(pg)
     }
 
     /// Opens a connection with `pg`, a configuration made from [`Connector::config`].
@@ -165,7 +213,7 @@ impl Connector {
         &self,
         pg: &tokio_postgres::Config,
     ) -> Result<(Client, PgConnection), ConnectError> {
-        let mut pg = pg.clone();
+        let mut pg = self.authenticated(pg).await?;
         let prefer = pg.get_ssl_mode() == SslMode::Prefer;
         if prefer && self.inner.prefer_without_tls.load(Ordering::Relaxed) {
             pg.ssl_mode(SslMode::Disable);
@@ -240,6 +288,10 @@ impl deadpool_postgres::Connect for PoolConnect {
             let (client, connection) = match self.0.connect(&pg).await {
                 Ok(pair) => pair,
                 Err(ConnectError::Tls(e) | ConnectError::Postgres(e)) => return Err(e),
+                Err(ConnectError::IamAuth(cause)) => {
+                    tracing::error!(error = %cause, "cannot make a database connection");
+                    return Err(driver_error(&pg, cause).await);
+                }
                 // The TLS client was set up when the connector was built.
                 Err(ConnectError::TlsSetup(cause)) => {
                     tracing::error!(error = %cause, "cannot make a database connection");
@@ -358,6 +410,88 @@ mod tests {
                 err,
                 ConnectError::TlsSetup(TlsSetupError::ParseRootCert { .. })
             ),
+            "{err:?}"
+        );
+    }
+
+    /// A clock that ticks one second per reading, and fixed credentials.
+    #[derive(Debug)]
+    struct Ticking(std::sync::Mutex<std::time::SystemTime>);
+
+    impl SigningContext for Ticking {
+        fn now(&self) -> std::time::SystemTime {
+            let mut next = self.0.lock().unwrap();
+            let now = *next;
+            *next += std::time::Duration::from_secs(1);
+            now
+        }
+
+        fn credentials(
+            &self,
+        ) -> crate::iam_auth::BoxFuture<'_, Result<aws_credential_types::Credentials, IamAuthError>>
+        {
+            Box::pin(async {
+                Ok(aws_credential_types::Credentials::new(
+                    "AKIDEXAMPLE",
+                    "secret",
+                    None,
+                    None,
+                    "test",
+                ))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn every_connection_gets_a_fresh_token_as_its_password() {
+        let cfg = DatabaseConfig::new(
+            DatabaseUrl::parse("postgres://wc_app@proxy.example:5432/wc").unwrap(),
+        )
+        .with_iam_auth("eu-west-1")
+        .unwrap();
+        let clock = Ticking(std::sync::Mutex::new(std::time::SystemTime::UNIX_EPOCH));
+        let connector = Connector::with_signing_context(&cfg, Arc::new(clock)).unwrap();
+        let base = connector.config();
+        assert_eq!(base.get_password(), None);
+        assert_eq!(base.get_ssl_mode(), SslMode::Require);
+        let password = |pg: &tokio_postgres::Config| {
+            String::from_utf8(pg.get_password().expect("a password").to_vec()).unwrap()
+        };
+        let first = password(&connector.authenticated(&base).await.unwrap());
+        let second = password(&connector.authenticated(&base).await.unwrap());
+        for token in [&first, &second] {
+            assert!(
+                token.starts_with("proxy.example:5432/?Action=connect&DBUser=wc_app&"),
+                "{token}"
+            );
+        }
+        assert!(first.contains("X-Amz-Date=19700101T000000Z"), "{first}");
+        assert!(second.contains("X-Amz-Date=19700101T000001Z"), "{second}");
+        assert_ne!(first, second);
+        let shown = format!("{connector:?}");
+        assert!(!shown.contains("X-Amz-Signature"), "{shown}");
+    }
+
+    #[test]
+    fn iam_auth_never_goes_without_tls_nor_to_a_socket() {
+        let iam = DatabaseAuth::IamToken {
+            region: "eu-west-1".into(),
+        };
+        let plain = DatabaseConfig {
+            auth: iam.clone(),
+            ..DatabaseConfig::new(
+                DatabaseUrl::parse("postgres://wc@db.example/wc?sslmode=disable").unwrap(),
+            )
+        };
+        let connector = Connector::new(&plain).unwrap();
+        assert_eq!(connector.config().get_ssl_mode(), SslMode::Require);
+        let socket = DatabaseConfig {
+            auth: iam,
+            ..DatabaseConfig::new(DatabaseUrl::parse("host=/run/postgresql user=wc").unwrap())
+        };
+        let err = Connector::new(&socket).unwrap_err();
+        assert!(
+            matches!(err, ConnectError::IamAuth(IamAuthError::NoTcpHost)),
             "{err:?}"
         );
     }

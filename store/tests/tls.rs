@@ -2,7 +2,8 @@
 //! signed by a CA made here, and every way wc connects to it.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -12,6 +13,7 @@ use rcgen::{
 use wc_store::cluster::{ClusterOptions, LocalCluster, ServerTls};
 use wc_store::config::{DatabaseConfig, DatabaseUrl};
 use wc_store::connect::{ConnectError, Connector};
+use wc_store::iam_auth::{BoxFuture, IamAuthError, SigningContext};
 
 /// A certificate authority made for one test run.
 struct TestCa {
@@ -157,6 +159,30 @@ async fn connect_and_check(cfg: &DatabaseConfig) -> Result<bool, ConnectError> {
     Ok(tls)
 }
 
+/// Fixed credentials and the real clock.
+#[derive(Debug)]
+struct FixedCredentials;
+
+impl SigningContext for FixedCredentials {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn credentials(
+        &self,
+    ) -> BoxFuture<'_, Result<aws_credential_types::Credentials, IamAuthError>> {
+        Box::pin(async {
+            Ok(aws_credential_types::Credentials::new(
+                "AKIDEXAMPLE",
+                "secret",
+                None,
+                None,
+                "test",
+            ))
+        })
+    }
+}
+
 #[tokio::test]
 async fn connections_use_verified_tls_as_sslmode_says() {
     let ca = TestCa::new("wc test CA");
@@ -210,6 +236,19 @@ async fn connections_use_verified_tls_as_sslmode_says() {
     assert!(session_uses_tls(&pooled).await);
     drop(pooled);
     drop(pool);
+
+    // IAM auth forces TLS; the trusting server ignores the token, which proves nothing about
+    // the token itself but exercises the whole path of a cloud connection.
+    let iam = server
+        .config("prefer", Some(&ca_file))
+        .with_iam_auth("eu-west-1")
+        .expect("IAM auth config");
+    let connector = Connector::with_signing_context(&iam, Arc::new(FixedCredentials)).unwrap();
+    let (client, connection) = connector.connect(&connector.config()).await.unwrap();
+    let task = tokio::spawn(connection);
+    assert!(session_uses_tls(&client).await);
+    drop(client);
+    let _ = task.await;
 
     server.stop().await;
 }
