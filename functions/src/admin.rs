@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
-use wc_store::config::{DatabaseConfig, DatabaseUrl};
+use wc_store::config::{DatabaseConfig, DatabaseUrl, TlsSettings};
 use wc_store::credentials::{self, CredentialKind, NewCredential, Revocation};
 use wc_store::{cas::CasOutcome, migrate, pool};
 
@@ -159,10 +159,14 @@ pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
         .database_url
         .as_deref()
         .context("no database: pass --database-url or set DATABASE_URL")?;
-    let url = DatabaseUrl::parse(url)?;
+    // The URL's sslmode decides TLS; WC_DB_SSLROOTCERT names the CA bundle to trust.
+    let db = DatabaseConfig {
+        tls: TlsSettings::from_env(),
+        ..DatabaseConfig::new(DatabaseUrl::parse(url)?)
+    };
     match cli.command {
         AdminCommand::Migrate => {
-            let report = migrate::migrate(&url).await?;
+            let report = migrate::migrate(&db).await?;
             if report.applied.is_empty() {
                 writeln!(out, "schema is current at level {}", report.level)?;
             } else {
@@ -173,11 +177,11 @@ pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
             }
         }
         AdminCommand::Credential(cmd) => {
-            let pool = pool::build_pool(&DatabaseConfig::new(url))?;
+            let pool = pool::build_pool(&db)?;
             credential(&pool, cmd, out).await?;
         }
         AdminCommand::Runner(cmd) => {
-            let pool = pool::build_pool(&DatabaseConfig::new(url))?;
+            let pool = pool::build_pool(&db)?;
             runner(&pool, cmd, out).await?;
         }
         AdminCommand::Docs { .. } => unreachable!("handled above"),

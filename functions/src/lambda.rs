@@ -7,16 +7,18 @@ use crate::config::ServerConfig;
 use crate::wake::Wakeups;
 use crate::{AppState, Surfaces, app_for};
 use wc_store::config::DatabaseConfig;
+use wc_store::connect::Connector;
 
 /// Serves `surfaces` under the Lambda runtime until it stops.
 pub async fn serve(surfaces: Surfaces) -> Result<(), lambda_http::Error> {
     let started = std::time::Instant::now();
     crate::telemetry::init();
     let db = DatabaseConfig::from_env()?;
-    let pool = wc_store::pool::build_pool(&db)?;
+    let connector = Connector::new(&db)?;
+    let pool = wc_store::pool::build_pool_with(&db, connector.clone())?;
     let config = ServerConfig::from_env()?;
     let wake = if config.notify {
-        Wakeups::listening(db.url.clone())
+        Wakeups::listening(connector)
     } else {
         Wakeups::polling()
     };

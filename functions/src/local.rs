@@ -16,6 +16,7 @@ use clap::Parser;
 use serde_json::json;
 use wc_store::cluster::{ClusterOptions, LocalCluster};
 use wc_store::config::{DatabaseConfig, DatabaseUrl};
+use wc_store::connect::Connector;
 use wc_store::credentials::{self, CredentialKind, NewCredential};
 use wc_store::{migrate, pool, projects};
 
@@ -219,13 +220,15 @@ async fn serve(
     database: String,
     out: &mut (impl Write + Send),
 ) -> anyhow::Result<()> {
-    let report = migrate::migrate(&url)
+    let db = DatabaseConfig::new(url);
+    let report = migrate::migrate(&db)
         .await
         .context("cannot migrate the database")?;
     for m in &report.applied {
         tracing::info!(migration = %m, "applied migration");
     }
-    let pool = pool::build_pool(&DatabaseConfig::new(url.clone()))?;
+    let connector = Connector::new(&db)?;
+    let pool = pool::build_pool_with(&db, connector.clone())?;
     let (token, generated) = ensure_token(&pool, token).await?;
     {
         let client = pool.get().await?;
@@ -253,7 +256,7 @@ async fn serve(
         tracing::warn!("conformance fixtures are registered: this server is for testing only");
     }
     let wake = if config.notify {
-        Wakeups::listening(url)
+        Wakeups::listening(connector)
     } else {
         Wakeups::polling()
     };

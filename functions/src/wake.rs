@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use uuid::Uuid;
 use wc_store::board::CHANNEL_BOARD;
-use wc_store::config::DatabaseUrl;
+use wc_store::connect::Connector;
 use wc_store::notify::Hint;
 use wc_store::work::{CHANNEL_DONE, CHANNEL_QUEUED};
 
@@ -126,11 +126,12 @@ impl Wakeups {
         Self::new(false)
     }
 
-    /// Hints from a `LISTEN` connection to `url` (must be called inside a Tokio runtime).
-    pub fn listening(url: DatabaseUrl) -> Self {
+    /// Hints from a `LISTEN` connection made by `connector` (must be called inside a Tokio
+    /// runtime).
+    pub fn listening(connector: Connector) -> Self {
         let hub = Self::new(true);
         let mut rx = wc_store::notify::spawn_listener(
-            url,
+            connector,
             vec![
                 CHANNEL_QUEUED.to_owned(),
                 CHANNEL_DONE.to_owned(),

@@ -836,7 +836,9 @@ async fn a_waiting_observer_returns_on_a_post_and_times_out_unchanged() {
         };
         let mut st = state_with(&db, config);
         if hints {
-            st = st.with_wakeups(wc_functions::wake::Wakeups::listening(db.url().clone()));
+            st = st.with_wakeups(wc_functions::wake::Wakeups::listening(
+                wc_store::connect::Connector::new(&db.config()).unwrap(),
+            ));
         }
         let key = full_key(&db).await;
         let c = session(&st, &key, P).await;

@@ -337,9 +337,9 @@ fn proxied_pool(db: &TestDatabase, proxy: &PgProxy) -> wc_store::Pool {
     }
     let url = DatabaseUrl::parse(&conn).unwrap();
     let config = DatabaseConfig {
-        url,
         max_connections: 4,
         acquire_timeout: Duration::from_secs(5),
+        ..DatabaseConfig::new(url)
     };
     wc_store::pool::build_pool(&config).unwrap()
 }

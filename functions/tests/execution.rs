@@ -954,8 +954,9 @@ async fn work_sent_to_one_instance_completes_through_a_runner_connected_to_anoth
     let root = tempfile::tempdir().unwrap();
     let a = state(&db);
     let _runner = TestRunner::start(&db, &a, "local", &[("alpha", root.path())]).await;
-    let b = second_instance(&db, ServerConfig::default())
-        .with_wakeups(Wakeups::listening(db.url().clone()));
+    let b = second_instance(&db, ServerConfig::default()).with_wakeups(Wakeups::listening(
+        wc_store::connect::Connector::new(&db.config()).unwrap(),
+    ));
     let started = Instant::now();
     let r = call(
         &b,

@@ -125,6 +125,8 @@ pub struct ClusterOptions {
     pub die_with_parent: bool,
     /// `max_connections` of the server.
     pub max_connections: u32,
+    /// Serve TLS with this certificate (`ssl=on`); plain connections stay allowed.
+    pub server_tls: Option<ServerTls>,
 }
 
 impl Default for ClusterOptions {
@@ -132,7 +134,23 @@ impl Default for ClusterOptions {
         Self {
             die_with_parent: true,
             max_connections: 100,
+            server_tls: None,
         }
+    }
+}
+
+/// The certificate a cluster serves TLS with.
+#[derive(Clone)]
+pub struct ServerTls {
+    /// The certificate chain, PEM.
+    pub cert_pem: String,
+    /// Its private key, PEM.
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServerTls { key_pem: <redacted>, .. }")
     }
 }
 
@@ -176,6 +194,10 @@ impl LocalCluster {
             init_data_dir(&bins, root, &data, owner.as_ref()).await?;
         }
         stop_orphan(&data).await;
+        let tls_settings = match &opts.server_tls {
+            Some(tls) => write_server_tls(root, tls, owner.as_ref())?,
+            None => Vec::new(),
+        };
 
         let log_path = root.join("postgres.log");
         let mut last_error = None;
@@ -200,6 +222,7 @@ impl LocalCluster {
                 .arg(format!("max_connections={}", opts.max_connections))
                 .arg("-c")
                 .arg("logging_collector=off")
+                .args(tls_settings.iter().flat_map(|s| ["-c", s.as_str()]))
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().map_err(io("cannot share the log"))?)
                 .stderr(log)
@@ -286,6 +309,32 @@ impl LocalCluster {
         }
         Ok(())
     }
+}
+
+/// Writes the certificate and key of `tls` under `root` (the key readable by the server's
+/// account alone, as postgres insists) and returns the server settings that use them.
+fn write_server_tls(
+    root: &Path,
+    tls: &ServerTls,
+    owner: Option<&User>,
+) -> Result<Vec<String>, ClusterError> {
+    let cert = root.join("server.crt");
+    let key = root.join("server.key");
+    for (path, text) in [(&cert, &tls.cert_pem), (&key, &tls.key_pem)] {
+        let _ = fs::remove_file(path);
+        fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .map_err(io(format!("cannot restrict {}", path.display())))?;
+        if let Some(user) = owner {
+            nix::unistd::chown(path.as_path(), Some(user.uid), Some(user.gid))
+                .map_err(|e| io(format!("cannot hand {} to postgres", path.display()))(e.into()))?;
+        }
+    }
+    Ok(vec![
+        "ssl=on".to_owned(),
+        format!("ssl_cert_file={}", cert.display()),
+        format!("ssl_key_file={}", key.display()),
+    ])
 }
 
 /// Where the cluster for `preferred` actually lives.

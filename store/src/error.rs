@@ -9,6 +9,9 @@ pub enum StoreError {
     /// The database answered with an error or the connection failed.
     #[error("database: {0}")]
     Database(#[from] tokio_postgres::Error),
+    /// A dedicated connection could not be opened (TLS, IAM auth token, or the server).
+    #[error(transparent)]
+    Connect(#[from] crate::connect::ConnectError),
     /// Applying the embedded migrations failed.
     #[error("migration failed: {0}")]
     Migration(String),

@@ -4,10 +4,9 @@
 //! path. Concurrent migrators serialize on a session advisory lock held by a dedicated connection
 //! that is closed afterwards, so two racing runs both succeed and each migration applies once.
 
-use tokio_postgres::NoTls;
-
 use crate::StoreError;
-use crate::config::DatabaseUrl;
+use crate::config::DatabaseConfig;
+use crate::connect::Connector;
 
 mod embedded {
     refinery::embed_migrations!("../migrations");
@@ -45,9 +44,12 @@ pub fn fingerprint() -> String {
     hex::encode(h.finalize())
 }
 
-/// Applies every pending migration to the database at `url`.
-pub async fn migrate(url: &DatabaseUrl) -> Result<MigrationReport, StoreError> {
-    let (mut client, connection) = url.pg_config().connect(NoTls).await?;
+/// Applies every pending migration to the database of `db`.
+pub async fn migrate(db: &DatabaseConfig) -> Result<MigrationReport, StoreError> {
+    let connector = Connector::new(db)?;
+    let mut pg = connector.config();
+    pg.application_name("wc-migrate");
+    let (mut client, connection) = connector.connect(&pg).await?;
     let conn = tokio::spawn(connection);
     let result = migrate_locked(&mut client).await;
     drop(client);

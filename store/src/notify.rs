@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
-use crate::config::DatabaseUrl;
+use crate::StoreError;
+use crate::connect::Connector;
 
 /// What the listener saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,13 +24,14 @@ pub enum Hint {
     Connected,
 }
 
-/// Spawns the listener task for `channels`; it ends when the receiver is dropped.
-pub fn spawn_listener(url: DatabaseUrl, channels: Vec<String>) -> mpsc::Receiver<Hint> {
+/// Spawns the listener task for `channels`, connecting through `connector`; it ends when the
+/// receiver is dropped.
+pub fn spawn_listener(connector: Connector, channels: Vec<String>) -> mpsc::Receiver<Hint> {
     let (tx, rx) = mpsc::channel(1024);
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match listen_once(&url, &channels, &tx).await {
+            match listen_once(&connector, &channels, &tx).await {
                 Ok(Ended::ReceiverGone) => return,
                 Ok(Ended::Disconnected) => {
                     tracing::warn!("notification listener disconnected; reconnecting");
@@ -55,14 +57,14 @@ enum Ended {
 }
 
 async fn listen_once(
-    url: &DatabaseUrl,
+    connector: &Connector,
     channels: &[String],
     tx: &mpsc::Sender<Hint>,
-) -> Result<Ended, tokio_postgres::Error> {
-    let mut cfg = url.pg_config();
+) -> Result<Ended, StoreError> {
+    let mut cfg = connector.config();
     cfg.application_name("wc-listen");
     cfg.connect_timeout(Duration::from_secs(5));
-    let (client, mut conn) = cfg.connect(NoTls).await?;
+    let (client, mut conn) = connector.connect(&cfg).await?;
     let (msg_tx, mut msg_rx) = mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         loop {
@@ -101,7 +103,7 @@ async fn listen_once(
                         return Ok(Ended::ReceiverGone);
                     }
                 }
-                Some(Err(e)) => return Err(e),
+                Some(Err(e)) => return Err(e.into()),
                 None => return Ok(Ended::Disconnected),
             }
         }

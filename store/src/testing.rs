@@ -63,6 +63,7 @@ async fn resolve_admin_url() -> Result<DatabaseUrl, String> {
     let opts = ClusterOptions {
         die_with_parent: false,
         max_connections: 300,
+        ..ClusterOptions::default()
     };
     let cluster = LocalCluster::start(&root, &opts)
         .await
@@ -135,9 +136,8 @@ async fn template() -> String {
                     .batch_execute(&format!("CREATE DATABASE {}", quote(&name)))
                     .await
                     .expect("create template");
-                migrate::migrate(&admin_url().await.with_database(&name))
-                    .await
-                    .expect("migrate template");
+                let db = DatabaseConfig::new(admin_url().await.with_database(&name));
+                migrate::migrate(&db).await.expect("migrate template");
                 client
                     .batch_execute(&format!(
                         "ALTER DATABASE {} WITH IS_TEMPLATE true",

@@ -6,10 +6,10 @@ use wc_store::testing::TestDatabase;
 #[tokio::test]
 async fn migrating_twice_applies_nothing_the_second_time() {
     let db = TestDatabase::empty().await;
-    let first = migrate::migrate(db.url()).await.unwrap();
+    let first = migrate::migrate(&db.config()).await.unwrap();
     assert_eq!(first.level, migrate::expected_level());
     assert!(!first.applied.is_empty());
-    let second = migrate::migrate(db.url()).await.unwrap();
+    let second = migrate::migrate(&db.config()).await.unwrap();
     assert!(second.applied.is_empty(), "{second:?}");
     assert_eq!(second.level, first.level);
 }
@@ -19,8 +19,8 @@ async fn racing_migrators_both_succeed_and_apply_each_migration_once() {
     let db = TestDatabase::empty().await;
     let runs: Vec<_> = (0..4)
         .map(|_| {
-            let url = db.url().clone();
-            tokio::spawn(async move { migrate::migrate(&url).await })
+            let config = db.config();
+            tokio::spawn(async move { migrate::migrate(&config).await })
         })
         .collect();
     let mut applied = Vec::new();
