@@ -611,3 +611,70 @@ async fn a_jwks_file_and_a_scope_map() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(r.body["scopes"], json!(["audit:read"]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wc_local_honours_the_oauth_configuration() {
+    use wc_e2e::client::Client;
+    use wc_e2e::server::{LocalOptions, LocalServer};
+
+    let db = TestDatabase::empty().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = Key::ec();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, json!({ "keys": [key.jwk("local-1")] }).to_string()).unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_wc-local"));
+    let options = |env: Vec<(&str, String)>| {
+        let mut opts = LocalOptions::in_dir(dir.path().join("run"));
+        opts.database_url = Some(db.url().expose().to_owned());
+        opts.env = env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        opts
+    };
+
+    // An incomplete configuration stops wc-local before it serves, naming what is missing.
+    let incomplete = options(vec![
+        ("WC_OAUTH_ISSUER", ISSUER.to_owned()),
+        ("WC_OAUTH_JWKS_FILE", jwks.display().to_string()),
+    ]);
+    let Err(err) = LocalServer::spawn(bin, &incomplete) else {
+        panic!("wc-local must refuse to start without WC_OAUTH_AUDIENCE");
+    };
+    assert!(format!("{err:#}").contains("WC_OAUTH_AUDIENCE"), "{err:#}");
+
+    let server = LocalServer::spawn(
+        bin,
+        &options(vec![
+            ("WC_OAUTH_ISSUER", ISSUER.to_owned()),
+            ("WC_OAUTH_AUDIENCE", AUD_MCP.to_owned()),
+            ("WC_OAUTH_JWKS_FILE", jwks.display().to_string()),
+        ]),
+    )
+    .unwrap();
+    let http = Client::new();
+    let token = key.sign("local-1", &claims("frank", json!({})));
+    let me = http
+        .get(&format!("{}/api/whoami", server.base_url), Some(&token))
+        .await
+        .unwrap();
+    assert_eq!(me.status, 200);
+    let me = me.json();
+    assert_eq!(me["principal_kind"], "oauth");
+    assert_eq!(me["oauth_subject"], "frank");
+    let metadata = http
+        .get(
+            &format!("{}/.well-known/oauth-protected-resource", server.base_url),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(metadata.status, 200);
+    // wc-local's own token still works beside OAuth.
+    let me = http
+        .get(
+            &format!("{}/api/whoami", server.base_url),
+            Some(&server.token),
+        )
+        .await
+        .unwrap();
+    assert_eq!(me.status, 200);
+    assert!(server.interrupt().unwrap().success());
+}

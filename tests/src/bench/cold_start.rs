@@ -113,6 +113,7 @@ pub async fn cold_start(
     Ok(json!({
         "scenario": "cold_start",
         "binary": name,
+        "build": bin.parent().and_then(|d| d.file_name()).map(|d| d.to_string_lossy().into_owned()),
         "rounds": rounds,
         "median_ms": round(times[times.len() / 2]),
         "min_ms": round(times[0]),

@@ -37,6 +37,9 @@ struct Cli {
     /// The wc-local binary to spawn (default: next to this binary).
     #[arg(long)]
     wc_local: Option<PathBuf>,
+    /// Directory of the Lambda binaries `cold_start` starts (default: next to wc-local).
+    #[arg(long)]
+    lambda_dir: Option<PathBuf>,
 }
 
 fn wanted(cli: &Cli, name: &str) -> bool {
@@ -199,9 +202,10 @@ async fn main() -> anyhow::Result<()> {
 
     if wanted(&cli, "cold_start") {
         use wc_e2e::bench::cold_start::{Probe, cold_start};
-        let dir = match &cli.wc_local {
-            Some(p) => p.parent().map(|d| d.to_path_buf()).unwrap_or_default(),
-            None => std::env::current_exe()?
+        let dir = match (&cli.lambda_dir, &cli.wc_local) {
+            (Some(d), _) => d.clone(),
+            (None, Some(p)) => p.parent().map(|d| d.to_path_buf()).unwrap_or_default(),
+            (None, None) => std::env::current_exe()?
                 .parent()
                 .map(|d| d.to_path_buf())
                 .unwrap_or_default(),
