@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
 use wc_store::config::{DatabaseConfig, DatabaseUrl, TlsSettings};
@@ -155,14 +155,19 @@ pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
         out.write_all(text.as_bytes())?;
         return Ok(());
     }
-    let url = cli
-        .database_url
-        .as_deref()
-        .context("no database: pass --database-url or set DATABASE_URL")?;
-    // The URL's sslmode decides TLS; WC_DB_SSLROOTCERT names the CA bundle to trust.
-    let db = DatabaseConfig {
-        tls: TlsSettings::from_env(),
-        ..DatabaseConfig::new(DatabaseUrl::parse(url)?)
+    let db = match cli.database_url.as_deref() {
+        // The URL's sslmode decides TLS; WC_DB_SSLROOTCERT names the CA bundle to trust.
+        Some(url) => DatabaseConfig {
+            tls: TlsSettings::from_env(),
+            ..DatabaseConfig::new(DatabaseUrl::parse(url)?)
+        },
+        // The functions' own cloud configuration: WC_DB_HOST and friends, with IAM auth
+        // through RDS Proxy when WC_DB_IAM_AUTH=1.
+        None if std::env::var_os("WC_DB_HOST").is_some() => DatabaseConfig::from_env()?,
+        None => bail!(
+            "no database: pass --database-url, set DATABASE_URL, or set WC_DB_HOST \
+             (with WC_DB_IAM_AUTH=1 for IAM auth through RDS Proxy)"
+        ),
     };
     match cli.command {
         AdminCommand::Migrate => {

@@ -201,3 +201,45 @@ async fn project_credentials_need_projects_and_known_scopes() {
         .get(0);
     assert_eq!(n, 1, "failed creates wrote nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_functions_cloud_variables_reach_the_database_too() {
+    let db = TestDatabase::empty().await;
+    // postgres://user[:password]@host:port/name, as the test fixtures write it.
+    let url = db.url().expose().to_owned();
+    let rest = url.strip_prefix("postgres://").expect("a postgres:// URL");
+    let (userinfo, rest) = rest.split_once('@').expect("user@host");
+    let user = userinfo.split(':').next().unwrap().to_owned();
+    let (hostport, name) = rest.split_once('/').expect("host/name");
+    let (host, port) = hostport.rsplit_once(':').expect("host:port");
+    let (host, port, name) = (host.to_owned(), port.to_owned(), name.to_owned());
+    let run = |vars: &[(&str, String)]| {
+        let mut cmd = Command::new(Path::new(env!("CARGO_BIN_EXE_wc-admin")));
+        cmd.env_remove("DATABASE_URL").arg("migrate");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(&[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("WC_DB_HOST"), "{err}");
+
+    let out = run(&[
+        ("WC_DB_HOST", host),
+        ("WC_DB_PORT", port),
+        ("WC_DB_NAME", name),
+        ("WC_DB_USER", user),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).contains("schema is now at level"),
+        "{}",
+        stdout(&out)
+    );
+}

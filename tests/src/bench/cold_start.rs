@@ -119,6 +119,10 @@ pub async fn cold_start(
         "min_ms": round(times[0]),
         "max_ms": round(times[times.len() - 1]),
         "first_status": status,
+        "sslmode": database_url
+            .split(['?', '&'])
+            .find_map(|p| p.strip_prefix("sslmode="))
+            .unwrap_or("prefer"),
         "binary_bytes": size,
         "binary_mb": round(size as f64 / 1_048_576.0),
     }))

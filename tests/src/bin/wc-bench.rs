@@ -210,6 +210,15 @@ async fn main() -> anyhow::Result<()> {
                 .map(|d| d.to_path_buf())
                 .unwrap_or_default(),
         };
+        // The database is on loopback: no TLS, as in the target. (With the default
+        // sslmode=prefer and a server whose certificate does not verify, the first connection
+        // of a process also pays for a failed handshake and a reconnect.)
+        let url = stack.db.url().expose();
+        let plain = if url.contains('?') {
+            format!("{url}&sslmode=disable")
+        } else {
+            format!("{url}?sslmode=disable")
+        };
         for (bin, probe) in [
             ("wc-lambda-mcp", Probe::McpToolsList),
             ("wc-lambda", Probe::McpToolsList),
@@ -217,17 +226,7 @@ async fn main() -> anyhow::Result<()> {
             ("wc-lambda-audit", Probe::AuditSessions),
             ("wc-lambda-runner", Probe::RunnerPoll),
         ] {
-            emit(
-                &cold_start(
-                    bin,
-                    &dir.join(bin),
-                    stack.db.url().expose(),
-                    &token,
-                    probe,
-                    10,
-                )
-                .await?,
-            );
+            emit(&cold_start(bin, &dir.join(bin), &plain, &token, probe, 10).await?);
         }
     }
 
