@@ -678,3 +678,31 @@ async fn wc_local_honours_the_oauth_configuration() {
     assert_eq!(me.status, 200);
     assert!(server.interrupt().unwrap().success());
 }
+
+#[tokio::test]
+async fn old_keys_are_refreshed_and_keep_serving_when_the_refresh_fails() {
+    let db = TestDatabase::new().await;
+    let key = Key::rsa();
+    let jwks = Jwks::start(vec![key.jwk("k1")]).await;
+    let mut s = settings(JwksSource::Url(jwks.url.clone()), None);
+    // Every key set is already old: each request refreshes it.
+    s.keys_ttl = Duration::ZERO;
+    let st = oauth_state(&db, s);
+    let token = key.sign("k1", &claims("gina", json!({})));
+    assert_eq!(
+        get(&st, "/api/whoami", Some(&token)).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(&st, "/api/whoami", Some(&token)).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(jwks.fetches(), 2, "an old key set is refetched");
+
+    jwks.status.store(503, Ordering::SeqCst);
+    assert_eq!(
+        get(&st, "/api/whoami", Some(&token)).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(jwks.fetches(), 3, "the refresh was tried and failed");
+}

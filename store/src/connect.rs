@@ -6,7 +6,7 @@
 //! with the server name taken from the host, against the CA bundle of [`TlsSettings`] or else
 //! the webpki roots; there is no mode that accepts any certificate. Under `prefer` a server
 //! whose certificate does not verify (a distribution's self-signed "snakeoil" certificate on a
-//! developer's loopback server, say) is used without TLS, with a warning; `require` fails
+//! developer's loopback server, say) is used without TLS, logged once at info; `require` fails
 //! instead.
 //!
 //! With IAM auth ([`DatabaseAuth::IamToken`]) every new connection gets a freshly signed token as
@@ -221,8 +221,9 @@ impl Connector {
         match pg.connect(self.inner.tls.clone()).await {
             Ok(pair) => Ok(pair),
             Err(e) if prefer && is_tls_failure(&e) => {
+                // What `prefer` asks for, so not a warning: one line per process says so.
                 if !self.inner.prefer_without_tls.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
+                    tracing::info!(
                         error = %e,
                         "sslmode=prefer and TLS with the database failed; connecting without TLS \
                          (set sslmode=require and WC_DB_SSLROOTCERT to insist on TLS)"

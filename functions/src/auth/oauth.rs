@@ -43,8 +43,6 @@ pub const MAX_CLIENT_ID_CHARS: usize = 255;
 
 /// Allowed clock skew when checking `exp` and `nbf`.
 const LEEWAY_SECS: u64 = 60;
-/// A key set older than this is refreshed before use.
-const JWKS_TTL: Duration = Duration::from_secs(10 * 60);
 /// Timeout of one JWKS fetch.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -88,6 +86,8 @@ pub struct OAuthSettings {
     pub scope_map: BTreeMap<String, ScopeSet>,
     /// Least time between two refreshes caused by unknown key ids.
     pub refresh_cooldown: Duration,
+    /// Age at which a key set is refreshed (the old keys serve while that happens).
+    pub keys_ttl: Duration,
 }
 
 fn is_loopback_http(url: &str) -> bool {
@@ -116,6 +116,8 @@ fn http_url(name: &str, value: &str) -> Result<Uri, ConfigError> {
 impl OAuthSettings {
     /// Default cooldown between refreshes caused by unknown key ids.
     pub const DEFAULT_REFRESH_COOLDOWN: Duration = Duration::from_secs(10);
+    /// Default age at which a key set is refreshed.
+    pub const DEFAULT_KEYS_TTL: Duration = Duration::from_secs(10 * 60);
 
     /// Reads `WC_OAUTH_*`. `None` when none is set; an error when the set is incomplete or
     /// malformed.
@@ -210,6 +212,7 @@ impl OAuthSettings {
             jwks,
             scope_map,
             refresh_cooldown: Self::DEFAULT_REFRESH_COOLDOWN,
+            keys_ttl: Self::DEFAULT_KEYS_TTL,
         }))
     }
 
@@ -447,17 +450,25 @@ impl OAuthVerifier {
     /// The cached keys, refreshed when stale or when `unknown_key` asks and the cooldown
     /// allows. A failed refresh keeps the keys already known; with none known it is an error.
     async fn current_keys(&self, unknown_key: bool) -> Result<Arc<Vec<VerifyKey>>, Verify> {
-        {
+        let serve_stale = {
             let cache = self.cache.read().await;
-            if !needs_refresh(&cache, unknown_key, self.settings.refresh_cooldown) {
+            if !needs_refresh(&cache, unknown_key, &self.settings) {
                 return Ok(cache.keys.clone());
             }
-        }
-        let _one_at_a_time = self.refresh.lock().await;
+            // Keys that are merely old keep serving while one request refreshes them.
+            (!unknown_key && cache.fetched_at.is_some()).then(|| cache.keys.clone())
+        };
+        let _one_at_a_time = match serve_stale {
+            Some(stale) => match self.refresh.try_lock() {
+                Ok(guard) => guard,
+                Err(_) => return Ok(stale),
+            },
+            None => self.refresh.lock().await,
+        };
         {
             // Another request may have refreshed while this one waited.
             let cache = self.cache.read().await;
-            if !needs_refresh(&cache, unknown_key, self.settings.refresh_cooldown) {
+            if !needs_refresh(&cache, unknown_key, &self.settings) {
                 return Ok(cache.keys.clone());
             }
         }
@@ -580,12 +591,13 @@ enum Verify {
     KeysUnavailable(String),
 }
 
-fn needs_refresh(cache: &KeyCache, unknown_key: bool, cooldown: Duration) -> bool {
+fn needs_refresh(cache: &KeyCache, unknown_key: bool, settings: &OAuthSettings) -> bool {
+    let cooldown = settings.refresh_cooldown;
     let Some(fetched) = cache.fetched_at else {
         // Never loaded: try, unless a failed attempt was just made.
         return cache.last_attempt.is_none_or(|t| t.elapsed() >= cooldown);
     };
-    if fetched.elapsed() >= JWKS_TTL {
+    if fetched.elapsed() >= settings.keys_ttl {
         return cache.last_attempt.is_none_or(|t| t.elapsed() >= cooldown);
     }
     unknown_key && cache.last_attempt.is_none_or(|t| t.elapsed() >= cooldown)
