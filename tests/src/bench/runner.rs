@@ -1,5 +1,6 @@
-//! Runner round trips: `run_process ["true"]` over stateless MCP, through the Postgres queue, to
-//! the embedded runner of `wc-local` and back.
+//! Runner round trips: `run_process ["true"]` over stateless MCP, through the Postgres queue (or,
+//! for `runner_roundtrip_sqs`, an SQS queue on a local moto server), to the embedded runner of
+//! `wc-local` and back.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,14 +36,29 @@ fn execution_state(reply: &Value) -> String {
 async fn breakdown(pool: &Pool, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Value> {
     let client = pool.get().await?;
     let (q, r) = wc_store::testing::work_timing(&client, since).await?;
+    // Which queue carried the work: the figures are only about the queue they name.
+    let queues: Vec<(String, i64)> = client
+        .query(
+            "SELECT queue, count(*) FROM runner_work WHERE created_at >= $1 GROUP BY queue ORDER BY queue",
+            &[&since],
+        )
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
     Ok(json!({
         "queue_to_lease_p50_ms": q.map(round),
         "lease_to_result_p50_ms": r.map(round),
+        "work_by_queue": queues
+            .into_iter()
+            .map(|(q, n)| (q, json!(n)))
+            .collect::<serde_json::Map<String, Value>>(),
     }))
 }
 
-/// `runner_roundtrip` at one concurrency.
+/// A round-trip scenario (`runner_roundtrip`, `runner_roundtrip_sqs`) at one concurrency.
 pub async fn roundtrip(
+    scenario: &str,
     base: &str,
     token: &str,
     project: &str,
@@ -72,7 +88,7 @@ pub async fn roundtrip(
     if let Value::Object(m) = breakdown(pool, since).await? {
         samples.extra.extend(m);
     }
-    Ok(report("runner_roundtrip", concurrency, samples))
+    Ok(report(scenario, concurrency, samples))
 }
 
 /// `runner_soak`: exactly `calls` round trips from `concurrency` tasks; every call must come

@@ -68,6 +68,11 @@ struct Stack {
 
 impl Stack {
     async fn start(cli: &Cli) -> anyhow::Result<Stack> {
+        Self::start_with(cli, Vec::new()).await
+    }
+
+    /// A stack whose wc-local also gets `env`.
+    async fn start_with(cli: &Cli, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
         let db = TestDatabase::new().await;
         let bin = match &cli.wc_local {
             Some(p) => p.clone(),
@@ -82,6 +87,7 @@ impl Stack {
             format!("bench={}", dir.join("bench").display()),
         ];
         opts.env.push(("RUST_LOG".into(), "warn".into()));
+        opts.env.extend(env);
         let server = LocalServer::spawn(&bin, &opts)?;
         Ok(Stack {
             db,
@@ -109,7 +115,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let http = ["http_healthz", "mcp_tools_list", "mcp_runtime_status"];
-    let runner = ["runner_roundtrip", "runner_soak"];
+    let runner = ["runner_roundtrip", "runner_soak", "runner_roundtrip_sqs"];
     let recorded = [
         "mcp_recorded_call",
         "sql_floor_recorded_call",
@@ -142,10 +148,43 @@ async fn main() -> anyhow::Result<()> {
         for &c in &cli.concurrency {
             emit(
                 &wc_e2e::bench::runner::roundtrip(
+                    "runner_roundtrip",
                     &base,
                     &token,
                     &stack.project,
                     stack.db.pool(),
+                    c,
+                    duration,
+                )
+                .await?,
+            );
+        }
+    }
+    if wanted(&cli, "runner_roundtrip_sqs") {
+        // The same round trip with the embedded runner (client id `local`) routed through an
+        // SQS queue on a local moto server: publish after commit, receive, claim, result.
+        let sqs = wc_store::testing::sqs::LocalSqs::start().await;
+        let queue = sqs.create_queue().await;
+        let env = [
+            ("WC_RUNNER_SQS_QUEUES", format!("local={queue}")),
+            ("WC_SQS_ENDPOINT_URL", sqs.endpoint().to_owned()),
+            ("AWS_REGION", wc_store::testing::sqs::REGION.to_owned()),
+            ("AWS_ACCESS_KEY_ID", "wc-bench".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "wc-bench-secret".to_owned()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let via_sqs = Stack::start_with(&cli, env).await?;
+        for &c in &cli.concurrency {
+            emit(
+                &wc_e2e::bench::runner::roundtrip(
+                    "runner_roundtrip_sqs",
+                    &via_sqs.server.base_url,
+                    &via_sqs.server.token,
+                    &via_sqs.project,
+                    via_sqs.db.pool(),
                     c,
                     duration,
                 )
