@@ -568,6 +568,17 @@ async fn rotated_keys_are_picked_up_and_an_outage_keeps_the_known_keys() {
         get(&cold, "/api/whoami", Some(&with_new)).await.status,
         StatusCode::OK
     );
+
+    // With the default cooldown, a request soon after a failed first load is still 503 (the
+    // keys are unavailable), never a 401 blaming the token.
+    jwks.status.store(500, Ordering::SeqCst);
+    let mut s = settings(JwksSource::Url(jwks.url.clone()), None);
+    s.refresh_cooldown = OAuthSettings::DEFAULT_REFRESH_COOLDOWN;
+    let cold = oauth_state(&db, s);
+    for _ in 0..2 {
+        let r = get(&cold, "/api/whoami", Some(&with_new)).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
+    }
 }
 
 #[tokio::test]

@@ -453,7 +453,7 @@ impl OAuthVerifier {
         let serve_stale = {
             let cache = self.cache.read().await;
             if !needs_refresh(&cache, unknown_key, &self.settings) {
-                return Ok(cache.keys.clone());
+                return known(&cache);
             }
             // Keys that are merely old keep serving while one request refreshes them.
             (!unknown_key && cache.fetched_at.is_some()).then(|| cache.keys.clone())
@@ -469,7 +469,7 @@ impl OAuthVerifier {
             // Another request may have refreshed while this one waited.
             let cache = self.cache.read().await;
             if !needs_refresh(&cache, unknown_key, &self.settings) {
-                return Ok(cache.keys.clone());
+                return known(&cache);
             }
         }
         let loaded = self.load().await;
@@ -589,6 +589,17 @@ fn metadata_url(resource: &str) -> Option<String> {
 enum Verify {
     Refused(Refusal),
     KeysUnavailable(String),
+}
+
+/// The cached keys when no refresh is due. Keys never loaded (the last attempt failed within
+/// the cooldown) are unavailable, not an empty set: the caller's token is not at fault.
+fn known(cache: &KeyCache) -> Result<Arc<Vec<VerifyKey>>, Verify> {
+    if cache.fetched_at.is_none() {
+        return Err(Verify::KeysUnavailable(
+            "the signing keys have not been loaded yet; the last attempt failed".into(),
+        ));
+    }
+    Ok(cache.keys.clone())
 }
 
 fn needs_refresh(cache: &KeyCache, unknown_key: bool, settings: &OAuthSettings) -> bool {
