@@ -11,8 +11,8 @@
 //! scopes are the token's `scope`/`scp` values that name wc scopes, plus what
 //! `WC_OAUTH_SCOPE_MAP` maps the others to. The token itself goes nowhere else.
 //!
-//! RFC 9728 protected-resource metadata is served by [`metadata`]; 401 challenges name it in
-//! `resource_metadata` ([`OAuthVerifier::metadata_url_for`]).
+//! RFC 9728 protected-resource metadata is served by [`metadata_root`] and [`metadata_at`]; 401
+//! challenges name it in `resource_metadata` ([`OAuthVerifier::metadata_url_for`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
