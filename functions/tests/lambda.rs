@@ -1,8 +1,9 @@
 //! Lambda fidelity: API Gateway HTTP API (v2) events from `tests/data/apigw/` driven through
 //! the `lambda_http` adapter in-process give the same status, headers and body as the same
 //! requests sent over HTTP to `axum::serve` — for the whole router and for the per-surface
-//! routers the per-surface functions serve. Also: a per-surface router answers the other
-//! surfaces' paths with the JSON 404 of an unknown path.
+//! routers the per-surface functions serve (MCP tools/list and tools/call, a 401 challenge
+//! naming the OAuth resource metadata, that metadata, an audit query, a runner poll). Also: a
+//! per-surface router answers the other surfaces' paths with the JSON 404 of an unknown path.
 
 mod common;
 
@@ -134,6 +135,16 @@ async fn setup() -> Fixtures {
     let mut config = wc_functions::config::ServerConfig::default();
     // The HTTP side reaches the server as 127.0.0.1:<port>; the events say `localhost`.
     config.allowed_hosts.push("localhost".into());
+    // An OAuth resource server, for the metadata route and the challenge naming it (no token
+    // is verified here, so the keys are never read).
+    config.oauth = wc_functions::auth::OAuthSettings::from_values(
+        Some("https://auth.fidelity.example".into()),
+        Some("https://localhost/mcp".into()),
+        None,
+        Some("/nonexistent/jwks.json".into()),
+        None,
+    )
+    .unwrap();
     let state = state_with(&db, config);
     // A runner with a registered instance, for the poll.
     let runner_token = wc_functions::runner_api::auth::generate();
@@ -181,19 +192,22 @@ impl Fixtures {
     }
 }
 
-/// Every fixture, with the route group that serves it.
-const FIXTURES: [(&str, Surfaces); 4] = [
-    ("mcp-tools-list.json", Surfaces::MCP),
-    ("mcp-tools-call.json", Surfaces::MCP),
-    ("audit-sessions.json", Surfaces::AUDIT),
-    ("runner-poll.json", Surfaces::RUNNER),
+/// Every fixture, with the route group that serves it and the status it answers.
+const FIXTURES: [(&str, Surfaces, u16); 6] = [
+    ("mcp-tools-list.json", Surfaces::MCP, 200),
+    ("mcp-tools-call.json", Surfaces::MCP, 200),
+    // No token: the 401 challenge names the RFC 9728 metadata, headers and all.
+    ("mcp-unauthorized.json", Surfaces::MCP, 401),
+    ("oauth-metadata.json", Surfaces::MCP, 200),
+    ("audit-sessions.json", Surfaces::AUDIT, 200),
+    ("runner-poll.json", Surfaces::RUNNER, 200),
 ];
 
 #[tokio::test]
 async fn api_gateway_events_answer_as_the_http_server_does() {
     let f = setup().await;
     for surfaces in [None, Some(())] {
-        for (i, (name, surface)) in FIXTURES.iter().enumerate() {
+        for (i, (name, surface, status)) in FIXTURES.iter().enumerate() {
             let router = || match surfaces {
                 None => app_for(f.state.clone(), Surfaces::ALL),
                 Some(()) => app_for(f.state.clone(), *surface),
@@ -204,7 +218,16 @@ async fn api_gateway_events_answer_as_the_http_server_does() {
             let event = f.event(name, &request_id);
             let lambda = via_lambda(router(), &event).await;
             let http = via_http(&base, &event).await;
-            assert_eq!(lambda.status, 200, "{name}: {lambda:?}");
+            assert_eq!(lambda.status, *status, "{name}: {lambda:?}");
+            if *name == "mcp-unauthorized.json" {
+                assert_eq!(
+                    lambda.headers.get("www-authenticate").map(String::as_str),
+                    Some(
+                        r#"Bearer realm="wc", resource_metadata="https://localhost/.well-known/oauth-protected-resource/mcp""#
+                    ),
+                    "{name}"
+                );
+            }
             if *name == "audit-sessions.json" {
                 // The answer lists audit sessions whose counters the requests themselves
                 // move; compare the shape and the stable fields.
