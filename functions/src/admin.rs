@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
 use wc_store::config::{DatabaseConfig, DatabaseUrl, TlsSettings};
@@ -163,11 +163,10 @@ pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
         },
         // The functions' own cloud configuration: WC_DB_HOST and friends, with IAM auth
         // through RDS Proxy when WC_DB_IAM_AUTH=1.
-        None if std::env::var_os("WC_DB_HOST").is_some() => DatabaseConfig::from_env()?,
-        None => bail!(
-            "no database: pass --database-url, set DATABASE_URL, or set WC_DB_HOST \
-             (with WC_DB_IAM_AUTH=1 for IAM auth through RDS Proxy)"
-        ),
+        None => DatabaseConfig::from_env().context(
+            "no usable database configuration: pass --database-url, or set DATABASE_URL or WC_DB_HOST \
+             (with WC_DB_IAM_AUTH=1 for IAM auth through RDS Proxy)",
+        )?,
     };
     match cli.command {
         AdminCommand::Migrate => {

@@ -209,6 +209,11 @@ async fn get(st: &AppState, path: &str, auth: Option<&str>) -> Reply {
     send(st, b.body(Body::empty()).unwrap()).await
 }
 
+/// The status of `GET /api/whoami` with `token`.
+async fn whoami(st: &AppState, token: &str) -> StatusCode {
+    get(st, "/api/whoami", Some(token)).await.status
+}
+
 /// The start of a reply body, for failure messages.
 fn head(r: &Reply) -> String {
     r.text().chars().take(300).collect()
@@ -530,44 +535,26 @@ async fn rotated_keys_are_picked_up_and_an_outage_keeps_the_known_keys() {
 
     let with_old = old.sign("old", &claims("dana", json!({})));
     let with_new = new.sign("new", &claims("dana", json!({})));
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&with_old)).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&with_old)).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(whoami(&st, &with_old).await, StatusCode::OK);
+    assert_eq!(whoami(&st, &with_old).await, StatusCode::OK);
     assert_eq!(jwks.fetches(), 1, "known keys are cached");
 
     // The issuer rotates: the new key id triggers one refresh; the retired key stops working.
     jwks.set_keys(vec![new.jwk("new")]);
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&with_new)).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(whoami(&st, &with_new).await, StatusCode::OK);
     assert_eq!(jwks.fetches(), 2);
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&with_old)).await.status,
-        StatusCode::UNAUTHORIZED
-    );
+    assert_eq!(whoami(&st, &with_old).await, StatusCode::UNAUTHORIZED);
 
     // The JWKS endpoint fails: known keys keep working.
     jwks.status.store(500, Ordering::SeqCst);
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&with_new)).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(whoami(&st, &with_new).await, StatusCode::OK);
 
     // A fresh instance that never loaded keys cannot verify anything: 503, not 401.
     let cold = oauth_state(&db, settings(JwksSource::Url(jwks.url.clone()), None));
     let r = get(&cold, "/api/whoami", Some(&with_new)).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
     jwks.status.store(200, Ordering::SeqCst);
-    assert_eq!(
-        get(&cold, "/api/whoami", Some(&with_new)).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(whoami(&cold, &with_new).await, StatusCode::OK);
 
     // With the default cooldown, a request soon after a failed first load is still 503 (the
     // keys are unavailable), never a 401 blaming the token.
@@ -700,20 +687,11 @@ async fn old_keys_are_refreshed_and_keep_serving_when_the_refresh_fails() {
     s.keys_ttl = Duration::ZERO;
     let st = oauth_state(&db, s);
     let token = key.sign("k1", &claims("gina", json!({})));
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&token)).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&token)).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(whoami(&st, &token).await, StatusCode::OK);
+    assert_eq!(whoami(&st, &token).await, StatusCode::OK);
     assert_eq!(jwks.fetches(), 2, "an old key set is refetched");
 
     jwks.status.store(503, Ordering::SeqCst);
-    assert_eq!(
-        get(&st, "/api/whoami", Some(&token)).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(whoami(&st, &token).await, StatusCode::OK);
     assert_eq!(jwks.fetches(), 3, "the refresh was tried and failed");
 }

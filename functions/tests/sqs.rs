@@ -248,19 +248,7 @@ async fn wc_local_configured_from_the_environment_publishes_and_its_runner_recei
         "--project".into(),
         format!("alpha={}", dir.path().join("proj").display()),
     ];
-    // The default AWS credential chain finds these first; the instance metadata service is
-    // never asked.
-    opts.env = [
-        ("WC_RUNNER_SQS_QUEUES", format!("local={queue}")),
-        ("WC_SQS_ENDPOINT_URL", sqs.endpoint().to_owned()),
-        ("AWS_REGION", wc_store::testing::sqs::REGION.to_owned()),
-        ("AWS_ACCESS_KEY_ID", "wc-test".to_owned()),
-        ("AWS_SECRET_ACCESS_KEY", "wc-test-secret".to_owned()),
-        ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    opts.env = sqs.wc_local_env("local", &queue);
     let server = LocalServer::spawn(Path::new(env!("CARGO_BIN_EXE_wc-local")), &opts).unwrap();
     let reply = Client::new()
         .post_json(

@@ -415,34 +415,6 @@ mod tests {
         );
     }
 
-    /// A clock that ticks one second per reading, and fixed credentials.
-    #[derive(Debug)]
-    struct Ticking(std::sync::Mutex<std::time::SystemTime>);
-
-    impl SigningContext for Ticking {
-        fn now(&self) -> std::time::SystemTime {
-            let mut next = self.0.lock().unwrap();
-            let now = *next;
-            *next += std::time::Duration::from_secs(1);
-            now
-        }
-
-        fn credentials(
-            &self,
-        ) -> crate::iam_auth::BoxFuture<'_, Result<aws_credential_types::Credentials, IamAuthError>>
-        {
-            Box::pin(async {
-                Ok(aws_credential_types::Credentials::new(
-                    "AKIDEXAMPLE",
-                    "secret",
-                    None,
-                    None,
-                    "test",
-                ))
-            })
-        }
-    }
-
     #[tokio::test]
     async fn every_connection_gets_a_fresh_token_as_its_password() {
         let cfg = DatabaseConfig::new(
@@ -450,7 +422,7 @@ mod tests {
         )
         .with_iam_auth("eu-west-1")
         .unwrap();
-        let clock = Ticking(std::sync::Mutex::new(std::time::SystemTime::UNIX_EPOCH));
+        let clock = crate::testing::FixedSigning::ticking_from(std::time::SystemTime::UNIX_EPOCH);
         let connector = Connector::with_signing_context(&cfg, Arc::new(clock)).unwrap();
         let base = connector.config();
         assert_eq!(base.get_password(), None);

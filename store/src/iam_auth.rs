@@ -200,7 +200,6 @@ pub fn sign_token(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
 
     /// 2024-05-06T07:08:09Z.
     fn fixed_time() -> SystemTime {
@@ -290,25 +289,6 @@ mod tests {
         );
     }
 
-    /// A clock that ticks one second per reading, and fixed credentials.
-    #[derive(Debug)]
-    struct TickingContext {
-        next: Mutex<SystemTime>,
-    }
-
-    impl SigningContext for TickingContext {
-        fn now(&self) -> SystemTime {
-            let mut next = self.next.lock().unwrap();
-            let now = *next;
-            *next += Duration::from_secs(1);
-            now
-        }
-
-        fn credentials(&self) -> BoxFuture<'_, Result<Credentials, IamAuthError>> {
-            Box::pin(async { Ok(credentials(None)) })
-        }
-    }
-
     #[tokio::test]
     async fn signer_signs_afresh_each_time() {
         let signer = IamTokenSigner::new(
@@ -316,9 +296,7 @@ mod tests {
             5432,
             "wc",
             "eu-central-1",
-            Arc::new(TickingContext {
-                next: Mutex::new(fixed_time()),
-            }),
+            Arc::new(crate::testing::FixedSigning::ticking_from(fixed_time())),
         );
         let first = signer.token().await.unwrap();
         let second = signer.token().await.unwrap();

@@ -418,9 +418,29 @@ pub async fn work_states(
     client: &impl GenericClient,
     since: chrono::DateTime<chrono::Utc>,
 ) -> Result<Vec<(String, i64)>, StoreError> {
+    work_counts_by(client, since, "state").await
+}
+
+/// Runner work created since `since`, counted by the queue that carried it (`postgres`,
+/// `sqs`), so a benchmark says which path its figures are about.
+pub async fn work_queues(
+    client: &impl GenericClient,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<(String, i64)>, StoreError> {
+    work_counts_by(client, since, "queue").await
+}
+
+async fn work_counts_by(
+    client: &impl GenericClient,
+    since: chrono::DateTime<chrono::Utc>,
+    column: &'static str,
+) -> Result<Vec<(String, i64)>, StoreError> {
     Ok(client
         .query(
-            "SELECT state, count(*) FROM runner_work WHERE created_at >= $1 GROUP BY state ORDER BY state",
+            &format!(
+                "SELECT {column}, count(*) FROM runner_work WHERE created_at >= $1 \
+                 GROUP BY {column} ORDER BY {column}"
+            ),
             &[&since],
         )
         .await?
@@ -496,5 +516,60 @@ pub mod runner_work {
             Enqueued::Queued(row) => row.id,
             other => panic!("{other:?}"),
         }
+    }
+}
+
+/// IAM auth signing for tests: fixed example credentials, and either the real clock or a clock
+/// that ticks one second per reading (so consecutive tokens differ deterministically).
+#[derive(Debug)]
+pub struct FixedSigning {
+    ticking: Option<std::sync::Mutex<std::time::SystemTime>>,
+}
+
+impl FixedSigning {
+    /// Fixed credentials, the real clock.
+    pub fn real_clock() -> FixedSigning {
+        FixedSigning { ticking: None }
+    }
+
+    /// Fixed credentials, a clock reading `start`, then one second later at each reading.
+    pub fn ticking_from(start: std::time::SystemTime) -> FixedSigning {
+        FixedSigning {
+            ticking: Some(std::sync::Mutex::new(start)),
+        }
+    }
+
+    /// The credentials every token is signed with.
+    pub fn credentials() -> aws_credential_types::Credentials {
+        aws_credential_types::Credentials::new(
+            "AKIDEXAMPLE",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+            None,
+            None,
+            "test",
+        )
+    }
+}
+
+impl crate::iam_auth::SigningContext for FixedSigning {
+    fn now(&self) -> std::time::SystemTime {
+        match &self.ticking {
+            None => std::time::SystemTime::now(),
+            Some(next) => {
+                let mut next = next.lock().expect("clock lock");
+                let now = *next;
+                *next += Duration::from_secs(1);
+                now
+            }
+        }
+    }
+
+    fn credentials(
+        &self,
+    ) -> crate::iam_auth::BoxFuture<
+        '_,
+        Result<aws_credential_types::Credentials, crate::iam_auth::IamAuthError>,
+    > {
+        Box::pin(async { Ok(Self::credentials()) })
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -13,7 +13,7 @@ use rcgen::{
 use wc_store::cluster::{ClusterOptions, LocalCluster, ServerTls};
 use wc_store::config::{DatabaseConfig, DatabaseUrl};
 use wc_store::connect::{ConnectError, Connector};
-use wc_store::iam_auth::{BoxFuture, IamAuthError, SigningContext};
+use wc_store::testing::FixedSigning;
 
 /// A certificate authority made for one test run.
 struct TestCa {
@@ -159,30 +159,6 @@ async fn connect_and_check(cfg: &DatabaseConfig) -> Result<bool, ConnectError> {
     Ok(tls)
 }
 
-/// Fixed credentials and the real clock.
-#[derive(Debug)]
-struct FixedCredentials;
-
-impl SigningContext for FixedCredentials {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-
-    fn credentials(
-        &self,
-    ) -> BoxFuture<'_, Result<aws_credential_types::Credentials, IamAuthError>> {
-        Box::pin(async {
-            Ok(aws_credential_types::Credentials::new(
-                "AKIDEXAMPLE",
-                "secret",
-                None,
-                None,
-                "test",
-            ))
-        })
-    }
-}
-
 #[tokio::test]
 async fn connections_use_verified_tls_as_sslmode_says() {
     let ca = TestCa::new("wc test CA");
@@ -243,7 +219,8 @@ async fn connections_use_verified_tls_as_sslmode_says() {
         .config("prefer", Some(&ca_file))
         .with_iam_auth("eu-west-1")
         .expect("IAM auth config");
-    let connector = Connector::with_signing_context(&iam, Arc::new(FixedCredentials)).unwrap();
+    let connector =
+        Connector::with_signing_context(&iam, Arc::new(FixedSigning::real_clock())).unwrap();
     let (client, connection) = connector.connect(&connector.config()).await.unwrap();
     let task = tokio::spawn(connection);
     assert!(session_uses_tls(&client).await);

@@ -27,45 +27,43 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    /// The response, with the challenge naming the RFC 9728 resource metadata when the server
-    /// is an OAuth resource server (MCP clients discover the authorization server from it).
-    pub fn into_challenge(self, resource_metadata: Option<&str>) -> Response {
+    /// The `WWW-Authenticate` challenge of this refusal (RFC 6750 §3), naming the RFC 9728
+    /// resource metadata when the server is an OAuth resource server (MCP clients discover the
+    /// authorization server from it). `None` for failures on the server's side.
+    pub fn challenge(&self, resource_metadata: Option<&str>) -> Option<String> {
         let metadata = resource_metadata
             .map(|url| format!(r#", resource_metadata="{url}""#))
             .unwrap_or_default();
-        let (status, kind, challenge) = match &self {
-            AuthError::Missing => (
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                format!(r#"Bearer realm="wc"{metadata}"#),
-            ),
-            AuthError::Invalid => (
-                StatusCode::UNAUTHORIZED,
-                "invalid_token",
-                format!(
-                    r#"Bearer realm="wc", error="invalid_token", error_description="the token is malformed, unknown, expired or revoked"{metadata}"#
-                ),
-            ),
-            AuthError::InsufficientScope(scope) => (
-                StatusCode::FORBIDDEN,
-                "insufficient_scope",
-                format!(
-                    r#"Bearer realm="wc", error="insufficient_scope", scope="{scope}"{metadata}"#
-                ),
-            ),
-            AuthError::KeysUnavailable(_) => {
-                return ApiError::unavailable(anyhow::anyhow!("oauth signing keys unavailable"))
-                    .into_response();
+        match self {
+            AuthError::Missing => Some(format!(r#"Bearer realm="wc"{metadata}"#)),
+            AuthError::Invalid => Some(format!(
+                r#"Bearer realm="wc", error="invalid_token", error_description="the token is malformed, unknown, expired or revoked"{metadata}"#
+            )),
+            AuthError::InsufficientScope(scope) => Some(format!(
+                r#"Bearer realm="wc", error="insufficient_scope", scope="{scope}"{metadata}"#
+            )),
+            AuthError::KeysUnavailable(_) | AuthError::Store(_) => None,
+        }
+    }
+
+    /// The response: 401/403 with the [`challenge`](Self::challenge), or the opaque 503 of a
+    /// server-side failure (its cause is logged).
+    pub fn into_challenge(self, resource_metadata: Option<&str>) -> Response {
+        let (status, kind) = match self {
+            AuthError::Missing => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            AuthError::Invalid => (StatusCode::UNAUTHORIZED, "invalid_token"),
+            AuthError::InsufficientScope(_) => (StatusCode::FORBIDDEN, "insufficient_scope"),
+            AuthError::KeysUnavailable(cause) => {
+                return ApiError::unavailable(anyhow::anyhow!(
+                    "oauth signing keys unavailable: {cause}"
+                ))
+                .into_response();
             }
-            AuthError::Store(_) => {
-                let AuthError::Store(e) = self else {
-                    unreachable!()
-                };
-                return ApiError::from(e).into_response();
-            }
+            AuthError::Store(e) => return ApiError::from(e).into_response(),
         };
+        let challenge = self.challenge(resource_metadata);
         let mut resp = (status, Json(error_body(kind, &self.to_string()))).into_response();
-        if let Ok(v) = HeaderValue::from_str(&challenge) {
+        if let Some(v) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
         resp

@@ -287,7 +287,7 @@ struct KeyCache {
 
 /// Why a token was refused (logged; the caller only learns "invalid token").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+enum Refusal {
     /// Not a decodable JWT.
     Malformed,
     /// `alg` is not an accepted asymmetric algorithm (including `none` and HMAC).

@@ -67,9 +67,9 @@ fn with_challenge(result: &ToolResult, mut resp: Response) -> Response {
     if let Some(e) = &result.error
         && e.kind == ErrorKind::InsufficientScope
         && let Some(scope) = e.details.get("scope").and_then(Value::as_str)
-        && let Ok(v) = axum::http::HeaderValue::from_str(&format!(
-            r#"Bearer realm="wc", error="insufficient_scope", scope="{scope}""#
-        ))
+        && let Ok(scope) = scope.parse::<crate::auth::Scope>()
+        && let Some(challenge) = crate::auth::AuthError::InsufficientScope(scope).challenge(None)
+        && let Ok(v) = axum::http::HeaderValue::from_str(&challenge)
     {
         resp.headers_mut()
             .insert(axum::http::header::WWW_AUTHENTICATE, v);

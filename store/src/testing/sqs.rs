@@ -150,6 +150,23 @@ impl LocalSqs {
         }
     }
 
+    /// The environment that makes a `wc-local` route the work of runner `client_id` through
+    /// `queue_url` here, for both its publisher and its embedded runner. The default AWS
+    /// credential chain finds the keys given here first; instance metadata is never asked.
+    pub fn wc_local_env(&self, client_id: &str, queue_url: &str) -> Vec<(String, String)> {
+        [
+            ("WC_RUNNER_SQS_QUEUES", format!("{client_id}={queue_url}")),
+            ("WC_SQS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_REGION", REGION.to_owned()),
+            ("AWS_ACCESS_KEY_ID", "wc-test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "wc-test-secret".to_owned()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
     /// The production publisher, pointed here.
     pub fn publisher(&self) -> SqsPublisher {
         SqsPublisher::with_credentials(&self.settings(), credentials())

@@ -37,15 +37,7 @@ async fn breakdown(pool: &Pool, since: chrono::DateTime<chrono::Utc>) -> anyhow:
     let client = pool.get().await?;
     let (q, r) = wc_store::testing::work_timing(&client, since).await?;
     // Which queue carried the work: the figures are only about the queue they name.
-    let queues: Vec<(String, i64)> = client
-        .query(
-            "SELECT queue, count(*) FROM runner_work WHERE created_at >= $1 GROUP BY queue ORDER BY queue",
-            &[&since],
-        )
-        .await?
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let queues = wc_store::testing::work_queues(&client, since).await?;
     Ok(json!({
         "queue_to_lease_p50_ms": q.map(round),
         "lease_to_result_p50_ms": r.map(round),

@@ -165,17 +165,7 @@ async fn main() -> anyhow::Result<()> {
         // SQS queue on a local moto server: publish after commit, receive, claim, result.
         let sqs = wc_store::testing::sqs::LocalSqs::start().await;
         let queue = sqs.create_queue().await;
-        let env = [
-            ("WC_RUNNER_SQS_QUEUES", format!("local={queue}")),
-            ("WC_SQS_ENDPOINT_URL", sqs.endpoint().to_owned()),
-            ("AWS_REGION", wc_store::testing::sqs::REGION.to_owned()),
-            ("AWS_ACCESS_KEY_ID", "wc-bench".to_owned()),
-            ("AWS_SECRET_ACCESS_KEY", "wc-bench-secret".to_owned()),
-            ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
+        let env = sqs.wc_local_env("local", &queue);
         let via_sqs = Stack::start_with(&cli, env).await?;
         for &c in &cli.concurrency {
             emit(
