@@ -35,5 +35,10 @@ pub mod workflow;
 
 pub use app::{AppState, Surfaces, app, app_for, queue_publisher};
 
+/// The allocator the server binaries install (`#[global_allocator]`): mimalloc. A request
+/// builds and drops many small JSON values and buffers; glibc's malloc and free were a tenth
+/// of the CPU time of a busy `wc-local` (see docs/BENCHMARKS.md).
+pub use mimalloc::MiMalloc as Allocator;
+
 /// The version every surface reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -132,143 +132,135 @@ pub struct ActionEventView {
     pub summary: Value,
 }
 
-/// Audit writes must not be lost to contention on a busy session: more attempts than the
-/// default, same jittered backoff.
-fn audit_policy() -> CasPolicy {
-    CasPolicy {
-        max_attempts: 64,
-        ..CasPolicy::default()
-    }
-}
-
-/// Records `event` for the caller `caller_fingerprint` in one transaction: choose or create
-/// the session, insert the event at the next seq, and bump the session's counters with a
-/// version-guarded update.
+/// Records `event` for the caller `caller_fingerprint`: choose the session, insert the event at
+/// the next seq and bump the session's counters, all in one transaction.
+///
+/// An event joining a session that exists is one round trip: `BEGIN`, the asynchronous-commit
+/// setting, one statement and `COMMIT` are sent together. The statement bumps the counters of
+/// the chosen session row (`UPDATE … RETURNING`, which holds the row lock, so racing events of
+/// one session queue and each reads the counter its predecessor wrote: seqs stay gap-free) and
+/// inserts the event at the returned seq. The lock is held only while the server runs that
+/// statement and the commit, never across a round trip, so one busy caller's audit session
+/// does not cap its request rate. When no session takes the event (a new caller, an idle or
+/// closed session, a new explicit id), the session is created first and the event is sent
+/// again.
 pub async fn record(
     pool: &Pool,
     caller_fingerprint: &str,
     affinity: &Affinity,
     event: &NewActionEvent,
 ) -> Result<CasOutcome<Recorded>, StoreError> {
-    compare_and_swap(pool, &audit_policy(), |tx| {
-        // Owned copies per attempt: the attempt's future may outlive these borrows' scopes.
-        let caller_fingerprint = caller_fingerprint.to_owned();
-        let affinity = affinity.clone();
-        let event = event.clone();
-        Box::pin(async move {
-            // An audit row is an observation, not an effect: it need not wait for its own WAL
-            // flush. Holding the session row lock across an fsync would cap a busy caller's
-            // audit session at the disk's flush rate. The worst case on a database crash is the
-            // loss of the last fraction of a second of audit rows; effects are committed
-            // synchronously elsewhere, and any later synchronous commit flushes these too.
-            // `SET LOCAL` lasts only for this transaction.
-            let async_commit = tx.batch_execute("SET LOCAL synchronous_commit TO OFF");
-            let mut created = false;
-            // The session row is loaded FOR UPDATE: concurrent events of one session queue on
-            // the row lock instead of losing the version race; the version guard still checks.
-            let row = match &affinity {
-                Affinity::Explicit(id) => {
-                    let insert = tx
-                        .prepare_cached(
-                            "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
-                             ON CONFLICT (session_id) DO NOTHING",
-                        )
-                        .await?;
-                    // Sent together with the SET LOCAL: one round trip.
-                    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [id, &caller_fingerprint];
-                    let (set, inserted) = tokio::join!(async_commit, tx.execute(&insert, &params));
-                    set?;
-                    let inserted = inserted?;
-                    created = inserted == 1;
-                    let select = tx
-                        .prepare_cached(&format!(
-                            "SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 FOR UPDATE"
-                        ))
-                        .await?;
-                    tx.query_one(&select, &[id]).await?
-                }
-                Affinity::Reuse { idle } => {
-                    let idle_secs = idle.as_secs_f64();
-                    let select = tx
-                        .prepare_cached(&format!(
-                            "SELECT {SESSION_COLUMNS} FROM action_sessions \
-                             WHERE caller_fingerprint = $1 AND status = 'open' \
-                               AND last_event_at > now() - make_interval(secs => $2) \
-                             ORDER BY last_event_at DESC LIMIT 1 FOR UPDATE"
-                        ))
-                        .await?;
-                    // Sent together with the SET LOCAL: one round trip.
-                    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&caller_fingerprint, &idle_secs];
-                    let (set, found) = tokio::join!(async_commit, tx.query_opt(&select, &params));
-                    set?;
-                    let found = found?;
-                    match found {
-                        Some(row) => row,
-                        None => {
-                            created = true;
-                            let insert = tx
-                                .prepare_cached(&format!(
-                                    "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
-                                     RETURNING {SESSION_COLUMNS}"
-                                ))
-                                .await?;
-                            tx.query_one(&insert, &[&Uuid::new_v4().to_string(), &caller_fingerprint]).await?
-                        }
-                    }
-                }
-            };
-            let session = session_from_row(&row);
-            let version: i64 = row.get("version");
-            let seq = session.event_count + 1;
-            let event_id = Uuid::now_v7();
-            let errors = i64::from(!event.success);
-            // The event insert and the version-guarded counter update are one statement (one
-            // round trip while the row lock is held). If the guard misses, the step is stale and
-            // the transaction, insert included, rolls back.
-            let write = tx
-                .prepare_cached(
-                    "WITH ev AS ( \
-                       INSERT INTO action_events (id, session_id, seq, endpoint, http_method, action_name, operation, \
-                         status_code, success, duration_ms, request_id, summary, principal_kind, principal_user_id, \
-                         oauth_client_id) \
-                       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING 1) \
-                     UPDATE action_sessions SET event_count = event_count + 1, error_count = error_count + $16, \
-                       total_duration_ms = total_duration_ms + $17, last_event_at = now(), version = version + 1 \
-                     WHERE session_id = $2 AND version = $18",
-                )
-                .await?;
-            let updated = tx
-                .execute(
-                    &write,
-                    &[
-                        &event_id,
-                        &session.session_id,
-                        &seq,
-                        &event.endpoint,
-                        &event.http_method,
-                        &event.action_name,
-                        &event.operation,
-                        &event.status_code,
-                        &event.success,
-                        &event.duration_ms,
-                        &event.request_id,
-                        &event.summary,
-                        &event.principal_kind,
-                        &event.principal_user_id,
-                        &event.oauth_client_id,
-                        &errors,
-                        &event.duration_ms.max(0),
-                        &version,
-                    ],
-                )
-                .await?;
-            Ok(Step::from_rows_updated(
-                updated,
-                Recorded { session_id: session.session_id, event_id, seq, created_session: created },
-            ))
-        })
-    })
-    .await
+    let client = pool.get().await?;
+    let mut created: Option<String> = None;
+    // A session created here can be closed by an operator before the event lands in it; a
+    // caller that keeps losing that race gets the typed, retryable conflict.
+    for attempt in 1..=3 {
+        if let Some(mut recorded) = append(&client, caller_fingerprint, affinity, event).await? {
+            recorded.created_session = created.as_deref() == Some(recorded.session_id.as_str());
+            return Ok(CasOutcome::Applied {
+                value: recorded,
+                attempts: attempt,
+            });
+        }
+        let id = match affinity {
+            Affinity::Explicit(id) => id.clone(),
+            Affinity::Reuse { .. } => Uuid::new_v4().to_string(),
+        };
+        let insert = client
+            .prepare_cached(
+                "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
+                 ON CONFLICT (session_id) DO NOTHING",
+            )
+            .await?;
+        if client.execute(&insert, &[&id, &caller_fingerprint]).await? == 1 {
+            created = Some(id);
+        }
+    }
+    Ok(CasOutcome::Conflict { attempts: 3 })
+}
+
+/// The event joining an existing session, as one transaction sent in one round trip; `None`
+/// (nothing written) when no session takes it.
+async fn append(
+    client: &deadpool_postgres::Object,
+    caller_fingerprint: &str,
+    affinity: &Affinity,
+    event: &NewActionEvent,
+) -> Result<Option<Recorded>, StoreError> {
+    // Which session: the explicit id, or the caller's newest open one within the idle window
+    // (an uncorrelated subquery, evaluated once; the status guard is re-checked on the locked
+    // row, so a session closed meanwhile takes no event).
+    let chooser = match affinity {
+        Affinity::Explicit(_) => "session_id = $2",
+        Affinity::Reuse { .. } => {
+            "session_id = (SELECT session_id FROM action_sessions WHERE caller_fingerprint = $2 \
+               AND status = 'open' AND last_event_at > now() - make_interval(secs => $17) \
+               ORDER BY last_event_at DESC LIMIT 1) AND status = 'open'"
+        }
+    };
+    let stmt = client
+        .prepare_cached(&format!(
+            "WITH s AS ( \
+               UPDATE action_sessions SET event_count = event_count + 1, \
+                 error_count = error_count + $15, total_duration_ms = total_duration_ms + $16, \
+                 last_event_at = now(), version = version + 1 \
+               WHERE {chooser} RETURNING session_id, event_count) \
+             INSERT INTO action_events (id, session_id, seq, endpoint, http_method, action_name, \
+               operation, status_code, success, duration_ms, request_id, summary, principal_kind, \
+               principal_user_id, oauth_client_id) \
+             SELECT $1, s.session_id, s.event_count, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 \
+             FROM s RETURNING session_id, seq"
+        ))
+        .await?;
+    let event_id = Uuid::now_v7();
+    let errors = i64::from(!event.success);
+    let duration = event.duration_ms.max(0);
+    let idle_secs;
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+        &event_id,
+        match affinity {
+            Affinity::Explicit(id) => id,
+            Affinity::Reuse { .. } => &caller_fingerprint,
+        },
+        &event.endpoint,
+        &event.http_method,
+        &event.action_name,
+        &event.operation,
+        &event.status_code,
+        &event.success,
+        &event.duration_ms,
+        &event.request_id,
+        &event.summary,
+        &event.principal_kind,
+        &event.principal_user_id,
+        &event.oauth_client_id,
+        &errors,
+        &duration,
+    ];
+    if let Affinity::Reuse { idle } = affinity {
+        idle_secs = idle.as_secs_f64();
+        params.push(&idle_secs);
+    }
+    // An audit row is an observation, not an effect: it need not wait for its own WAL flush
+    // (the worst case on a database crash is the loss of the last fraction of a second of
+    // audit rows; effects are committed synchronously elsewhere, and any later synchronous
+    // commit flushes these too). `SET LOCAL` lasts only for this transaction. The three
+    // requests are sent together, in this order, when the join first polls them; if the
+    // statement fails, the server turns the `COMMIT` into a rollback.
+    let (begin, written, commit) = tokio::join!(
+        client.batch_execute("BEGIN; SET LOCAL synchronous_commit TO OFF"),
+        client.query_opt(&stmt, &params),
+        client.batch_execute("COMMIT"),
+    );
+    begin?;
+    let written = written?;
+    commit?;
+    Ok(written.map(|row| Recorded {
+        session_id: row.get("session_id"),
+        event_id,
+        seq: row.get("seq"),
+        created_session: false,
+    }))
 }
 
 /// A page of sessions, newest activity first.

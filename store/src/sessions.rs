@@ -292,6 +292,41 @@ pub enum Mutated<T> {
     NotFound,
 }
 
+/// Events as one array per column, the parameters of an `unnest` insert.
+struct EventColumns<'a> {
+    kinds: Vec<&'a str>,
+    call_ids: Vec<Uuid>,
+    invocation_ids: Vec<Uuid>,
+    roles: Vec<&'a str>,
+    tools: Vec<Option<&'a str>>,
+    payloads: Vec<&'a Value>,
+}
+
+impl<'a> EventColumns<'a> {
+    /// The columns of `events`, at most [`MAX_EVENTS_PER_WRITE`] of them: the retention delete
+    /// of the same statement cannot see the rows it inserts, so one write must stay far below
+    /// the retention bound (callers append a handful of events at a time).
+    fn of(events: &'a [NewEvent]) -> Result<Self, StoreError> {
+        if events.len() > MAX_EVENTS_PER_WRITE {
+            return Err(StoreError::CorruptRow {
+                table: "session_events",
+                detail: format!(
+                    "{} events in one write; at most {MAX_EVENTS_PER_WRITE}",
+                    events.len()
+                ),
+            });
+        }
+        Ok(Self {
+            kinds: events.iter().map(|e| e.kind.as_str()).collect(),
+            call_ids: events.iter().map(|e| e.call_id).collect(),
+            invocation_ids: events.iter().map(|e| e.invocation_id).collect(),
+            roles: events.iter().map(|e| e.role).collect(),
+            tools: events.iter().map(|e| e.tool_name.as_deref()).collect(),
+            payloads: events.iter().map(|e| &e.payload).collect(),
+        })
+    }
+}
+
 /// Writes `change` and `events` to the locked `session`; `None` if its version moved. One
 /// statement: the event inserts, the retention delete and the version-guarded row update go
 /// to the server together, so the row lock is held for one round trip.
@@ -301,25 +336,19 @@ pub(crate) async fn write_back<C: GenericClient>(
     change: &SessionChange,
     events: &[NewEvent],
 ) -> Result<Option<SessionRow>, StoreError> {
-    // The retention delete cannot see rows inserted by the same statement, so one write must
-    // stay far below the retention bound (callers append a handful of events at a time).
-    if events.len() > MAX_EVENTS_PER_WRITE {
-        return Err(StoreError::CorruptRow {
-            table: "session_events",
-            detail: format!(
-                "{} events in one write; at most {MAX_EVENTS_PER_WRITE}",
-                events.len()
-            ),
-        });
-    }
+    // The retention delete deletes only the seqs leaving the window now, from the locked row's
+    // lower bound up: a plain `seq < bound` would walk every deleted-but-not-yet-vacuumed row
+    // below it.
+    let EventColumns {
+        kinds,
+        call_ids,
+        invocation_ids,
+        roles,
+        tools,
+        payloads,
+    } = EventColumns::of(events)?;
     let first = session.events_observed + 1;
     let seqs: Vec<i64> = (0..events.len() as i64).map(|i| first + i).collect();
-    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
-    let call_ids: Vec<Uuid> = events.iter().map(|e| e.call_id).collect();
-    let invocation_ids: Vec<Uuid> = events.iter().map(|e| e.invocation_id).collect();
-    let roles: Vec<&str> = events.iter().map(|e| e.role).collect();
-    let tools: Vec<Option<&str>> = events.iter().map(|e| e.tool_name.as_deref()).collect();
-    let payloads: Vec<&Value> = events.iter().map(|e| &e.payload).collect();
     let observed = session.events_observed + events.len() as i64;
     let retained_from = session
         .retained_from_seq
@@ -330,7 +359,7 @@ pub(crate) async fn write_back<C: GenericClient>(
                INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
                SELECT $1, * FROM unnest($10::bigint[], $11::text[], $12::uuid[], $13::uuid[], $14::text[], \
                                         $15::text[], $16::jsonb[]) RETURNING 1), \
-             gone AS (DELETE FROM session_events WHERE session_id = $1 AND seq < $9) \
+             gone AS (DELETE FROM session_events WHERE session_id = $1 AND seq >= $21 AND seq < $9) \
              UPDATE workflow_sessions SET \
                lifecycle = coalesce($3, lifecycle), \
                mode = coalesce($4, mode), \
@@ -375,10 +404,110 @@ pub(crate) async fn write_back<C: GenericClient>(
                 &change.messages_retained_delta,
                 &change.open_ack_required_delta,
                 &change.message_history_lost_through,
+                &session.retained_from_seq,
             ],
         )
         .await?;
     Ok(row.as_ref().map(from_row))
+}
+
+/// What [`append`] did.
+// Returned once per append and matched at once; the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, PartialEq)]
+pub enum Appended {
+    /// The events were appended; the session as written.
+    Done(SessionRow),
+    /// The session is not active and the append required it to be; nothing was written.
+    Inactive(SessionRow),
+    /// No session has this id.
+    NotFound,
+}
+
+/// Appends `events` to session `id` in one statement, without reading the row first: the
+/// guarded `UPDATE … RETURNING` of the session row takes the row lock, advances
+/// `events_observed` (and the retention window and the per-kind counts) from the values on the
+/// locked row, and the events are inserted at the seqs it returned, with the retention delete,
+/// in the same statement. Racing appends to one session queue on the row lock and each
+/// continues from the row its predecessor wrote, so seqs stay gap-free and ordered with no
+/// retries, and the lock is held only while the server runs the statement and its commit.
+/// With `require_active` the row's lifecycle is part of the guard: a session that is no longer
+/// active takes nothing. On a client outside a transaction the statement commits by itself.
+pub async fn append(
+    client: &impl GenericClient,
+    id: &str,
+    events: &[NewEvent],
+    require_active: bool,
+) -> Result<Appended, StoreError> {
+    if events.is_empty() {
+        return Err(StoreError::CorruptRow {
+            table: "session_events",
+            detail: "an append of no events".into(),
+        });
+    }
+    let columns = EventColumns::of(events)?;
+    // In the UPDATE's SET list every column reference is the locked row's old value.
+    // Retention deletes only the seqs that leave the window now, from the lower bound as of
+    // the statement's snapshot: that bound only ever rises, so a snapshot value is at or
+    // below the locked row's, and the range scan stays a handful of rows (a plain
+    // `seq < bound` would walk every deleted-but-not-yet-vacuumed row below it, each time).
+    let stmt = client
+        .prepare_cached(&format!(
+            "WITH s AS ( \
+               UPDATE workflow_sessions SET \
+                 events_observed = events_observed + cardinality($2::text[]), \
+                 retained_from_seq = greatest(retained_from_seq, \
+                   events_observed + cardinality($2::text[]) - {RETAINED_EVENTS} + 1), \
+                 updated_at = now(), \
+                 kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
+                     coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
+                   FROM (SELECT k, count(*) AS n FROM unnest($2::text[]) AS k GROUP BY k) c), \
+                 version = version + 1 \
+               WHERE id = $1 AND (NOT $8::boolean OR lifecycle = 'active') \
+               RETURNING {COLUMNS}), \
+             ev AS ( \
+               INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
+               SELECT s.id, s.events_observed - cardinality($2::text[]) + e.ord, e.kind, e.call_id, \
+                      e.invocation_id, e.role, e.tool_name, e.payload \
+               FROM s, unnest($2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::jsonb[]) \
+                 WITH ORDINALITY AS e(kind, call_id, invocation_id, role, tool_name, payload, ord)), \
+             gone AS (DELETE FROM session_events WHERE session_id = $1 \
+               AND seq >= (SELECT retained_from_seq FROM workflow_sessions WHERE id = $1) \
+               AND seq < (SELECT retained_from_seq FROM s)) \
+             SELECT {COLUMNS} FROM s"
+        ))
+        .await?;
+    // A miss is a missing or inactive session; a miss on an active row (it cannot become
+    // active again) would be a broken invariant, retried once before it is reported.
+    for _ in 0..2 {
+        let written = client
+            .query_opt(
+                &stmt,
+                &[
+                    &id,
+                    &columns.kinds,
+                    &columns.call_ids,
+                    &columns.invocation_ids,
+                    &columns.roles,
+                    &columns.tools,
+                    &columns.payloads,
+                    &require_active,
+                ],
+            )
+            .await?;
+        if let Some(row) = written {
+            return Ok(Appended::Done(from_row(&row)));
+        }
+        match get(client, id).await? {
+            None => return Ok(Appended::NotFound),
+            Some(row) if require_active && !row.is_active() => return Ok(Appended::Inactive(row)),
+            Some(_) => continue,
+        }
+    }
+    Err(StoreError::CorruptRow {
+        table: "workflow_sessions",
+        detail: format!("an append to {id} matched no row although the session is active"),
+    })
 }
 
 /// The session mutation path: load the row `FOR UPDATE`, let `decide` look at it, then write
@@ -398,13 +527,12 @@ where
         let id = id.to_owned();
         let decide = decide.clone();
         Box::pin(async move {
-            let Some(row) = tx
-                .query_opt(
-                    &format!("SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"),
-                    &[&id],
-                )
-                .await?
-            else {
+            let load = tx
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"
+                ))
+                .await?;
+            let Some(row) = tx.query_opt(&load, &[&id]).await? else {
                 return Ok(Step::Done(Mutated::NotFound));
             };
             let session = from_row(&row);

@@ -47,41 +47,16 @@ fn append(n: usize) -> impl Fn(&sessions::SessionRow) -> Decision<()> + Send + S
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_appends_from_two_instances_are_gap_free() {
-    let db = TestDatabase::new().await;
-    let id = new_session(&db).await;
-    let pools = [db.pool().clone(), db.new_pool()];
-    let mut handles = Vec::new();
-    for i in 0..32 {
-        let pool = pools[i % 2].clone();
-        let id = id.clone();
-        handles.push(tokio::spawn(async move {
-            for _ in 0..5 {
-                let out = sessions::mutate(&pool, &id, append(2)).await.unwrap();
-                assert!(
-                    matches!(
-                        out,
-                        CasOutcome::Applied {
-                            value: Mutated::Done(..),
-                            ..
-                        }
-                    ),
-                    "{out:?}"
-                );
-            }
-        }));
-    }
-    for h in handles {
-        h.await.unwrap();
-    }
+/// The session holds exactly `expected` events with seqs 1..=expected; returns its row.
+async fn assert_gap_free(db: &TestDatabase, id: &str, expected: i64) -> sessions::SessionRow {
     let client = db.pool().get().await.unwrap();
-    let session = sessions::get(&client, &id).await.unwrap().unwrap();
-    assert_eq!(session.events_observed, 1 + 32 * 5 * 2);
-    let events = sessions::recent_events(&client, &id, 1000).await.unwrap();
+    let session = sessions::get(&client, id).await.unwrap().unwrap();
+    assert_eq!(session.events_observed, expected);
+    let events = sessions::recent_events(&client, id, 1000).await.unwrap();
     let mut seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
     seqs.sort();
-    assert_eq!(seqs, (1..=session.events_observed).collect::<Vec<_>>());
+    assert_eq!(seqs, (1..=expected).collect::<Vec<_>>());
+    session
 }
 
 #[tokio::test]
@@ -91,11 +66,17 @@ async fn retention_keeps_the_newest_events_and_the_cumulative_count() {
     for _ in 0..21 {
         sessions::mutate(db.pool(), &id, append(100)).await.unwrap();
     }
+    assert_retained_tail(&db, &id, 2101).await;
+}
+
+/// After `observed` events, exactly the newest `RETAINED_EVENTS` remain and the session says
+/// older ones were removed.
+async fn assert_retained_tail(db: &TestDatabase, id: &str, observed: i64) {
     let client = db.pool().get().await.unwrap();
-    let session = sessions::get(&client, &id).await.unwrap().unwrap();
-    assert_eq!(session.events_observed, 2101);
+    let session = sessions::get(&client, id).await.unwrap().unwrap();
+    assert_eq!(session.events_observed, observed);
     assert!(session.retention_truncated());
-    assert_eq!(session.retained_from_seq, 2101 - RETAINED_EVENTS + 1);
+    assert_eq!(session.retained_from_seq, observed - RETAINED_EVENTS + 1);
     let n: i64 = client
         .query_one(
             "SELECT count(*) FROM session_events WHERE session_id = $1",
@@ -105,8 +86,11 @@ async fn retention_keeps_the_newest_events_and_the_cumulative_count() {
         .unwrap()
         .get(0);
     assert_eq!(n, RETAINED_EVENTS);
-    let newest = sessions::recent_events(&client, &id, 1).await.unwrap();
-    assert_eq!(newest[0].seq, 2101);
+    let newest = sessions::recent_events(&client, id, 3).await.unwrap();
+    assert_eq!(
+        newest.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![observed, observed - 1, observed - 2]
+    );
 }
 
 #[tokio::test]
@@ -165,4 +149,98 @@ async fn lifecycle_changes_stamp_their_times() {
     assert_eq!(row.lifecycle, "finished");
     assert!(row.finished_at.is_some() && row.closed_at.is_none());
     assert_eq!(row.events_observed, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_from_two_instances_are_gap_free() {
+    let db = TestDatabase::new().await;
+    let id = new_session(&db).await;
+    let pools = [db.pool().clone(), db.new_pool()];
+    let mut handles = Vec::new();
+    for i in 0..32 {
+        let pool = pools[i % 2].clone();
+        let id = id.clone();
+        handles.push(tokio::spawn(async move {
+            for round in 0..5 {
+                // Half the writers append with one statement, half through the locked
+                // read–decide–write path, interleaved on one row.
+                if (i + round) % 2 == 0 {
+                    let client = pool.get().await.unwrap();
+                    let events = vec![event("tool_call_started"), event("tool_call_finished")];
+                    let out = sessions::append(&client, &id, &events, true).await.unwrap();
+                    assert!(matches!(out, sessions::Appended::Done(_)), "{out:?}");
+                } else {
+                    let out = sessions::mutate(&pool, &id, append(2)).await.unwrap();
+                    assert!(matches!(out, CasOutcome::Applied { .. }), "{out:?}");
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let session = assert_gap_free(&db, &id, 1 + 32 * 5 * 2).await;
+    // The per-kind counts add up across both paths: 80 single-statement appends (one started
+    // and one finished event each) and 80 mutations (two started events each).
+    assert_eq!(session.kind_counts["tool_call_started"], json!(80 + 80 * 2));
+    assert_eq!(session.kind_counts["tool_call_finished"], json!(80));
+    assert_eq!(session.kind_counts["task_instruction"], json!(1));
+}
+
+#[tokio::test]
+async fn appends_keep_the_retention_bound_and_refuse_inactive_or_missing_sessions() {
+    let db = TestDatabase::new().await;
+    let id = new_session(&db).await;
+    let client = db.pool().get().await.unwrap();
+    for _ in 0..21 {
+        let events: Vec<NewEvent> = (0..100).map(|_| event("tool_call_started")).collect();
+        sessions::append(&client, &id, &events, true).await.unwrap();
+    }
+    assert_retained_tail(&db, &id, 2101).await;
+
+    // Finished: an append that requires an active session writes nothing; one that does
+    // not (a call's closing events) still lands.
+    sessions::mutate(db.pool(), &id, |_| {
+        Decision::Write(
+            SessionChange {
+                lifecycle: Some("finished"),
+                ..Default::default()
+            },
+            vec![],
+            (),
+        )
+    })
+    .await
+    .unwrap();
+    let before = sessions::get(&client, &id).await.unwrap().unwrap();
+    let out = sessions::append(&client, &id, &[event("tool_call_started")], true)
+        .await
+        .unwrap();
+    assert_eq!(out, sessions::Appended::Inactive(before.clone()));
+    let after = sessions::get(&client, &id).await.unwrap().unwrap();
+    assert_eq!(after, before, "a refused append changes nothing");
+    let out = sessions::append(&client, &id, &[event("tool_call_finished")], false)
+        .await
+        .unwrap();
+    let sessions::Appended::Done(row) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(row.events_observed, before.events_observed + 1);
+    assert_eq!(row.version, before.version + 1);
+
+    let out = sessions::append(
+        &client,
+        "wc_sess_doesnotexist0000000000",
+        &[event("x")],
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out, sessions::Appended::NotFound);
+    // An empty or oversized append is refused before it reaches the database.
+    assert!(sessions::append(&client, &id, &[], false).await.is_err());
+    let many: Vec<NewEvent> = (0..=sessions::MAX_EVENTS_PER_WRITE)
+        .map(|_| event("x"))
+        .collect();
+    assert!(sessions::append(&client, &id, &many, false).await.is_err());
 }

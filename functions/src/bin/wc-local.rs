@@ -1,5 +1,9 @@
 //! `wc-local`: wc on one machine. See `wc_functions::local`.
 
+/// The server's allocator (see `wc_functions::Allocator`).
+#[global_allocator]
+static ALLOCATOR: wc_functions::Allocator = wc_functions::Allocator;
+
 use clap::Parser;
 use wc_functions::local::{LocalCli, run};
 

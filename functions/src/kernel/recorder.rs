@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
-use wc_store::sessions::{Decision, NewEvent, SessionChange, SessionRow};
+use wc_store::sessions::{NewEvent, SessionRow};
 
 use super::result::{ErrorKind, ToolError, ToolResult};
 use super::spec::{SessionUse, ToolSpec};
@@ -356,15 +356,7 @@ async fn append(
         }
     }
     for (id, (events, must_be_active)) in by_session {
-        let require_active = require_active && must_be_active;
-        mutation::mutate(&state.pool, id, move |row| {
-            if require_active && !row.is_active() {
-                Decision::Leave(Err(mutation::closed(row)))
-            } else {
-                Decision::Write(SessionChange::default(), events.clone(), Ok(()))
-            }
-        })
-        .await?;
+        mutation::append(&state.pool, id, &events, require_active && must_be_active).await?;
     }
     Ok(())
 }

@@ -296,12 +296,45 @@ impl ToolResult {
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("tool results serialize")
     }
+
+    /// The result as a JSON value, moving the output instead of copying it: the same value as
+    /// [`ToolResult::to_value`].
+    pub fn into_value(self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("success".into(), Value::Bool(self.success));
+        if let Some(output) = self.output {
+            map.insert("output".into(), output);
+        }
+        if let Some(error) = self.error {
+            map.insert(
+                "error".into(),
+                serde_json::to_value(error).expect("tool errors serialize"),
+            );
+        }
+        if let Some(attention) = self.session_attention {
+            map.insert("session_attention".into(), attention);
+        }
+        Value::Object(map)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn into_value_equals_to_value() {
+        let failed = ToolResult::err(
+            ToolError::new(ErrorKind::InvalidArguments, "bad").with("field", "limit"),
+        );
+        let mut attended = ToolResult::ok(json!({"a": [1, {"b": null}]}));
+        attended.session_attention = Some(json!({"unacknowledged": 1}));
+        for r in [ToolResult::ok(json!({"a": 1})), failed, attended] {
+            let expected = r.to_value();
+            assert_eq!(r.into_value(), expected);
+        }
+    }
 
     #[test]
     fn results_serialize_with_only_present_fields() {

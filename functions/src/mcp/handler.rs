@@ -320,7 +320,7 @@ impl WcMcp {
         // The text block is the JSON the kernel serialized once; structuredContent is the same
         // object as a value.
         let mut result = CallToolResult::success(vec![ContentBlock::text(invoked.json)]);
-        result.structured_content = Some(invoked.result.to_value());
+        result.structured_content = Some(invoked.result.into_value());
         result.is_error = Some(!success);
         if is_modern(&ctx) {
             result.meta = Some(server_meta());

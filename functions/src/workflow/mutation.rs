@@ -2,7 +2,7 @@
 //! refuse with a typed [`ToolError`], and the store's outcomes mapped to tool errors once.
 
 use wc_store::cas::CasOutcome;
-use wc_store::sessions::{self, Decision, Mutated, SessionRow};
+use wc_store::sessions::{self, Appended, Decision, Mutated, NewEvent, SessionRow};
 
 use crate::kernel::result::{ErrorKind, ToolError};
 
@@ -45,6 +45,25 @@ where
         CasOutcome::Conflict { .. } => Err(ToolError::new(
             ErrorKind::Conflict,
             "the session is busy; retry",
+        )),
+    }
+}
+
+/// Appends `events` to session `id` in one statement ([`sessions::append`]); with
+/// `require_active`, a session that is no longer active refuses with `session_closed`.
+pub async fn append(
+    pool: &wc_store::Pool,
+    id: &str,
+    events: &[NewEvent],
+    require_active: bool,
+) -> Result<SessionRow, ToolError> {
+    let client = pool.get().await.map_err(wc_store::StoreError::from)?;
+    match sessions::append(&client, id, events, require_active).await? {
+        Appended::Done(row) => Ok(row),
+        Appended::Inactive(row) => Err(closed(&row)),
+        Appended::NotFound => Err(ToolError::new(
+            ErrorKind::UnknownSessionId,
+            "the session no longer exists",
         )),
     }
 }

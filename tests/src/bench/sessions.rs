@@ -127,7 +127,7 @@ fn chrono_now() -> String {
 /// The statements one recorded `session_summary` call issues, sent straight through the store
 /// with no HTTP, JSON-RPC, auth parsing or serialization: authenticate (credential lookup), load
 /// and authorize the session (one load: the recorder is the business session; it carries the
-/// counts), read the newest 50 events, append the recorder and business pairs in one CAS transaction,
+/// counts), read the newest 50 events, append the recorder and business pairs in one statement,
 /// and write the audit event. Keep in step with `ToolRuntime::invoke` and the audit middleware.
 pub async fn sql_floor(
     inputs: FloorInputs,
@@ -152,12 +152,12 @@ pub async fn sql_floor(
             let [rs, rf] = pair("recorder", invocation);
             let [bs, bf] = pair("business", invocation);
             let events = vec![rs, bs, bf, rf];
-            let out = sessions::mutate(&inputs.pool, session, move |_| {
-                Decision::Write(SessionChange::default(), events.clone(), ())
-            })
-            .await?;
+            let out = {
+                let client = inputs.pool.get().await?;
+                sessions::append(&client, session, &events, false).await?
+            };
             anyhow::ensure!(
-                matches!(out, CasOutcome::Applied { .. }),
+                matches!(out, sessions::Appended::Done(_)),
                 "append did not apply"
             );
             let event = NewActionEvent {
@@ -190,12 +190,16 @@ pub async fn sql_floor(
     Ok(report("sql_floor_recorded_call", concurrency, samples))
 }
 
-/// Writers appending a recorder pair to one session at once; reports CAS retries per call.
+/// Writers appending a recorder pair to one session at once, as the recorder does (one guarded
+/// statement per append, no read first: no retries by construction), or, with `locked`,
+/// through the read–decide–write path tools use (`sessions::mutate`: the row loaded
+/// `FOR UPDATE`, a decision, a version-guarded write), which reports its CAS retries per call.
 pub async fn hot_session(
     db: &TestDatabase,
     session: &str,
     concurrency: usize,
     duration: Duration,
+    locked: bool,
 ) -> anyhow::Result<Value> {
     let mut cfg = db.config();
     cfg.max_connections = concurrency;
@@ -206,6 +210,15 @@ pub async fn hot_session(
         let session = session.clone();
         async move {
             let events = pair("recorder", uuid::Uuid::now_v7()).to_vec();
+            if !locked {
+                let client = pool.get().await?;
+                let out = sessions::append(&client, &session, &events, true).await?;
+                anyhow::ensure!(
+                    matches!(out, sessions::Appended::Done(_)),
+                    "append did not apply"
+                );
+                return Ok(vec![0, 0]);
+            }
             let out = sessions::mutate(&pool, &session, move |_| {
                 Decision::Write(SessionChange::default(), events.clone(), ())
             })
@@ -225,5 +238,17 @@ pub async fn hot_session(
     samples
         .extra
         .insert("conflicts".into(), json!(sums.get(1).copied().unwrap_or(0)));
-    Ok(report("hot_session", concurrency, samples))
+    samples.extra.insert(
+        "path".into(),
+        json!(if locked { "mutate" } else { "append" }),
+    );
+    Ok(report(
+        if locked {
+            "hot_session_locked"
+        } else {
+            "hot_session"
+        },
+        concurrency,
+        samples,
+    ))
 }

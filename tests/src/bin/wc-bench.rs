@@ -343,7 +343,8 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     if wanted(&cli, "hot_session") {
-        emit(&sessions::hot_session(&stack.db, &ids[0], 32, duration).await?);
+        emit(&sessions::hot_session(&stack.db, &ids[0], 32, duration, false).await?);
+        emit(&sessions::hot_session(&stack.db, &ids[0], 32, duration, true).await?);
     }
     if wanted(&cli, "mcp_recorded_call_large") {
         const STORED: i64 = 100_000;
