@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use wc_store::Pool;
 use wc_store::board::{self, Actor, NewMessage};
 
-use super::mcp::{mcp_request, post_mcp};
+use super::mcp::{call_tool_ok, mcp_request, post_mcp};
 use super::{Samples, drive, report};
 use crate::client::Client;
 
@@ -76,14 +76,16 @@ pub async fn post(
         let (client, url, token) = (client.clone(), url.clone(), token.clone());
         let session = target.pick(&sessions, worker);
         async move {
-            tool(
-                &client,
-                &url,
-                &token,
-                "post_session_message",
-                json!({ "session_id": session, "kind": "note", "body": "benchmark note" }),
-            )
-            .await?;
+            let (mut headers, body) = mcp_request(
+                "tools/call",
+                Some("post_session_message"),
+                json!({
+                    "name": "post_session_message",
+                    "arguments": { "session_id": session, "kind": "note", "body": "benchmark note" },
+                }),
+            );
+            headers.push(("authorization".into(), format!("Bearer {token}")));
+            call_tool_ok(&client, &url, &headers, body.into()).await?;
             Ok(vec![])
         }
     })

@@ -134,3 +134,55 @@ pub async fn healthz_scenario(
     .await;
     Ok(report("http_healthz", concurrency, samples))
 }
+
+/// A `tools/call` reply, read only as far as its verdict: everything else is checked to be
+/// well-formed JSON and skipped, not built into values (the scenarios that only need to know
+/// that a call succeeded should not spend the shared cores on materializing its output).
+#[derive(serde::Deserialize)]
+struct ToolVerdict {
+    error: Option<serde::de::IgnoredAny>,
+    result: Option<VerdictResult>,
+}
+
+#[derive(serde::Deserialize)]
+struct VerdictResult {
+    #[serde(rename = "isError")]
+    is_error: Option<bool>,
+    #[serde(rename = "structuredContent")]
+    structured: Option<VerdictContent>,
+}
+
+#[derive(serde::Deserialize)]
+struct VerdictContent {
+    success: bool,
+}
+
+/// Sends one MCP `tools/call` and checks that it answered 200 with a successful tool result;
+/// returns the reply's size. A failure is reported with the whole reply.
+pub async fn call_tool_ok(
+    client: &Client,
+    url: &str,
+    headers: &[(String, String)],
+    body: hyper::body::Bytes,
+) -> anyhow::Result<usize> {
+    let h: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let r = client.send(hyper::Method::POST, url, &h, body).await?;
+    let verdict: Option<ToolVerdict> = serde_json::from_slice(&r.body).ok();
+    let ok = r.status == 200
+        && verdict.is_some_and(|v| {
+            v.error.is_none()
+                && v.result.is_some_and(|res| {
+                    res.is_error != Some(true) && res.structured.is_some_and(|c| c.success)
+                })
+        });
+    anyhow::ensure!(
+        ok,
+        "tools/call answered {}: {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+    Ok(r.body.len())
+}

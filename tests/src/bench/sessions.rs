@@ -12,7 +12,7 @@ use wc_store::cas::CasOutcome;
 use wc_store::sessions::{self, Decision, NewEvent, SessionChange};
 use wc_store::testing::TestDatabase;
 
-use super::mcp::{mcp_request, post_mcp};
+use super::mcp::{call_tool_ok, mcp_request};
 use super::{drive, report, round};
 use crate::client::Client;
 
@@ -73,11 +73,7 @@ pub async fn recorded_call(
             });
             let (mut headers, body) = mcp_request("tools/call", Some("session_summary"), params);
             headers.push(("authorization".into(), (*token).clone()));
-            let (v, _) = post_mcp(&client, &url, &headers, body.into(), "tools/call").await?;
-            anyhow::ensure!(
-                v["result"]["structuredContent"]["success"] == json!(true),
-                "call failed: {v}"
-            );
+            call_tool_ok(&client, &url, &headers, body.into()).await?;
             Ok(vec![])
         }
     })
