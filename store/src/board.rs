@@ -14,14 +14,15 @@
 //! history low-watermark.
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{GenericClient, Pool, Transaction};
+use deadpool_postgres::{GenericClient, Object, Pool, Transaction};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio_postgres::Row;
+use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cas::{CasPolicy, Step};
+use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
 
 /// Messages retained per session.
@@ -196,22 +197,8 @@ pub enum Refusal {
 /// What a board change returned, or why it was refused.
 pub type Outcome<T> = Result<T, Refusal>;
 
-async fn lock_session(tx: &Transaction<'_>, id: &str) -> Result<Option<SessionRow>, StoreError> {
-    let stmt = tx
-        .prepare_cached(&format!(
-            "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
-            sessions::COLUMNS
-        ))
-        .await?;
-    Ok(tx
-        .query_opt(&stmt, &[&id])
-        .await?
-        .as_ref()
-        .map(sessions::from_row))
-}
-
 async fn lock_message(
-    tx: &Transaction<'_>,
+    tx: &Object,
     session_id: &str,
     id: &str,
 ) -> Result<Option<MessageRow>, StoreError> {
@@ -232,37 +219,72 @@ type BoardStep<'t, T> = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Step<Outcome<T>>, StoreError>> + Send + 't>,
 >;
 
-/// Runs one board change: a CAS transaction whose step first locks the session row. The step
-/// returns `Done(Ok(value))` to commit, `Done(Err(refusal))` to refuse; a refusal wrote
-/// nothing (the step refuses before its first write).
+/// Runs one board change: a transaction that first locks the session row (`BEGIN` and the
+/// lock in one round trip), then runs `step`. The step returns `Done(Ok(value))` to commit,
+/// `Done(Err(refusal))` to refuse; a refusal wrote nothing (the step refuses before its first
+/// write). A step may commit itself with its last writes ([`PipelinedTx::commit_with`]).
+/// Deadlocks are retried on a fresh transaction like any compare-and-swap.
 async fn change<T, F>(pool: &Pool, session_id: &str, step: F) -> Result<Outcome<T>, StoreError>
 where
     T: Send + 'static,
-    F: for<'t> Fn(&'t Transaction<'t>, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
+    F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
 {
-    let step = std::sync::Arc::new(step);
-    let outcome = compare_and_swap(pool, &CasPolicy::default(), |tx| {
-        let id = session_id.to_owned();
-        let step = step.clone();
-        Box::pin(async move {
-            let Some(session) = lock_session(tx, &id).await? else {
-                return Ok(Step::Done(Err(Refusal::SessionNotFound)));
-            };
-            if !session.is_active() {
-                return Ok(Step::Done(Err(Refusal::SessionClosed(session.lifecycle))));
+    let policy = CasPolicy::default();
+    let mut attempt = 1;
+    loop {
+        match change_once(pool, session_id, &step).await {
+            Err(e) if e.is_transient_conflict() && attempt < policy.max_attempts => {
+                tracing::debug!(attempt, error = %e, "board change conflict, retrying");
+                tokio::time::sleep(policy.delay(attempt)).await;
+                attempt += 1;
             }
-            step(tx, session).await
-        })
-    })
-    .await?;
-    match outcome {
-        CasOutcome::Applied { value, .. } => Ok(value),
+            other => return other,
+        }
+    }
+}
+
+async fn change_once<T, F>(
+    pool: &Pool,
+    session_id: &str,
+    step: &F,
+) -> Result<Outcome<T>, StoreError>
+where
+    F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T>,
+{
+    let tx = PipelinedTx::new(pool.get().await?);
+    let lock = tx
+        .prepare_cached(&format!(
+            "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
+            sessions::COLUMNS
+        ))
+        .await?;
+    let row = tx
+        .begin_with(async { Ok(tx.query_opt(&lock, &[&session_id]).await?) })
+        .await?;
+    let session = match row.as_ref().map(sessions::from_row) {
+        None => {
+            tx.rollback().await?;
+            return Ok(Err(Refusal::SessionNotFound));
+        }
+        Some(s) if !s.is_active() => {
+            tx.rollback().await?;
+            return Ok(Err(Refusal::SessionClosed(s.lifecycle)));
+        }
+        Some(s) => s,
+    };
+    match step(&tx, session).await? {
+        Step::Done(value) => {
+            if tx.is_open() {
+                tx.commit().await?;
+            }
+            Ok(value)
+        }
         // The session row is locked for the whole step, so its version guard cannot lose;
-        // a conflict here means a message row changed under a writer that did not lock the
-        // session, which no code path does.
-        CasOutcome::Conflict { attempts } => Err(StoreError::CorruptRow {
+        // a stale step means a message row changed under a writer that did not lock the
+        // session, which no code path does. Dropping the open transaction rolls it back.
+        Step::Stale => Err(StoreError::CorruptRow {
             table: "session_messages",
-            detail: format!("board change kept conflicting after {attempts} attempts"),
+            detail: "a board change found a row changed under the session lock".into(),
         }),
     }
 }
@@ -271,7 +293,7 @@ where
 /// `keep`: the oldest closed one (preferring those that are not direct replies of an open todo),
 /// else the oldest open one. Returns the session change for what was removed.
 async fn make_room(
-    tx: &Transaction<'_>,
+    tx: &Object,
     session: &SessionRow,
     keep: Option<&str>,
 ) -> Result<SessionChange, StoreError> {
@@ -324,23 +346,30 @@ async fn make_room(
     })
 }
 
-async fn insert(
-    tx: &Transaction<'_>,
-    session_id: &str,
-    number: i64,
-    revision: i64,
-    m: &NewMessage,
-) -> Result<MessageRow, StoreError> {
-    let stmt = tx
+/// The statement of [`insert`], prepared (once per connection).
+async fn insert_statement(tx: &Object) -> Result<Statement, StoreError> {
+    Ok(tx
         .prepare_cached(&format!(
             "INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, reply_to, \
                status, body, body_redacted, author_session_id, observation_revision) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, $10, $11) RETURNING {COLUMNS}"
         ))
-        .await?;
+        .await?)
+}
+
+/// Inserts message `m` as number `number` at observation revision `revision`, with
+/// [`insert_statement`]: the request is sent on the first poll.
+async fn insert(
+    tx: &Object,
+    stmt: &Statement,
+    session_id: &str,
+    number: i64,
+    revision: i64,
+    m: &NewMessage,
+) -> Result<MessageRow, StoreError> {
     let row = tx
         .query_one(
-            &stmt,
+            stmt,
             &[
                 &m.id,
                 &session_id,
@@ -359,17 +388,23 @@ async fn insert(
     Ok(from_row(&row))
 }
 
-async fn notify(tx: &Transaction<'_>, session_id: &str) -> Result<(), StoreError> {
-    let stmt = tx
+/// The statement of [`notify`], prepared (once per connection).
+async fn notify_statement(tx: &Object) -> Result<Statement, StoreError> {
+    Ok(tx
         .prepare_cached("SELECT pg_notify('wc_board', $1::text)")
-        .await?;
-    tx.execute(&stmt, &[&session_id]).await?;
+        .await?)
+}
+
+/// Queues the `wc_board` notification of `session_id` (sent at commit), with
+/// [`notify_statement`]: the request is sent on the first poll.
+async fn notify(tx: &Object, stmt: &Statement, session_id: &str) -> Result<(), StoreError> {
+    tx.execute(stmt, &[&session_id]).await?;
     Ok(())
 }
 
 /// Bumps a todo's assignment revision because one of its direct replies changed.
 async fn touch_parent_assignment(
-    tx: &Transaction<'_>,
+    tx: &Object,
     session_id: &str,
     parent: &str,
     new_reply: bool,
@@ -398,14 +433,14 @@ fn merge(a: SessionChange, b: SessionChange) -> SessionChange {
 }
 
 async fn finish(
-    tx: &Transaction<'_>,
+    tx: &Object,
     session: &SessionRow,
     change: SessionChange,
     events: Vec<NewEvent>,
 ) -> Result<Option<SessionRow>, StoreError> {
     let written = sessions::write_back(tx, session, &change, &events).await?;
     if written.is_some() && change.message_revision_bump > 0 {
-        notify(tx, &session.id).await?;
+        notify(tx, &notify_statement(tx).await?, &session.id).await?;
     }
     Ok(written)
 }
@@ -472,18 +507,38 @@ pub async fn post(
                     }),
                 );
                 let events = actor.evidence(event);
-                // The row is locked until COMMIT: send the three writes together (pipelined on
-                // the connection, executed in order) instead of one round trip each.
-                let (stored, written, ()) = tokio::try_join!(
-                    insert(tx, &session.id, number, revision, &message),
-                    sessions::write_back(tx, &session, &change, &events),
-                    notify(tx, &session.id),
+                // The row is locked until COMMIT: send the three writes and the COMMIT
+                // together (pipelined on the connection, executed in order) instead of one
+                // round trip each. Their statements are prepared first, so each write is sent
+                // on its first poll, ahead of the COMMIT.
+                let statements = tokio::try_join!(
+                    insert_statement(tx),
+                    sessions::write_back_statement(&**tx),
+                    notify_statement(tx),
                 )?;
+                let (insert_stmt, write_stmt, notify_stmt) = statements;
+                let (stored, written, ()) = tx
+                    .commit_with(async {
+                        tokio::try_join!(
+                            insert(tx, &insert_stmt, &session.id, number, revision, &message),
+                            sessions::write_back_prepared(
+                                &**tx,
+                                &write_stmt,
+                                &session,
+                                &change,
+                                &events
+                            ),
+                            notify(tx, &notify_stmt, &session.id),
+                        )
+                    })
+                    .await?;
                 match written {
                     Some(session) => Ok(Step::Done(Ok(Posted {
                         message: stored,
                         session,
                     }))),
+                    // The version guard cannot miss while this transaction holds the row lock
+                    // (every writer of the row takes it); reported as a corrupt row if it did.
                     None => Ok(Step::Stale),
                 }
             })
@@ -654,6 +709,7 @@ pub async fn complete(
             let answer_revision = todo_revision + 1;
             let answer = insert(
                 tx,
+                &insert_statement(tx).await?,
                 &session.id,
                 session.messages_posted + 1,
                 answer_revision,

@@ -102,7 +102,7 @@ impl Default for CasPolicy {
 
 impl CasPolicy {
     /// Full-jitter delay before retry number `retry` (1-based).
-    fn delay(&self, retry: u32) -> Duration {
+    pub(crate) fn delay(&self, retry: u32) -> Duration {
         let exp = self
             .base_delay
             .saturating_mul(1u32 << retry.saturating_sub(1).min(16));

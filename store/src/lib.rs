@@ -23,6 +23,7 @@ pub mod iam_auth;
 pub mod migrate;
 pub mod notify;
 pub mod outbox;
+pub mod pipeline;
 pub mod pool;
 pub mod projects;
 pub mod runners;

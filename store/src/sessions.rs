@@ -336,6 +336,19 @@ pub(crate) async fn write_back<C: GenericClient>(
     change: &SessionChange,
     events: &[NewEvent],
 ) -> Result<Option<SessionRow>, StoreError> {
+    let stmt = write_back_statement(tx).await?;
+    write_back_prepared(tx, &stmt, session, change, events).await
+}
+
+/// [`write_back`] with its statement already prepared ([`write_back_statement`]): the
+/// request is sent on the first poll, so it can be pipelined with a `COMMIT`.
+pub(crate) async fn write_back_prepared<C: GenericClient>(
+    tx: &C,
+    stmt: &tokio_postgres::Statement,
+    session: &SessionRow,
+    change: &SessionChange,
+    events: &[NewEvent],
+) -> Result<Option<SessionRow>, StoreError> {
     // The retention delete deletes only the seqs leaving the window now, from the locked row's
     // lower bound up: a plain `seq < bound` would walk every deleted-but-not-yet-vacuumed row
     // below it.
@@ -353,36 +366,9 @@ pub(crate) async fn write_back<C: GenericClient>(
     let retained_from = session
         .retained_from_seq
         .max(observed - RETAINED_EVENTS + 1);
-    let stmt = tx
-        .prepare_cached(&format!(
-            "WITH ev AS ( \
-               INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
-               SELECT $1, * FROM unnest($10::bigint[], $11::text[], $12::uuid[], $13::uuid[], $14::text[], \
-                                        $15::text[], $16::jsonb[]) RETURNING 1), \
-             gone AS (DELETE FROM session_events WHERE session_id = $1 AND seq >= $21 AND seq < $9) \
-             UPDATE workflow_sessions SET \
-               lifecycle = coalesce($3, lifecycle), \
-               mode = coalesce($4, mode), \
-               execution_context = coalesce($5, execution_context), \
-               root_instruction = coalesce(root_instruction, $6), \
-               message_observation_revision = message_observation_revision + $7, \
-               messages_posted = messages_posted + $17, \
-               messages_retained = messages_retained + $18, \
-               open_ack_required = open_ack_required + $19, \
-               message_history_lost_through = greatest(message_history_lost_through, coalesce($20::bigint, 0)), \
-               events_observed = $8, retained_from_seq = $9, updated_at = now(), \
-               kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
-                   coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
-                 FROM (SELECT k, count(*) AS n FROM unnest($11::text[]) AS k GROUP BY k) c), \
-               finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
-               closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
-               version = version + 1 \
-             WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
-        ))
-        .await?;
     let row = tx
         .query_opt(
-            &stmt,
+            stmt,
             &[
                 &session.id,
                 &session.version,
@@ -409,6 +395,39 @@ pub(crate) async fn write_back<C: GenericClient>(
         )
         .await?;
     Ok(row.as_ref().map(from_row))
+}
+
+/// The statement of [`write_back`], prepared (once per connection).
+pub(crate) async fn write_back_statement<C: GenericClient>(
+    tx: &C,
+) -> Result<tokio_postgres::Statement, StoreError> {
+    Ok(tx
+        .prepare_cached(&format!(
+            "WITH ev AS ( \
+               INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
+               SELECT $1, * FROM unnest($10::bigint[], $11::text[], $12::uuid[], $13::uuid[], $14::text[], \
+                                        $15::text[], $16::jsonb[]) RETURNING 1), \
+             gone AS (DELETE FROM session_events WHERE session_id = $1 AND seq >= $21 AND seq < $9) \
+             UPDATE workflow_sessions SET \
+               lifecycle = coalesce($3, lifecycle), \
+               mode = coalesce($4, mode), \
+               execution_context = coalesce($5, execution_context), \
+               root_instruction = coalesce(root_instruction, $6), \
+               message_observation_revision = message_observation_revision + $7, \
+               messages_posted = messages_posted + $17, \
+               messages_retained = messages_retained + $18, \
+               open_ack_required = open_ack_required + $19, \
+               message_history_lost_through = greatest(message_history_lost_through, coalesce($20::bigint, 0)), \
+               events_observed = $8, retained_from_seq = $9, updated_at = now(), \
+               kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
+                   coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
+                 FROM (SELECT k, count(*) AS n FROM unnest($11::text[]) AS k GROUP BY k) c), \
+               finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
+               closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
+               version = version + 1 \
+             WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
+        ))
+        .await?)
 }
 
 /// What [`append`] did.
