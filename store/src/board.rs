@@ -289,23 +289,25 @@ where
     }
 }
 
-/// Room for one more message: when the board is at its bound, removes one message, never
-/// `keep`: the oldest closed one (preferring those that are not direct replies of an open todo),
-/// else the oldest open one. Returns the session change for what was removed.
-async fn make_room(
-    tx: &Object,
-    session: &SessionRow,
-    keep: Option<&str>,
-) -> Result<SessionChange, StoreError> {
-    if session.messages_retained < MAX_RETAINED_MESSAGES {
-        return Ok(SessionChange::default());
-    }
-    // One statement: pick the victim in order of preference (each branch an index scan that
-    // stops at its first match, and later branches run only when earlier ones found nothing):
-    // the oldest closed message that is not a direct reply of an open todo, the oldest closed
-    // one, the oldest open one; delete it; mark its parent todo, if any, as having lost a
-    // reply. No row lock is needed on the messages: the session row lock serializes the board.
-    let stmt = tx
+/// Whether a new message needs room: the board holds [`MAX_RETAINED_MESSAGES`] already.
+fn needs_room(session: &SessionRow) -> bool {
+    session.messages_retained >= MAX_RETAINED_MESSAGES
+}
+
+/// The statement of [`make_room`], prepared (once per connection).
+///
+/// One statement: pick the victim in order of preference (each branch an index scan that
+/// stops at its first match, and later branches run only when earlier ones found nothing):
+/// the oldest closed message that is not a direct reply of an open todo, the oldest closed
+/// one, the oldest open one; delete it; mark its parent todo, if any, as having lost a reply;
+/// and take it off the session row's counts and raise its history low-watermark (the version
+/// is left to the change's own write-back, whose relative updates compose with these). No row
+/// lock is needed on the messages: the session row lock serializes the board. When no message
+/// can be removed nothing changes, and the new message would take the board past its bound:
+/// the `messages_retained` check constraint then refuses the write-back and the whole
+/// transaction rolls back.
+async fn make_room_statement(tx: &Object) -> Result<Statement, StoreError> {
+    Ok(tx
         .prepare_cached(
             "WITH victim AS ( \
                (SELECT m.id FROM session_messages m WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
@@ -323,27 +325,27 @@ async fn make_room(
                RETURNING m.observation_revision, m.reply_to, m.status = 'open' AND m.ack_required AS open_ack), \
              parent AS (UPDATE session_messages p SET replies_pruned = true, \
                assignment_revision = p.assignment_revision + 1, version = p.version + 1 \
-               FROM gone g WHERE p.id = g.reply_to AND p.session_id = $1 AND p.kind = 'todo' RETURNING 1) \
-             SELECT observation_revision, open_ack, (SELECT count(*) FROM parent) FROM gone",
+               FROM gone g WHERE p.id = g.reply_to AND p.session_id = $1 AND p.kind = 'todo' RETURNING 1), \
+             counts AS (UPDATE workflow_sessions s SET messages_retained = s.messages_retained - 1, \
+               open_ack_required = s.open_ack_required - g.open_ack::int, \
+               message_history_lost_through = greatest(s.message_history_lost_through, g.observation_revision) \
+               FROM gone g WHERE s.id = $1 RETURNING 1) \
+             SELECT (SELECT count(*) FROM counts) + (SELECT count(*) FROM parent) * 0",
         )
-        .await?;
-    let Some(gone) = tx.query_opt(&stmt, &[&session.id, &keep]).await? else {
-        return Err(StoreError::CorruptRow {
-            table: "workflow_sessions",
-            detail: format!(
-                "messages_retained is {} but no message can be removed",
-                session.messages_retained
-            ),
-        });
-    };
-    let revision: i64 = gone.get(0);
-    let open_ack_required: bool = gone.get(1);
-    Ok(SessionChange {
-        messages_retained_delta: -1,
-        open_ack_required_delta: -i32::from(open_ack_required),
-        message_history_lost_through: Some(revision),
-        ..Default::default()
-    })
+        .await?)
+}
+
+/// Removes one message of `session_id` to make room for another, never `keep` (see
+/// [`make_room_statement`]), with the statement already prepared: the request is sent on the
+/// first poll, so it can be pipelined ahead of the change's other writes.
+async fn make_room(
+    tx: &Object,
+    stmt: &Statement,
+    session_id: &str,
+    keep: Option<&str>,
+) -> Result<(), StoreError> {
+    tx.query_one(stmt, &[&session_id, &keep]).await?;
+    Ok(())
 }
 
 /// The statement of [`insert`], prepared (once per connection).
@@ -419,19 +421,6 @@ async fn touch_parent_assignment(
     Ok(())
 }
 
-fn merge(a: SessionChange, b: SessionChange) -> SessionChange {
-    SessionChange {
-        message_revision_bump: a.message_revision_bump + b.message_revision_bump,
-        messages_posted_bump: a.messages_posted_bump + b.messages_posted_bump,
-        messages_retained_delta: a.messages_retained_delta + b.messages_retained_delta,
-        open_ack_required_delta: a.open_ack_required_delta + b.open_ack_required_delta,
-        message_history_lost_through: a
-            .message_history_lost_through
-            .max(b.message_history_lost_through),
-        ..a
-    }
-}
-
 async fn finish(
     tx: &Object,
     session: &SessionRow,
@@ -477,22 +466,18 @@ pub async fn post(
                         None => return Ok(Step::Done(Err(Refusal::UnknownMessage("reply_to")))),
                     },
                 };
-                let room = make_room(tx, &session, message.reply_to.as_deref()).await?;
                 if let Some(parent) = parent.filter(|p| p.kind == "todo") {
                     touch_parent_assignment(tx, &session.id, &parent.id, true).await?;
                 }
                 let number = session.messages_posted + 1;
                 let revision = session.message_observation_revision + 1;
-                let change = merge(
-                    room,
-                    SessionChange {
-                        message_revision_bump: 1,
-                        messages_posted_bump: 1,
-                        messages_retained_delta: 1,
-                        open_ack_required_delta: i32::from(message.ack_required),
-                        ..Default::default()
-                    },
-                );
+                let change = SessionChange {
+                    message_revision_bump: 1,
+                    messages_posted_bump: 1,
+                    messages_retained_delta: 1,
+                    open_ack_required_delta: i32::from(message.ack_required),
+                    ..Default::default()
+                };
                 let event = actor.event(
                     "message_posted",
                     json!({
@@ -507,19 +492,27 @@ pub async fn post(
                     }),
                 );
                 let events = actor.evidence(event);
-                // The row is locked until COMMIT: send the three writes and the COMMIT
-                // together (pipelined on the connection, executed in order) instead of one
-                // round trip each. Their statements are prepared first, so each write is sent
-                // on its first poll, ahead of the COMMIT.
+                // The row is locked until COMMIT: send the writes (making room first when the
+                // board is full) and the COMMIT together (pipelined on the connection,
+                // executed in order) instead of one round trip each. Their statements are
+                // prepared first, so each write is sent on its first poll, ahead of the COMMIT.
                 let statements = tokio::try_join!(
+                    make_room_statement(tx),
                     insert_statement(tx),
                     sessions::write_back_statement(&**tx),
                     notify_statement(tx),
                 )?;
-                let (insert_stmt, write_stmt, notify_stmt) = statements;
-                let (stored, written, ()) = tx
+                let (room_stmt, insert_stmt, write_stmt, notify_stmt) = statements;
+                let keep = message.reply_to.as_deref();
+                let ((), stored, written, ()) = tx
                     .commit_with(async {
                         tokio::try_join!(
+                            async {
+                                if needs_room(&session) {
+                                    make_room(tx, &room_stmt, &session.id, keep).await?;
+                                }
+                                Ok(())
+                            },
                             insert(tx, &insert_stmt, &session.id, number, revision, &message),
                             sessions::write_back_prepared(
                                 &**tx,
@@ -704,7 +697,9 @@ pub async fn complete(
             {
                 return Ok(Step::Done(Ok(Completed::Stale(Box::new(todo)))));
             }
-            let room = make_room(tx, &session, Some(&todo.id)).await?;
+            if needs_room(&session) {
+                make_room(tx, &make_room_statement(tx).await?, &session.id, Some(&todo.id)).await?;
+            }
             let todo_revision = session.message_observation_revision + 1;
             let answer_revision = todo_revision + 1;
             let answer = insert(
@@ -751,17 +746,14 @@ pub async fn complete(
                 ],
             )
             .await?;
-            let change = merge(
-                room,
-                SessionChange {
-                    message_revision_bump: 2,
-                    messages_posted_bump: 1,
-                    messages_retained_delta: 1,
-                    open_ack_required_delta: i32::from(request.answer.ack_required)
-                        - i32::from(todo.ack_required),
-                    ..Default::default()
-                },
-            );
+            let change = SessionChange {
+                message_revision_bump: 2,
+                messages_posted_bump: 1,
+                messages_retained_delta: 1,
+                open_ack_required_delta: i32::from(request.answer.ack_required)
+                    - i32::from(todo.ack_required),
+                ..Default::default()
+            };
             let event = actor.event(
                 "message_completed",
                 json!({

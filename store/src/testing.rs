@@ -222,6 +222,26 @@ impl TestDatabase {
     pub fn new_pool(&self) -> Pool {
         pool::build_pool(&self.config()).expect("second pool")
     }
+
+    /// A new active Workflow Session (project `agent:local:p`) whose ledger holds one
+    /// `first_event`; returns its id.
+    pub async fn new_session(&self, first_event: crate::sessions::NewEvent) -> String {
+        let id = format!("wc_sess_{}", uuid::Uuid::new_v4().simple());
+        crate::sessions::create(
+            self.pool(),
+            &crate::sessions::NewSession {
+                id: id.clone(),
+                project: "agent:local:p".into(),
+                owner_authority_fingerprint: "a".repeat(64),
+                mode: "normal",
+                root_instruction: None,
+            },
+            &[first_event],
+        )
+        .await
+        .expect("session created");
+        id
+    }
 }
 
 impl Drop for TestDatabase {

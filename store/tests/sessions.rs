@@ -3,9 +3,7 @@
 use serde_json::json;
 use uuid::Uuid;
 use wc_store::cas::CasOutcome;
-use wc_store::sessions::{
-    self, Decision, Mutated, NewEvent, NewSession, RETAINED_EVENTS, SessionChange,
-};
+use wc_store::sessions::{self, Decision, Mutated, NewEvent, RETAINED_EVENTS, SessionChange};
 use wc_store::testing::TestDatabase;
 
 fn event(kind: &str) -> NewEvent {
@@ -20,21 +18,7 @@ fn event(kind: &str) -> NewEvent {
 }
 
 async fn new_session(db: &TestDatabase) -> String {
-    let id = format!("wc_sess_{}", Uuid::new_v4().simple());
-    sessions::create(
-        db.pool(),
-        &NewSession {
-            id: id.clone(),
-            project: "agent:local:p".into(),
-            owner_authority_fingerprint: "a".repeat(64),
-            mode: "normal",
-            root_instruction: None,
-        },
-        &[event("task_instruction")],
-    )
-    .await
-    .unwrap();
-    id
+    db.new_session(event("task_instruction")).await
 }
 
 fn append(n: usize) -> impl Fn(&sessions::SessionRow) -> Decision<()> + Send + Sync + 'static {

@@ -1,0 +1,131 @@
+//! The board's retention bound at the store: a full board makes room in the post's own
+//! transaction, and the database refuses a post that would overfill it.
+
+use serde_json::json;
+use uuid::Uuid;
+use wc_store::StoreError;
+use wc_store::board::{self, Actor, MAX_RETAINED_MESSAGES, NewMessage};
+use wc_store::sessions::{self, NewEvent};
+use wc_store::testing::TestDatabase;
+
+async fn new_session(db: &TestDatabase) -> String {
+    db.new_session(NewEvent {
+        kind: "task_instruction".into(),
+        call_id: Uuid::now_v7(),
+        invocation_id: Uuid::now_v7(),
+        role: "business",
+        tool_name: None,
+        payload: json!({}),
+    })
+    .await
+}
+
+fn note(body: &str) -> NewMessage {
+    NewMessage {
+        id: format!("wc_msg_{}", &Uuid::new_v4().simple().to_string()[..22]),
+        kind: "note".into(),
+        priority: "normal".into(),
+        ack_required: false,
+        reply_to: None,
+        body: body.into(),
+        body_redacted: false,
+        author_session_id: None,
+    }
+}
+
+/// Posts a note; `Err` names the violated constraint when the database refused it.
+async fn post(db: &TestDatabase, session: &str, body: &str) -> Result<board::Posted, String> {
+    board::post(
+        db.pool(),
+        session,
+        &note(body),
+        Actor::new(Uuid::now_v7(), "post_session_message"),
+    )
+    .await
+    .map_err(|e| match &e {
+        StoreError::Database(db) => db
+            .as_db_error()
+            .and_then(|d| d.constraint())
+            .map_or_else(|| e.to_string(), str::to_owned),
+        other => other.to_string(),
+    })?
+    .map_err(|r| format!("{r:?}"))
+}
+
+/// (messages on the board, the session's retained count, messages ever posted).
+async fn board_state(db: &TestDatabase, session: &str) -> (i64, i32, i64) {
+    let client = db.pool().get().await.unwrap();
+    let n: i64 = client
+        .query_one(
+            "SELECT count(*) FROM session_messages WHERE session_id = $1",
+            &[&session],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let row = sessions::get(&client, session).await.unwrap().unwrap();
+    (n, row.messages_retained, row.messages_posted)
+}
+
+#[tokio::test]
+async fn the_schema_bound_is_the_retention_bound() {
+    let db = TestDatabase::new().await;
+    let client = db.pool().get().await.unwrap();
+    let def: String = client
+        .query_one(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint \
+             WHERE conname = 'workflow_sessions_messages_retained_bound'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        def,
+        format!("CHECK ((messages_retained <= {MAX_RETAINED_MESSAGES}))")
+    );
+}
+
+#[tokio::test]
+async fn a_full_board_makes_room_in_the_post_and_an_unremovable_board_refuses_it_whole() {
+    let db = TestDatabase::new().await;
+    let session = new_session(&db).await;
+    let full = i64::from(MAX_RETAINED_MESSAGES);
+    for i in 0..full + 3 {
+        post(&db, &session, &format!("note {i}")).await.unwrap();
+    }
+    assert_eq!(
+        board_state(&db, &session).await,
+        (full, MAX_RETAINED_MESSAGES, full + 3)
+    );
+    // The three oldest went, the newest stayed.
+    let client = db.pool().get().await.unwrap();
+    let oldest: i64 = client
+        .query_one(
+            "SELECT min(number) FROM session_messages WHERE session_id = $1",
+            &[&session],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(oldest, 4);
+
+    // Counts that claim a full board with nothing on it: room cannot be made, and the post
+    // is refused whole (no message, no count, no ledger event).
+    client
+        .execute(
+            "DELETE FROM session_messages WHERE session_id = $1",
+            &[&session],
+        )
+        .await
+        .unwrap();
+    let before = sessions::get(&client, &session).await.unwrap().unwrap();
+    let err = post(&db, &session, "one too many").await.unwrap_err();
+    assert_eq!(err, "workflow_sessions_messages_retained_bound");
+    let after = sessions::get(&client, &session).await.unwrap().unwrap();
+    assert_eq!(after, before);
+    assert_eq!(
+        board_state(&db, &session).await,
+        (0, MAX_RETAINED_MESSAGES, full + 3)
+    );
+}
