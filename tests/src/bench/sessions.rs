@@ -187,7 +187,7 @@ pub async fn sql_floor(
 }
 
 /// Writers appending a recorder pair to one session at once, as the recorder does (one guarded
-/// statement per append, no read first: no retries by construction), or, with `locked`,
+/// statement per append, no read first, nothing to retry), or, with `locked`,
 /// through the read–decide–write path tools use (`sessions::mutate`: the row loaded
 /// `FOR UPDATE`, a decision, a version-guarded write), which reports its CAS retries per call.
 pub async fn hot_session(
@@ -213,7 +213,7 @@ pub async fn hot_session(
                     matches!(out, sessions::Appended::Done(_)),
                     "append did not apply"
                 );
-                return Ok(vec![0, 0]);
+                return Ok(vec![]);
             }
             let out = sessions::mutate(&pool, &session, move |_| {
                 Decision::Write(SessionChange::default(), events.clone(), ())
@@ -226,14 +226,17 @@ pub async fn hot_session(
         }
     })
     .await;
-    let ops = samples.latencies.len().max(1) as f64;
-    samples.extra.insert(
-        "retries_per_call".into(),
-        json!(round(sums.first().copied().unwrap_or(0) as f64 / ops)),
-    );
-    samples
-        .extra
-        .insert("conflicts".into(), json!(sums.get(1).copied().unwrap_or(0)));
+    // An append has no retry loop to count; the locked path reports its CAS retries.
+    if locked {
+        let ops = samples.latencies.len().max(1) as f64;
+        samples.extra.insert(
+            "retries_per_call".into(),
+            json!(round(sums.first().copied().unwrap_or(0) as f64 / ops)),
+        );
+        samples
+            .extra
+            .insert("conflicts".into(), json!(sums.get(1).copied().unwrap_or(0)));
+    }
     samples.extra.insert(
         "path".into(),
         json!(if locked { "mutate" } else { "append" }),
