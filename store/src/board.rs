@@ -297,54 +297,61 @@ fn needs_room(session: &SessionRow) -> bool {
 /// The statement of [`make_room`], prepared (once per connection).
 ///
 /// One statement: pick the victim in order of preference (each branch an index scan that
-/// stops at its first match, and later branches run only when earlier ones found nothing):
-/// the oldest closed message that is not a direct reply of an open todo, the oldest closed
-/// one, the oldest open one; delete it; mark its parent todo, if any, as having lost a reply;
-/// and take it off the session row's counts and raise its history low-watermark (the version
-/// is left to the change's own write-back, whose relative updates compose with these). No row
-/// lock is needed on the messages: the session row lock serializes the board. When no message
-/// can be removed nothing changes, and the new message would take the board past its bound:
-/// the `messages_retained` check constraint then refuses the write-back and the whole
-/// transaction rolls back.
+/// starts at the board's low-water number and stops at its first match, and later branches run
+/// only when earlier ones found nothing): the oldest closed message that is not a direct reply
+/// of an open todo, the oldest closed one, the oldest one; delete it; mark its parent todo, if
+/// any, as having lost a reply; and take it off the session row's counts, raise its history
+/// low-watermark and, when the oldest message of all went, the low-water number (up to the
+/// kept message at most, which stays). The version is left to the change's own write-back,
+/// whose relative updates compose with these. No row lock is needed on the messages: the
+/// session row lock serializes the board. When no message can be removed nothing changes,
+/// and the new message would take the board past its bound: the `messages_retained` check
+/// constraint then refuses the write-back and the whole transaction rolls back.
 async fn make_room_statement(tx: &Object) -> Result<Statement, StoreError> {
     Ok(tx
         .prepare_cached(
             "WITH victim AS ( \
-               (SELECT m.id FROM session_messages m WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
-                  AND m.status <> 'open' AND NOT EXISTS (SELECT 1 FROM session_messages p \
+               (SELECT m.id, 1 AS branch FROM session_messages m WHERE m.session_id = $1 AND m.number >= $3 \
+                  AND m.id IS DISTINCT FROM $2 AND m.status <> 'open' AND NOT EXISTS (SELECT 1 FROM session_messages p \
                     WHERE p.id = m.reply_to AND p.session_id = m.session_id AND p.kind = 'todo' AND p.status = 'open') \
                   ORDER BY m.number LIMIT 1) \
                UNION ALL \
-               (SELECT m.id FROM session_messages m WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
-                  AND m.status <> 'open' ORDER BY m.number LIMIT 1) \
+               (SELECT m.id, 2 FROM session_messages m WHERE m.session_id = $1 AND m.number >= $3 \
+                  AND m.id IS DISTINCT FROM $2 AND m.status <> 'open' ORDER BY m.number LIMIT 1) \
                UNION ALL \
-               (SELECT m.id FROM session_messages m WHERE m.session_id = $1 AND m.id IS DISTINCT FROM $2 \
-                  ORDER BY m.number LIMIT 1) \
+               (SELECT m.id, 3 FROM session_messages m WHERE m.session_id = $1 AND m.number >= $3 \
+                  AND m.id IS DISTINCT FROM $2 ORDER BY m.number LIMIT 1) \
                LIMIT 1), \
              gone AS (DELETE FROM session_messages m USING victim v WHERE m.id = v.id \
-               RETURNING m.observation_revision, m.reply_to, m.status = 'open' AND m.ack_required AS open_ack), \
+               RETURNING m.number, v.branch, m.observation_revision, m.reply_to, \
+                 m.status = 'open' AND m.ack_required AS open_ack), \
              parent AS (UPDATE session_messages p SET replies_pruned = true, \
                assignment_revision = p.assignment_revision + 1, version = p.version + 1 \
                FROM gone g WHERE p.id = g.reply_to AND p.session_id = $1 AND p.kind = 'todo' RETURNING 1), \
              counts AS (UPDATE workflow_sessions s SET messages_retained = s.messages_retained - 1, \
                open_ack_required = s.open_ack_required - g.open_ack::int, \
-               message_history_lost_through = greatest(s.message_history_lost_through, g.observation_revision) \
+               message_history_lost_through = greatest(s.message_history_lost_through, g.observation_revision), \
+               messages_low_number = CASE WHEN g.branch = 3 THEN greatest(s.messages_low_number, \
+                 least(g.number + 1, coalesce((SELECT k.number FROM session_messages k \
+                   WHERE k.id = $2 AND k.session_id = $1), g.number + 1))) \
+                 ELSE s.messages_low_number END \
                FROM gone g WHERE s.id = $1 RETURNING 1) \
-             SELECT (SELECT count(*) FROM counts) + (SELECT count(*) FROM parent) * 0",
+             SELECT count(*) FROM counts",
         )
         .await?)
 }
 
-/// Removes one message of `session_id` to make room for another, never `keep` (see
+/// Removes one message of `session` to make room for another, never `keep` (see
 /// [`make_room_statement`]), with the statement already prepared: the request is sent on the
 /// first poll, so it can be pipelined ahead of the change's other writes.
 async fn make_room(
     tx: &Object,
     stmt: &Statement,
-    session_id: &str,
+    session: &SessionRow,
     keep: Option<&str>,
 ) -> Result<(), StoreError> {
-    tx.query_one(stmt, &[&session_id, &keep]).await?;
+    tx.query_one(stmt, &[&session.id, &keep, &session.messages_low_number])
+        .await?;
     Ok(())
 }
 
@@ -507,9 +514,10 @@ pub async fn post(
                 let ((), stored, written, ()) = tx
                     .commit_with(async {
                         tokio::try_join!(
+                            biased;
                             async {
                                 if needs_room(&session) {
-                                    make_room(tx, &room_stmt, &session.id, keep).await?;
+                                    make_room(tx, &room_stmt, &session, keep).await?;
                                 }
                                 Ok(())
                             },
@@ -698,7 +706,7 @@ pub async fn complete(
                 return Ok(Step::Done(Ok(Completed::Stale(Box::new(todo)))));
             }
             if needs_room(&session) {
-                make_room(tx, &make_room_statement(tx).await?, &session.id, Some(&todo.id)).await?;
+                make_room(tx, &make_room_statement(tx).await?, &session, Some(&todo.id)).await?;
             }
             let todo_revision = session.message_observation_revision + 1;
             let answer_revision = todo_revision + 1;

@@ -13,7 +13,9 @@
 //! already prepared, never a `&str` query (whose execution would be sent only after its
 //! prepare round trip, behind the `COMMIT`). A write that fails before sending fails the join
 //! before `COMMIT` is polled; one the server refuses aborts the transaction, and the server
-//! answers the `COMMIT` with a rollback.
+//! answers the `COMMIT` with a rollback. Writes joined together should be joined `biased`
+//! (polled in their order every time), so that the error reported is the first write's to
+//! fail, not a later one's "current transaction is aborted".
 //!
 //! The transaction owns its pooled connection. Dropped while open (the caller's future was
 //! cancelled, or a write failed), it detaches the connection from the pool and closes it, and
@@ -56,7 +58,7 @@ impl PipelinedTx {
         F: Future<Output = Result<T, StoreError>>,
     {
         self.open.store(true, Ordering::SeqCst);
-        let (begin, out) = tokio::join!(self.client().batch_execute("BEGIN"), first);
+        let (begin, out) = tokio::join!(biased; self.client().batch_execute("BEGIN"), first);
         begin?;
         out
     }
@@ -87,7 +89,9 @@ impl PipelinedTx {
                 .await
                 .map_err(StoreError::from)
         };
-        let (out, ()) = tokio::try_join!(last, commit).map_err(uncertain)?;
+        // Biased: polled in this order every time, so an error of the writes (whose replies
+        // come first) is the one reported, never the rollback it caused.
+        let (out, ()) = tokio::try_join!(biased; last, commit).map_err(uncertain)?;
         self.open.store(false, Ordering::SeqCst);
         Ok(out)
     }

@@ -50,6 +50,8 @@ pub struct SessionRow {
     pub open_ack_required: i32,
     /// Newest observation revision of a message removed by retention.
     pub message_history_lost_through: i64,
+    /// Every message numbered below it has been removed by retention.
+    pub messages_low_number: i64,
     /// Events ever appended, by kind (cumulative, like `events_observed`).
     pub kind_counts: Value,
     /// Creation time.
@@ -78,7 +80,7 @@ impl SessionRow {
 
 pub(crate) const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
      events_observed, retained_from_seq, message_observation_revision, messages_posted, messages_retained, \
-     open_ack_required, message_history_lost_through, kind_counts, created_at, updated_at, finished_at, closed_at, version";
+     open_ack_required, message_history_lost_through, messages_low_number, kind_counts, created_at, updated_at, finished_at, closed_at, version";
 
 pub(crate) fn from_row(r: &Row) -> SessionRow {
     SessionRow {
@@ -96,6 +98,7 @@ pub(crate) fn from_row(r: &Row) -> SessionRow {
         messages_retained: r.get("messages_retained"),
         open_ack_required: r.get("open_ack_required"),
         message_history_lost_through: r.get("message_history_lost_through"),
+        messages_low_number: r.get("messages_low_number"),
         kind_counts: r.get("kind_counts"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),

@@ -109,6 +109,9 @@ async fn a_full_board_makes_room_in_the_post_and_an_unremovable_board_refuses_it
         .unwrap()
         .get(0);
     assert_eq!(oldest, 4);
+    // Only the oldest went, so the searches for the next removal start at the oldest kept.
+    let row = sessions::get(&client, &session).await.unwrap().unwrap();
+    assert_eq!(row.messages_low_number, 4);
 
     // Counts that claim a full board with nothing on it: room cannot be made, and the post
     // is refused whole (no message, no count, no ledger event).
@@ -127,5 +130,80 @@ async fn a_full_board_makes_room_in_the_post_and_an_unremovable_board_refuses_it
     assert_eq!(
         board_state(&db, &session).await,
         (0, MAX_RETAINED_MESSAGES, full + 3)
+    );
+}
+
+#[tokio::test]
+async fn the_low_water_number_never_passes_a_message_that_is_kept() {
+    let db = TestDatabase::new().await;
+    let session = new_session(&db).await;
+    let mut todo = note("the oldest message: a todo");
+    todo.kind = "todo".into();
+    let posted = board::post(
+        db.pool(),
+        &session,
+        &todo,
+        Actor::new(Uuid::now_v7(), "post_session_message"),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    for i in 1..MAX_RETAINED_MESSAGES {
+        post(&db, &session, &format!("note {i}")).await.unwrap();
+    }
+    // Completing the todo on a full board removes the oldest other message (number 2); the
+    // todo itself (number 1) is kept, so the low-water number stays at it.
+    let request = board::CompletionRequest {
+        todo_id: posted.message.id.clone(),
+        expected_assignment_revision: posted.message.assignment_revision,
+        completion_key: "k1".into(),
+        fingerprint: "f".repeat(64),
+        answer: note("done"),
+    };
+    let done = board::complete(
+        db.pool(),
+        &session,
+        &request,
+        Actor::new(Uuid::now_v7(), "complete_session_message"),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(matches!(done, board::Completed::Applied(_)), "{done:?}");
+    let client = db.pool().get().await.unwrap();
+    let numbers = |rows: Vec<tokio_postgres::Row>| {
+        rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>()
+    };
+    let first = numbers(
+        client
+            .query(
+                "SELECT number FROM session_messages WHERE session_id = $1 ORDER BY number LIMIT 3",
+                &[&session],
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(first, vec![1, 3, 4]);
+    let row = sessions::get(&client, &session).await.unwrap().unwrap();
+    assert_eq!(row.messages_low_number, 1);
+    // The next post removes the completed todo (closed messages go first), then the oldest
+    // notes; the low-water number follows once the oldest of all goes.
+    post(&db, &session, "after").await.unwrap();
+    post(&db, &session, "after 2").await.unwrap();
+    let first = numbers(
+        client
+            .query(
+                "SELECT number FROM session_messages WHERE session_id = $1 ORDER BY number LIMIT 2",
+                &[&session],
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(first, vec![4, 5]);
+    let row = sessions::get(&client, &session).await.unwrap().unwrap();
+    assert_eq!(row.messages_low_number, 4);
+    assert_eq!(
+        board_state(&db, &session).await.0,
+        i64::from(MAX_RETAINED_MESSAGES)
     );
 }
