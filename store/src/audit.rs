@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::StoreError;
 use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::pipeline::PipelinedTx;
 
 /// One audited request, ready to store.
 #[derive(Debug, Clone)]
@@ -150,12 +151,12 @@ pub async fn record(
     affinity: &Affinity,
     event: &NewActionEvent,
 ) -> Result<CasOutcome<Recorded>, StoreError> {
-    let client = pool.get().await?;
+    let tx = PipelinedTx::new(pool.get().await?);
     let mut created: Option<String> = None;
     // A session created here can be closed by an operator before the event lands in it; a
     // caller that keeps losing that race gets the typed, retryable conflict.
     for attempt in 1..=3 {
-        if let Some(mut recorded) = append(&client, caller_fingerprint, affinity, event).await? {
+        if let Some(mut recorded) = append(&tx, caller_fingerprint, affinity, event).await? {
             recorded.created_session = created.as_deref() == Some(recorded.session_id.as_str());
             return Ok(CasOutcome::Applied {
                 value: recorded,
@@ -166,13 +167,13 @@ pub async fn record(
             Affinity::Explicit(id) => id.clone(),
             Affinity::Reuse { .. } => Uuid::new_v4().to_string(),
         };
-        let insert = client
+        let insert = tx
             .prepare_cached(
                 "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
                  ON CONFLICT (session_id) DO NOTHING",
             )
             .await?;
-        if client.execute(&insert, &[&id, &caller_fingerprint]).await? == 1 {
+        if tx.execute(&insert, &[&id, &caller_fingerprint]).await? == 1 {
             created = Some(id);
         }
     }
@@ -182,7 +183,7 @@ pub async fn record(
 /// The event joining an existing session, as one transaction sent in one round trip; `None`
 /// (nothing written) when no session takes it.
 async fn append(
-    client: &deadpool_postgres::Object,
+    tx: &PipelinedTx,
     caller_fingerprint: &str,
     affinity: &Affinity,
     event: &NewActionEvent,
@@ -198,7 +199,7 @@ async fn append(
                ORDER BY last_event_at DESC LIMIT 1) AND status = 'open'"
         }
     };
-    let stmt = client
+    let stmt = tx
         .prepare_cached(&format!(
             "WITH s AS ( \
                UPDATE action_sessions SET event_count = event_count + 1, \
@@ -244,17 +245,13 @@ async fn append(
     // An audit row is an observation, not an effect: it need not wait for its own WAL flush
     // (the worst case on a database crash is the loss of the last fraction of a second of
     // audit rows; effects are committed synchronously elsewhere, and any later synchronous
-    // commit flushes these too). `SET LOCAL` lasts only for this transaction. The three
-    // requests are sent together, in this order, when the join first polls them; if the
-    // statement fails, the server turns the `COMMIT` into a rollback.
-    let (begin, written, commit) = tokio::join!(
-        client.batch_execute("BEGIN; SET LOCAL synchronous_commit TO OFF"),
-        client.query_opt(&stmt, &params),
-        client.batch_execute("COMMIT"),
-    );
-    begin?;
-    let written = written?;
-    commit?;
+    // commit flushes these too). `SET LOCAL` lasts only for this transaction, which travels
+    // whole in one round trip.
+    let written = tx
+        .once(Some("SET LOCAL synchronous_commit TO OFF"), async {
+            Ok(tx.query_opt(&stmt, &params).await?)
+        })
+        .await?;
     Ok(written.map(|row| Recorded {
         session_id: row.get("session_id"),
         event_id,

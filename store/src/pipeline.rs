@@ -96,6 +96,36 @@ impl PipelinedTx {
         Ok(out)
     }
 
+    /// Runs `only` as a whole transaction in one round trip: `BEGIN` with `setup` (statements
+    /// without parameters, such as `SET LOCAL`), then `only`, then `COMMIT`. `only` must send
+    /// its request on its first poll (a prepared statement's execution); if the server refuses
+    /// it, the `COMMIT` becomes a rollback and its error is returned.
+    pub async fn once<T, F>(&self, setup: Option<&str>, only: F) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        self.open.store(true, Ordering::SeqCst);
+        let (begin, setup, out, commit) = tokio::join!(
+            biased;
+            self.client().batch_execute("BEGIN"),
+            async {
+                match setup {
+                    Some(sql) => self.client().batch_execute(sql).await,
+                    None => Ok(()),
+                }
+            },
+            only,
+            self.client().batch_execute("COMMIT"),
+        );
+        // A COMMIT that was answered ended the transaction, committed or rolled back; one
+        // that was not leaves it open, and the connection is closed on drop.
+        commit?;
+        self.open.store(false, Ordering::SeqCst);
+        begin?;
+        setup?;
+        out
+    }
+
     /// Commits (one round trip).
     pub async fn commit(&self) -> Result<(), StoreError> {
         self.commit_with(async { Ok(()) }).await

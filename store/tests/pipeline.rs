@@ -190,3 +190,47 @@ async fn a_transaction_dropped_while_holding_a_lock_releases_it_and_its_connecti
     }
     assert_eq!(idle_in_transaction(&db).await, 0);
 }
+
+#[tokio::test]
+async fn a_whole_transaction_in_one_round_trip_commits_or_rolls_back_and_stays_usable() {
+    let db = TestDatabase::new().await;
+    scratch(&db).await;
+    let tx = PipelinedTx::new(db.pool().get().await.unwrap());
+    let insert = tx
+        .prepare_cached("INSERT INTO scratch VALUES ($1, $2)")
+        .await
+        .unwrap();
+    let n = tx
+        .once(Some("SET LOCAL synchronous_commit TO OFF"), async {
+            Ok(tx.execute(&insert, &[&3, &"three"]).await?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(!tx.is_open());
+    // Refused: the COMMIT behind it rolls back, the statement's own error is returned, and
+    // the connection is outside any transaction and usable for the next one.
+    let err = tx
+        .once(None, async {
+            Ok(tx.execute(&insert, &[&3, &"again"]).await?)
+        })
+        .await
+        .unwrap_err();
+    assert!(err.is_unique_violation(), "{err:?}");
+    assert!(!tx.is_open());
+    tx.once(None, async {
+        Ok(tx.execute(&insert, &[&4, &"four"]).await?)
+    })
+    .await
+    .unwrap();
+    drop(tx);
+    assert_eq!(
+        values(&db).await,
+        vec![
+            (0, "row to lock".into()),
+            (3, "three".into()),
+            (4, "four".into())
+        ]
+    );
+    assert_eq!(idle_in_transaction(&db).await, 0);
+}
