@@ -252,12 +252,7 @@ where
     F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T>,
 {
     let tx = PipelinedTx::new(pool.get().await?);
-    let lock = tx
-        .prepare_cached(&format!(
-            "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
-            sessions::COLUMNS
-        ))
-        .await?;
+    let lock = sessions::lock_statement(&*tx).await?;
     let row = tx
         .begin_with(async { Ok(tx.query_opt(&lock, &[&session_id]).await?) })
         .await?;

@@ -78,7 +78,7 @@ impl SessionRow {
     }
 }
 
-pub(crate) const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
+const COLUMNS: &str = "id, project, owner_authority_fingerprint, mode, lifecycle, execution_context, root_instruction, \
      events_observed, retained_from_seq, message_observation_revision, messages_posted, messages_retained, \
      open_ack_required, message_history_lost_through, messages_low_number, kind_counts, created_at, updated_at, finished_at, closed_at, version";
 
@@ -176,10 +176,7 @@ pub async fn create(
     )
     .await?;
     let row = tx
-        .query_one(
-            &format!("SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"),
-            &[&new.id],
-        )
+        .query_one(&lock_statement(&tx).await?, &[&new.id])
         .await?;
     let session = from_row(&row);
     let written = write_back(&tx, &session, &SessionChange::default(), events).await?;
@@ -189,6 +186,19 @@ pub async fn create(
     })?;
     tx.commit().await?;
     Ok(session)
+}
+
+/// The statement that loads a session row and locks it (`FOR UPDATE`) until the end of the
+/// transaction: the first step of every read–decide–write change of a session. Prepared once
+/// per connection.
+pub(crate) async fn lock_statement<C: GenericClient>(
+    client: &C,
+) -> Result<tokio_postgres::Statement, StoreError> {
+    Ok(client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"
+        ))
+        .await?)
 }
 
 /// The session `id`, if it exists.
@@ -549,12 +559,7 @@ where
         let id = id.to_owned();
         let decide = decide.clone();
         Box::pin(async move {
-            let load = tx
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"
-                ))
-                .await?;
-            let Some(row) = tx.query_opt(&load, &[&id]).await? else {
+            let Some(row) = tx.query_opt(&lock_statement(tx).await?, &[&id]).await? else {
                 return Ok(Step::Done(Mutated::NotFound));
             };
             let session = from_row(&row);

@@ -195,13 +195,7 @@ pub async fn enqueue(
         Box::pin(async move {
             if let Some(ev) = &evidence {
                 let Some(row) = tx
-                    .query_opt(
-                        &format!(
-                            "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
-                            sessions::COLUMNS
-                        ),
-                        &[&ev.session_id],
-                    )
+                    .query_opt(&sessions::lock_statement(tx).await?, &[&ev.session_id])
                     .await?
                 else {
                     return Ok(Step::Done(Enqueued::SessionNotFound));
@@ -852,13 +846,7 @@ pub async fn record_terminal_evidence(
                 return Ok(Step::Done(false));
             }
             let Some(row) = tx
-                .query_opt(
-                    &format!(
-                        "SELECT {} FROM workflow_sessions WHERE id = $1 FOR UPDATE",
-                        sessions::COLUMNS
-                    ),
-                    &[&session_id],
-                )
+                .query_opt(&sessions::lock_statement(tx).await?, &[&session_id])
                 .await?
             else {
                 return Ok(Step::Done(true));
