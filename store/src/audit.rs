@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::{GenericClient, Object, Pool};
 use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::StoreError;
 use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
-use crate::pipeline::PipelinedTx;
 
 /// One audited request, ready to store.
 #[derive(Debug, Clone)]
@@ -76,7 +75,8 @@ pub struct ActionSession {
     pub status: String,
     /// Creation time.
     pub created_at: DateTime<Utc>,
-    /// Time of the latest event.
+    /// Time of the latest event, to within a second (it moves when it is a second or more
+    /// behind an event).
     pub last_event_at: DateTime<Utc>,
     /// Close time.
     pub closed_at: Option<DateTime<Utc>>,
@@ -136,8 +136,8 @@ pub struct ActionEventView {
 /// Records `event` for the caller `caller_fingerprint`: choose the session, insert the event at
 /// the next seq and bump the session's counters, all in one transaction.
 ///
-/// An event joining a session that exists is one round trip: `BEGIN`, the asynchronous-commit
-/// setting, one statement and `COMMIT` are sent together. The statement bumps the counters of
+/// An event joining a session that exists is one statement, its own transaction committed
+/// asynchronously, in one round trip. The statement bumps the counters of
 /// the chosen session row (`UPDATE … RETURNING`, which holds the row lock, so racing events of
 /// one session queue and each reads the counter its predecessor wrote: seqs stay gap-free) and
 /// inserts the event at the returned seq. The lock is held only while the server runs that
@@ -151,12 +151,12 @@ pub async fn record(
     affinity: &Affinity,
     event: &NewActionEvent,
 ) -> Result<CasOutcome<Recorded>, StoreError> {
-    let tx = PipelinedTx::new(pool.get().await?);
+    let client = pool.get().await?;
     let mut created: Option<String> = None;
     // A session created here can be closed by an operator before the event lands in it; a
     // caller that keeps losing that race gets the typed, retryable conflict.
     for attempt in 1..=3 {
-        if let Some(mut recorded) = append(&tx, caller_fingerprint, affinity, event).await? {
+        if let Some(mut recorded) = append(&client, caller_fingerprint, affinity, event).await? {
             recorded.created_session = created.as_deref() == Some(recorded.session_id.as_str());
             return Ok(CasOutcome::Applied {
                 value: recorded,
@@ -167,50 +167,70 @@ pub async fn record(
             Affinity::Explicit(id) => id.clone(),
             Affinity::Reuse { .. } => Uuid::new_v4().to_string(),
         };
-        let insert = tx
+        let insert = client
             .prepare_cached(
                 "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
                  ON CONFLICT (session_id) DO NOTHING",
             )
             .await?;
-        if tx.execute(&insert, &[&id, &caller_fingerprint]).await? == 1 {
+        if client.execute(&insert, &[&id, &caller_fingerprint]).await? == 1 {
             created = Some(id);
         }
     }
     Ok(CasOutcome::Conflict { attempts: 3 })
 }
 
-/// The event joining an existing session, as one transaction sent in one round trip; `None`
+/// The event joining an existing session, as one statement (its own transaction); `None`
 /// (nothing written) when no session takes it.
 async fn append(
-    tx: &PipelinedTx,
+    client: &Object,
     caller_fingerprint: &str,
     affinity: &Affinity,
     event: &NewActionEvent,
 ) -> Result<Option<Recorded>, StoreError> {
-    // Which session: the explicit id, or the caller's newest open one within the idle window
-    // (an uncorrelated subquery, evaluated once; the status guard is re-checked on the locked
-    // row, so a session closed meanwhile takes no event).
+    // Which session: the explicit id, or the caller's open one whose last event is the newest
+    // and within the idle window (an uncorrelated subquery, evaluated once; the status guard
+    // is re-checked on the locked row, so a session closed meanwhile takes no event).
+    // `last_event_at` trails the last event by up to a second (below), so it only narrows the
+    // candidates, through the index; the exact time is the newest event's (or, for a session
+    // without events yet, its creation's).
     let chooser = match affinity {
         Affinity::Explicit(_) => "session_id = $2",
         Affinity::Reuse { .. } => {
-            "session_id = (SELECT session_id FROM action_sessions WHERE caller_fingerprint = $2 \
-               AND status = 'open' AND last_event_at > now() - make_interval(secs => $17) \
-               ORDER BY last_event_at DESC LIMIT 1) AND status = 'open'"
+            "session_id = (SELECT c.session_id FROM action_sessions c, LATERAL (SELECT coalesce( \
+                 (SELECT e.occurred_at FROM action_events e WHERE e.session_id = c.session_id \
+                    ORDER BY e.seq DESC LIMIT 1), c.created_at) AS at) last \
+               WHERE c.caller_fingerprint = $2 AND c.status = 'open' \
+                 AND c.last_event_at > now() - make_interval(secs => $17) - interval '1 second' \
+                 AND last.at > now() - make_interval(secs => $17) \
+               ORDER BY last.at DESC LIMIT 1) AND status = 'open'"
         }
     };
-    let stmt = tx
+    // An audit row is an observation, not an effect: it need not wait for its own WAL flush
+    // (the worst case on a database crash is the loss of the last fraction of a second of
+    // audit rows; effects are committed synchronously elsewhere, and any later synchronous
+    // commit flushes these too). `set_config(…, true)` lasts only for this statement's own
+    // transaction, and the commit reads it.
+    //
+    // `last_event_at` moves only when it is a second or more behind: every secondary index of
+    // the table holds it, so rewriting it on each event would make each of a busy caller's
+    // events an index insert in all of them, where an update that leaves indexed columns
+    // alone is rewritten in place on its page (a HOT update).
+    let stmt = client
         .prepare_cached(&format!(
-            "WITH s AS ( \
+            "WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)), \
+             s AS ( \
                UPDATE action_sessions SET event_count = event_count + 1, \
                  error_count = error_count + $15, total_duration_ms = total_duration_ms + $16, \
-                 last_event_at = now(), version = version + 1 \
+                 last_event_at = CASE WHEN last_event_at > now() - interval '1 second' \
+                   THEN last_event_at ELSE now() END, \
+                 version = version + 1 \
                WHERE {chooser} RETURNING session_id, event_count) \
              INSERT INTO action_events (id, session_id, seq, endpoint, http_method, action_name, \
                operation, status_code, success, duration_ms, request_id, summary, principal_kind, \
                principal_user_id, oauth_client_id) \
              SELECT $1, s.session_id, s.event_count, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 \
-             FROM s RETURNING session_id, seq"
+             FROM s, cfg RETURNING session_id, seq"
         ))
         .await?;
     let event_id = Uuid::now_v7();
@@ -242,16 +262,7 @@ async fn append(
         idle_secs = idle.as_secs_f64();
         params.push(&idle_secs);
     }
-    // An audit row is an observation, not an effect: it need not wait for its own WAL flush
-    // (the worst case on a database crash is the loss of the last fraction of a second of
-    // audit rows; effects are committed synchronously elsewhere, and any later synchronous
-    // commit flushes these too). `SET LOCAL` lasts only for this transaction, which travels
-    // whole in one round trip.
-    let written = tx
-        .once(Some("SET LOCAL synchronous_commit TO OFF"), async {
-            Ok(tx.query_opt(&stmt, &params).await?)
-        })
-        .await?;
+    let written = client.query_opt(&stmt, &params).await?;
     Ok(written.map(|row| Recorded {
         session_id: row.get("session_id"),
         event_id,

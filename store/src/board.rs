@@ -3,7 +3,8 @@
 //! Every change is one transaction that first locks the session row (`FOR UPDATE`: all board
 //! changes of one session are serialized on it), then changes message rows under their own
 //! version guards, and finally writes the session row with its ledger evidence through
-//! [`sessions::write_back`]. The session's `message_observation_revision` is bumped once per
+//! [`sessions::write_back`]. A post, the busiest change, is the same transaction sent whole in
+//! one round trip: the lock and one statement that does the rest ([`post`]). The session's `message_observation_revision` is bumped once per
 //! observable message change and stamped on the changed message, so every retained message has
 //! a distinct revision and an observer can page through changes in revision order.
 //!
@@ -229,14 +230,25 @@ where
     T: Send + 'static,
     F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
 {
+    retrying_conflicts(|| change_once(pool, session_id, &step)).await
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or has lost to a transient conflict (a
+/// deadlock) [`CasPolicy::max_attempts`] times, each retry after the policy's delay: every
+/// attempt is a whole transaction of its own.
+async fn retrying_conflicts<T, F, Fut>(attempt: F) -> Result<T, StoreError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
     let policy = CasPolicy::default();
-    let mut attempt = 1;
+    let mut n = 1;
     loop {
-        match change_once(pool, session_id, &step).await {
-            Err(e) if e.is_transient_conflict() && attempt < policy.max_attempts => {
-                tracing::debug!(attempt, error = %e, "board change conflict, retrying");
-                tokio::time::sleep(policy.delay(attempt)).await;
-                attempt += 1;
+        match attempt().await {
+            Err(e) if e.is_transient_conflict() && n < policy.max_attempts => {
+                tracing::debug!(attempt = n, error = %e, "board change conflict, retrying");
+                tokio::time::sleep(policy.delay(n)).await;
+                n += 1;
             }
             other => return other,
         }
@@ -289,91 +301,193 @@ fn needs_room(session: &SessionRow) -> bool {
     session.messages_retained >= MAX_RETAINED_MESSAGES
 }
 
-/// The statement of [`make_room`], prepared (once per connection).
+/// SQL of a removal that makes room on a full board, as CTEs and `SET` entries shared by
+/// [`post_statement`] and [`make_room_statement`]. `$1` is the session; `keep` is the SQL of
+/// the message that must stay (the one replied to or completed, or `NULL`), already known to
+/// be on this board.
 ///
-/// One statement: pick the victim in order of preference (each branch an index scan that
-/// starts at the board's low-water number and stops at its first match, and later branches run
-/// only when earlier ones found nothing): the oldest closed message that is not a direct reply
-/// of an open todo, the oldest closed one, the oldest one; delete it; mark its parent todo, if
-/// any, as having lost a reply; and take it off the session row's counts, raise its history
-/// low-watermark and, when the oldest message of all went, the low-water number (up to the
-/// kept message at most, which stays). The version is left to the change's own write-back,
-/// whose relative updates compose with these. No row lock is needed on the messages: the
-/// session row lock serializes the board. When no message can be removed nothing changes,
-/// and the new message would take the board past its bound: the `messages_retained` check
-/// constraint then refuses the write-back and the whole transaction rolls back.
-async fn make_room_statement(tx: &Object) -> Result<Statement, StoreError> {
-    Ok(tx
-        .prepare_cached(
-            "WITH victim AS ( \
-               (SELECT m.id, 1 AS branch FROM session_messages m WHERE m.session_id = $1 AND m.number >= $3 \
-                  AND m.id IS DISTINCT FROM $2 AND m.status <> 'open' AND NOT EXISTS (SELECT 1 FROM session_messages p \
-                    WHERE p.id = m.reply_to AND p.session_id = m.session_id AND p.kind = 'todo' AND p.status = 'open') \
-                  ORDER BY m.number LIMIT 1) \
-               UNION ALL \
-               (SELECT m.id, 2 FROM session_messages m WHERE m.session_id = $1 AND m.number >= $3 \
-                  AND m.id IS DISTINCT FROM $2 AND m.status <> 'open' ORDER BY m.number LIMIT 1) \
-               UNION ALL \
-               (SELECT m.id, 3 FROM session_messages m WHERE m.session_id = $1 AND m.number >= $3 \
-                  AND m.id IS DISTINCT FROM $2 ORDER BY m.number LIMIT 1) \
-               LIMIT 1), \
+/// Messages are found by id alone: ids are unique across sessions, and a message only ever
+/// replies to one of its own session (a post checks it), so a session condition beside the id
+/// would add nothing but a worse choice for the planner, which on young tables without
+/// statistics may scan the session's whole board along `(session_id, …)` instead of taking
+/// the primary key. For the same reason each lookup is one id at a time (a join over the ids,
+/// a subquery per candidate), never an `id = ANY(…)` filter, which such a plan reads as a
+/// scan of the whole table, and writes with nothing to do are cut off by a condition on their
+/// parameters alone.
+mod removal {
+    use super::MAX_RETAINED_MESSAGES;
+
+    /// `victim AS (…), gone AS (…)`: on a full board (`board`, a one-row relation with the
+    /// session's `messages_retained` and `messages_low_number`) the one message removed. In
+    /// order of preference, each branch an index scan that starts at the board's low-water
+    /// number and stops at its first match, and later branches run only when earlier ones
+    /// found nothing: the oldest closed message that is not a direct reply of an open todo,
+    /// the oldest closed one, the oldest one. Never `keep`.
+    pub(super) fn victim_and_gone(board: &str, keep: &str) -> String {
+        let branch = |n: u8, extra: &str| {
+            format!(
+                "(SELECT m.id, {n} AS branch FROM session_messages m WHERE m.session_id = $1 \
+                   AND m.number >= {board}.messages_low_number AND m.id IS DISTINCT FROM {keep} {extra} \
+                   ORDER BY m.number LIMIT 1)"
+            )
+        };
+        format!(
+            "victim AS (SELECT v.id, v.branch FROM {board}, LATERAL ({b1} UNION ALL {b2} UNION ALL {b3} LIMIT 1) v \
+               WHERE {board}.messages_retained >= {MAX_RETAINED_MESSAGES}), \
              gone AS (DELETE FROM session_messages m USING victim v WHERE m.id = v.id \
                RETURNING m.number, v.branch, m.observation_revision, m.reply_to, \
-                 m.status = 'open' AND m.ack_required AS open_ack), \
-             parent AS (UPDATE session_messages p SET replies_pruned = true, \
-               assignment_revision = p.assignment_revision + 1, version = p.version + 1 \
-               FROM gone g WHERE p.id = g.reply_to AND p.session_id = $1 AND p.kind = 'todo' RETURNING 1), \
-             counts AS (UPDATE workflow_sessions s SET messages_retained = s.messages_retained - 1, \
-               open_ack_required = s.open_ack_required - g.open_ack::int, \
-               message_history_lost_through = greatest(s.message_history_lost_through, g.observation_revision), \
-               messages_low_number = CASE WHEN g.branch = 3 THEN greatest(s.messages_low_number, \
-                 least(g.number + 1, coalesce((SELECT k.number FROM session_messages k \
-                   WHERE k.id = $2 AND k.session_id = $1), g.number + 1))) \
-                 ELSE s.messages_low_number END \
-               FROM gone g WHERE s.id = $1 RETURNING 1) \
-             SELECT count(*) FROM counts",
+                 m.status = 'open' AND m.ack_required AS open_ack)",
+            b1 = branch(
+                1,
+                "AND m.status <> 'open' AND (m.reply_to IS NULL OR NOT EXISTS (SELECT 1 FROM session_messages p \
+                   WHERE p.id = m.reply_to AND p.kind = 'todo' AND p.status = 'open'))"
+            ),
+            b2 = branch(2, "AND m.status <> 'open'"),
+            b3 = branch(3, ""),
         )
-        .await?)
+    }
+
+    /// `parents AS (…)`: when the change goes ahead (`cur` has its row), the todo whose direct
+    /// reply `gone` removed is marked as having lost one, and the todo `replied` (SQL of an
+    /// id, or `NULL`) gains one; each is a new assignment-local state. One `UPDATE`, since one statement cannot update a row twice
+    /// and both can be the same todo.
+    pub(super) fn parents(replied: &str) -> String {
+        format!(
+            "parents AS (UPDATE session_messages p SET \
+               reply_count = p.reply_count + CASE WHEN p.id = {replied} THEN 1 ELSE 0 END, \
+               replies_pruned = p.replies_pruned OR p.id IS NOT DISTINCT FROM (SELECT reply_to FROM gone), \
+               assignment_revision = p.assignment_revision + CASE WHEN p.id = {replied} THEN 1 ELSE 0 END \
+                 + CASE WHEN p.id IS NOT DISTINCT FROM (SELECT reply_to FROM gone) THEN 1 ELSE 0 END, \
+               updated_at = CASE WHEN p.id = {replied} THEN now() ELSE p.updated_at END, \
+               version = p.version + 1 \
+             FROM (VALUES ({replied}), ((SELECT reply_to FROM gone))) AS t(id) \
+             WHERE p.id = t.id AND p.kind = 'todo' AND EXISTS (SELECT 1 FROM cur) \
+               AND ({replied} IS NOT NULL OR EXISTS (SELECT 1 FROM gone WHERE reply_to IS NOT NULL)) \
+             RETURNING 1)"
+        )
+    }
+
+    /// The `SET` entries of the session row's update that add `added` retained messages, of
+    /// which `added_ack` are open and ACK-required, and take `gone` off its counts: one fewer
+    /// retained (and open ACK-required) message, the history low-watermark raised to the
+    /// removed message's revision and, when the oldest message of all went, the low-water
+    /// number raised past it (up to `keep`, which stays, at most). Nothing removed leaves
+    /// the last three as they are.
+    pub(super) fn session_counts(keep: &str, added: &str, added_ack: &str) -> String {
+        format!(
+            "messages_retained = messages_retained + {added} - (SELECT count(*) FROM gone)::int, \
+             open_ack_required = open_ack_required + {added_ack} \
+               - coalesce((SELECT open_ack::int FROM gone), 0), \
+             message_history_lost_through = greatest(message_history_lost_through, \
+               coalesce((SELECT observation_revision FROM gone), 0)), \
+             messages_low_number = coalesce((SELECT greatest(messages_low_number, \
+                 least(g.number + 1, coalesce((SELECT k.number FROM session_messages k \
+                   WHERE k.id = {keep}), g.number + 1))) \
+               FROM gone g WHERE g.branch = 3), messages_low_number)"
+        )
+    }
 }
 
-/// Removes one message of `session` to make room for another, never `keep` (see
-/// [`make_room_statement`]), with the statement already prepared: the request is sent on the
-/// first poll, so it can be pipelined ahead of the change's other writes.
-async fn make_room(
-    tx: &Object,
-    stmt: &Statement,
-    session: &SessionRow,
-    keep: Option<&str>,
-) -> Result<(), StoreError> {
-    tx.query_one(stmt, &[&session.id, &keep, &session.messages_low_number])
-        .await?;
+/// The statement of [`post`], prepared (once per connection). It runs right after the session
+/// row was locked in the same transaction, so its snapshot shows the board as the lock holder
+/// left it, and it does the whole post:
+///
+/// - `cur`: the session row, if it is active and the message it replies to (`$6`), if any, is
+///   on its board; otherwise the statement changes nothing and returns no row.
+/// - `victim`, `gone`, `parents`: on a full board, one message removed to make room, never the
+///   one replied to ([`removal`]); the todo replied to gains a reply.
+/// - `m`: the message, numbered and stamped with the session's next observation revision.
+/// - `s`: the session row, written once: board counts and observation revision, the removal,
+///   and the ledger advanced over the events (`$10`–`$15`), which `ev` inserts (the
+///   `message_posted` event gets the message's number) and `old` trims to the retention
+///   window.
+/// - `n`: the `wc_board` notification, sent at commit.
+///
+/// When nothing could be removed from a full board, the `messages_retained` check constraint
+/// refuses the write and the whole transaction rolls back.
+async fn post_statement(tx: &Object) -> Result<Statement, StoreError> {
+    let sql = format!(
+        "WITH cur AS (SELECT id, messages_posted, messages_retained, messages_low_number, \
+               message_observation_revision FROM workflow_sessions \
+             WHERE id = $1 AND lifecycle = 'active' AND ($6::text IS NULL \
+               OR (SELECT r.session_id FROM session_messages r WHERE r.id = $6) = $1)), \
+         {victim_and_gone}, \
+         {parents}, \
+         m AS (INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, \
+               reply_to, status, body, body_redacted, author_session_id, observation_revision) \
+             SELECT $2, cur.id, cur.messages_posted + 1, $3, $4, $5, $6, 'open', $7, $8, $9, \
+               cur.message_observation_revision + 1 FROM cur RETURNING {COLUMNS}), \
+         s AS (UPDATE workflow_sessions SET \
+               message_observation_revision = message_observation_revision + 1, \
+               messages_posted = messages_posted + 1, \
+               {counts}, \
+               {advance}, updated_at = now(), version = version + 1 \
+             WHERE id = $1 AND EXISTS (SELECT 1 FROM cur) RETURNING id, events_observed, retained_from_seq), \
+         ev AS ({insert}), \
+         old AS ({retention}), \
+         n AS (SELECT pg_notify('{CHANNEL_BOARD}', $1::text) FROM s) \
+         SELECT {COLUMNS} FROM m, n",
+        victim_and_gone = removal::victim_and_gone("cur", "$6"),
+        parents = removal::parents("$6"),
+        counts = removal::session_counts("$6", "1", "$5::boolean::int"),
+        advance = sessions::ledger_advance_sql(10),
+        insert = sessions::ledger_insert_sql(
+            "s",
+            10,
+            "CASE WHEN e.kind = 'message_posted' \
+               THEN e.payload || jsonb_build_object('number', (SELECT messages_posted + 1 FROM cur)) \
+               ELSE e.payload END"
+        ),
+        retention = sessions::ledger_retention_sql("$1", "s"),
+    );
+    Ok(tx.prepare_cached(&sql).await?)
+}
+
+/// The statement of [`make_room`], prepared (once per connection): the [`removal`] of one
+/// message of a full board in a change that goes on to add one. The session row's counts are
+/// updated here; its version is left to the change's own write-back, whose relative updates
+/// compose with these.
+async fn make_room_statement(tx: &Object) -> Result<Statement, StoreError> {
+    let sql = format!(
+        "WITH cur AS (SELECT messages_retained, messages_low_number FROM workflow_sessions WHERE id = $1), \
+         {victim_and_gone}, \
+         {parents}, \
+         counts AS (UPDATE workflow_sessions SET {counts} \
+           WHERE id = $1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1) \
+         SELECT count(*) FROM counts",
+        victim_and_gone = removal::victim_and_gone("cur", "$2::text"),
+        parents = removal::parents("NULL::text"),
+        counts = removal::session_counts("$2::text", "0", "0"),
+    );
+    Ok(tx.prepare_cached(&sql).await?)
+}
+
+/// Removes one message of the locked, full board of `session_id` to make room for another,
+/// never `keep` (see [`make_room_statement`]).
+async fn make_room(tx: &Object, session_id: &str, keep: Option<&str>) -> Result<(), StoreError> {
+    let stmt = make_room_statement(tx).await?;
+    tx.query_one(&stmt, &[&session_id, &keep]).await?;
     Ok(())
 }
 
-/// The statement of [`insert`], prepared (once per connection).
-async fn insert_statement(tx: &Object) -> Result<Statement, StoreError> {
-    Ok(tx
-        .prepare_cached(&format!(
-            "INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, reply_to, \
-               status, body, body_redacted, author_session_id, observation_revision) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, $10, $11) RETURNING {COLUMNS}"
-        ))
-        .await?)
-}
-
-/// Inserts message `m` as number `number` at observation revision `revision`, with
-/// [`insert_statement`]: the request is sent on the first poll.
+/// Inserts message `m` as number `number` at observation revision `revision`.
 async fn insert(
     tx: &Object,
-    stmt: &Statement,
     session_id: &str,
     number: i64,
     revision: i64,
     m: &NewMessage,
 ) -> Result<MessageRow, StoreError> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, reply_to, \
+               status, body, body_redacted, author_session_id, observation_revision) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, $10, $11) RETURNING {COLUMNS}"
+        ))
+        .await?;
     let row = tx
         .query_one(
-            stmt,
+            &stmt,
             &[
                 &m.id,
                 &session_id,
@@ -441,105 +555,70 @@ async fn finish(
 pub struct Posted {
     /// The message as stored.
     pub message: MessageRow,
-    /// The session after the post.
-    pub session: SessionRow,
 }
 
-/// Posts `message` to the board of `session_id`.
+/// Posts `message` to the board of `session_id`: one transaction sent whole in one round trip
+/// (`BEGIN`, the session row lock, [`post_statement`], `COMMIT`), so the session row, which
+/// serializes every change of its board, is locked only while the server runs the two
+/// statements and the commit. The lock's reply says why a post that changed nothing was
+/// refused.
 pub async fn post(
     pool: &Pool,
     session_id: &str,
     message: &NewMessage,
     actor: Actor,
 ) -> Result<Outcome<Posted>, StoreError> {
-    let message = message.clone();
-    change(
-        pool,
-        session_id,
-        move |tx, session| -> BoardStep<'_, Posted> {
-            let actor = actor.clone();
-            let message = message.clone();
-            Box::pin(async move {
-                // Every refusal comes before the first write: a refusal commits nothing.
-                let parent = match &message.reply_to {
-                    None => None,
-                    Some(id) => match lock_message(tx, &session.id, id).await? {
-                        Some(parent) => Some(parent),
-                        None => return Ok(Step::Done(Err(Refusal::UnknownMessage("reply_to")))),
-                    },
-                };
-                if let Some(parent) = parent.filter(|p| p.kind == "todo") {
-                    touch_parent_assignment(tx, &session.id, &parent.id, true).await?;
-                }
-                let number = session.messages_posted + 1;
-                let revision = session.message_observation_revision + 1;
-                let change = SessionChange {
-                    message_revision_bump: 1,
-                    messages_posted_bump: 1,
-                    messages_retained_delta: 1,
-                    open_ack_required_delta: i32::from(message.ack_required),
-                    ..Default::default()
-                };
-                let event = actor.event(
-                    "message_posted",
-                    json!({
-                        "message_id": message.id,
-                        "number": number,
-                        "kind": message.kind,
-                        "priority": message.priority,
-                        "ack_required": message.ack_required,
-                        "reply_to": message.reply_to,
-                        "author_session_id": message.author_session_id,
-                        "body_chars": message.body.chars().count(),
-                    }),
-                );
-                let events = actor.evidence(event);
-                // The row is locked until COMMIT: send the writes (making room first when the
-                // board is full) and the COMMIT together (pipelined on the connection,
-                // executed in order) instead of one round trip each. Their statements are
-                // prepared first, so each write is sent on its first poll, ahead of the COMMIT.
-                let statements = tokio::try_join!(
-                    make_room_statement(tx),
-                    insert_statement(tx),
-                    sessions::write_back_statement(&**tx),
-                    notify_statement(tx),
-                )?;
-                let (room_stmt, insert_stmt, write_stmt, notify_stmt) = statements;
-                let keep = message.reply_to.as_deref();
-                let ((), stored, written, ()) = tx
-                    .commit_with(async {
-                        tokio::try_join!(
-                            biased;
-                            async {
-                                if needs_room(&session) {
-                                    make_room(tx, &room_stmt, &session, keep).await?;
-                                }
-                                Ok(())
-                            },
-                            insert(tx, &insert_stmt, &session.id, number, revision, &message),
-                            sessions::write_back_prepared(
-                                &**tx,
-                                &write_stmt,
-                                &session,
-                                &change,
-                                &events
-                            ),
-                            notify(tx, &notify_stmt, &session.id),
-                        )
-                    })
-                    .await?;
-                match written {
-                    Some(session) => Ok(Step::Done(Ok(Posted {
-                        message: stored,
-                        session,
-                    }))),
-                    // The version guard cannot miss while this transaction holds the row lock
-                    // (every writer of the row takes it); reported as a corrupt row if it did.
-                    None => Ok(Step::Stale),
-                }
-            })
-        },
-    )
+    let event = actor.event(
+        "message_posted",
+        json!({
+            "message_id": message.id,
+            "kind": message.kind,
+            "priority": message.priority,
+            "ack_required": message.ack_required,
+            "reply_to": message.reply_to,
+            "author_session_id": message.author_session_id,
+            "body_chars": message.body.chars().count(),
+        }),
+    );
+    let events = actor.evidence(event);
+    let columns = sessions::EventColumns::of(&events)?;
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+        &session_id,
+        &message.id,
+        &message.kind,
+        &message.priority,
+        &message.ack_required,
+        &message.reply_to,
+        &message.body,
+        &message.body_redacted,
+        &message.author_session_id,
+    ];
+    params.extend(columns.params());
+    retrying_conflicts(|| async {
+        let tx = PipelinedTx::new(pool.get().await?);
+        let (lock, post) = tokio::try_join!(sessions::lock_statement(&*tx), post_statement(&tx))?;
+        let (locked, stored) = tx
+            .once_after(
+                async { Ok(tx.query_opt(&lock, &[&session_id]).await?) },
+                async { Ok(tx.query_opt(&post, &params).await?) },
+            )
+            .await?;
+        if let Some(row) = stored {
+            return Ok(Ok(Posted {
+                message: from_row(&row),
+            }));
+        }
+        match locked.as_ref().map(sessions::from_row) {
+            None => Ok(Err(Refusal::SessionNotFound)),
+            Some(s) if !s.is_active() => Ok(Err(Refusal::SessionClosed(s.lifecycle))),
+            // Active under the lock, so the one guard left is the message replied to.
+            Some(_) if message.reply_to.is_some() => Ok(Err(Refusal::UnknownMessage("reply_to"))),
+            Some(_) => Err(StoreError::CorruptRow {
+                table: "workflow_sessions",
+                detail: format!("a post to the active session {session_id} wrote nothing"),
+            }),
+        }
+    })
     .await
 }
 
@@ -701,13 +780,12 @@ pub async fn complete(
                 return Ok(Step::Done(Ok(Completed::Stale(Box::new(todo)))));
             }
             if needs_room(&session) {
-                make_room(tx, &make_room_statement(tx).await?, &session, Some(&todo.id)).await?;
+                make_room(tx, &session.id, Some(&todo.id)).await?;
             }
             let todo_revision = session.message_observation_revision + 1;
             let answer_revision = todo_revision + 1;
             let answer = insert(
                 tx,
-                &insert_statement(tx).await?,
                 &session.id,
                 session.messages_posted + 1,
                 answer_revision,

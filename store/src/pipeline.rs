@@ -1,5 +1,5 @@
-//! Transactions that cost two round trips: `BEGIN` travels with the first statement and
-//! `COMMIT` with the last writes.
+//! Transactions that cost two round trips, or one: `BEGIN` travels with the first statement
+//! and `COMMIT` with the last writes, or the whole transaction goes at once.
 //!
 //! A change that locks a busy row (a session's board) holds the lock from the statement that
 //! takes it until the commit. Sent one request at a time, that is the lock statement's reply,
@@ -96,34 +96,40 @@ impl PipelinedTx {
         Ok(out)
     }
 
-    /// Runs `only` as a whole transaction in one round trip: `BEGIN` with `setup` (statements
-    /// without parameters, such as `SET LOCAL`), then `only`, then `COMMIT`. `only` must send
-    /// its request on its first poll (a prepared statement's execution); if the server refuses
-    /// it, the `COMMIT` becomes a rollback and its error is returned.
-    pub async fn once<T, F>(&self, setup: Option<&str>, only: F) -> Result<T, StoreError>
+    /// Runs `first` and then `only` as a whole transaction in one round trip: `BEGIN`,
+    /// `first`, `only`, `COMMIT`, all sent before the first reply comes back. Both must send
+    /// their request on their first poll (executions of prepared statements, or parameterless
+    /// `batch_execute`s). `only` runs on a snapshot taken after `first` finished, so `first`
+    /// can take the row locks that `only`'s reads rely on. If the server refuses either, the
+    /// `COMMIT` becomes a rollback and the first error is returned. A connection that breaks
+    /// leaves the outcome unknown: [`StoreError::CommitUncertain`].
+    pub async fn once_after<S, T, FS, F>(&self, first: FS, only: F) -> Result<(S, T), StoreError>
     where
+        FS: Future<Output = Result<S, StoreError>>,
         F: Future<Output = Result<T, StoreError>>,
     {
         self.open.store(true, Ordering::SeqCst);
-        let (begin, setup, out, commit) = tokio::join!(
+        let (begin, first, out, commit) = tokio::join!(
             biased;
             self.client().batch_execute("BEGIN"),
-            async {
-                match setup {
-                    Some(sql) => self.client().batch_execute(sql).await,
-                    None => Ok(()),
-                }
-            },
+            first,
             only,
             self.client().batch_execute("COMMIT"),
         );
+        // `COMMIT` was sent with the rest: from here a connection failure (an error without
+        // SQLSTATE), whichever request reports it, leaves the outcome unknown.
+        let uncertain = |e: StoreError| match e {
+            StoreError::Database(e) if e.code().is_none() => StoreError::CommitUncertain(e),
+            other => other,
+        };
         // A COMMIT that was answered ended the transaction, committed or rolled back; one
         // that was not leaves it open, and the connection is closed on drop.
-        commit?;
+        commit.map_err(|e| uncertain(e.into()))?;
         self.open.store(false, Ordering::SeqCst);
-        begin?;
-        setup?;
-        out
+        begin.map_err(|e| uncertain(e.into()))?;
+        let first = first.map_err(uncertain)?;
+        let out = out.map_err(uncertain)?;
+        Ok((first, out))
     }
 
     /// Commits (one round trip).

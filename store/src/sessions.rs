@@ -306,7 +306,7 @@ pub enum Mutated<T> {
 }
 
 /// Events as one array per column, the parameters of an `unnest` insert.
-struct EventColumns<'a> {
+pub(crate) struct EventColumns<'a> {
     kinds: Vec<&'a str>,
     call_ids: Vec<Uuid>,
     invocation_ids: Vec<Uuid>,
@@ -319,7 +319,7 @@ impl<'a> EventColumns<'a> {
     /// The columns of `events`, at most [`MAX_EVENTS_PER_WRITE`] of them: the retention delete
     /// of the same statement cannot see the rows it inserts, so one write must stay far below
     /// the retention bound (callers append a handful of events at a time).
-    fn of(events: &'a [NewEvent]) -> Result<Self, StoreError> {
+    pub(crate) fn of(events: &'a [NewEvent]) -> Result<Self, StoreError> {
         if events.len() > MAX_EVENTS_PER_WRITE {
             return Err(StoreError::CorruptRow {
                 table: "session_events",
@@ -337,6 +337,18 @@ impl<'a> EventColumns<'a> {
             tools: events.iter().map(|e| e.tool_name.as_deref()).collect(),
             payloads: events.iter().map(|e| &e.payload).collect(),
         })
+    }
+
+    /// The six array parameters, in the order [`ledger_insert_sql`] numbers them.
+    pub(crate) fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 6] {
+        [
+            &self.kinds,
+            &self.call_ids,
+            &self.invocation_ids,
+            &self.roles,
+            &self.tools,
+            &self.payloads,
+        ]
     }
 }
 
@@ -443,6 +455,57 @@ pub(crate) async fn write_back_statement<C: GenericClient>(
         .await?)
 }
 
+/// SQL: the `SET` list entries of a `workflow_sessions` update that advance its ledger by the
+/// events whose kinds are the `text[]` parameter `$kinds`: `events_observed`, the retention
+/// window's `retained_from_seq` and the cumulative per-kind counts. Every column reference is
+/// the row's value before the update (the locked row's, in an `UPDATE`).
+pub(crate) fn ledger_advance_sql(kinds: usize) -> String {
+    format!(
+        "events_observed = events_observed + cardinality(${kinds}::text[]), \
+         retained_from_seq = greatest(retained_from_seq, \
+           events_observed + cardinality(${kinds}::text[]) - {RETAINED_EVENTS} + 1), \
+         kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
+             coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
+           FROM (SELECT k, count(*) AS n FROM unnest(${kinds}::text[]) AS k GROUP BY k) c)"
+    )
+}
+
+/// SQL: an `INSERT` of the events given as the six array parameters from `$first` (kinds, call
+/// ids, invocation ids, roles, tool names, payloads: [`EventColumns`]) into the ledger of the
+/// session row `written` returned (a CTE over `workflow_sessions … RETURNING`, whose
+/// `events_observed` already counts them), at the seqs that row advanced over. Each stored
+/// payload is the expression `payload` over `e.kind` and `e.payload`.
+pub(crate) fn ledger_insert_sql(written: &str, first: usize, payload: &str) -> String {
+    let p = |i: usize| first + i;
+    format!(
+        "INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
+         SELECT {written}.id, {written}.events_observed - cardinality(${k}::text[]) + e.ord, e.kind, e.call_id, \
+                e.invocation_id, e.role, e.tool_name, {payload} \
+         FROM {written}, unnest(${k}::text[], ${c}::uuid[], ${i}::uuid[], ${r}::text[], ${t}::text[], ${j}::jsonb[]) \
+           WITH ORDINALITY AS e(kind, call_id, invocation_id, role, tool_name, payload, ord)",
+        k = p(0),
+        c = p(1),
+        i = p(2),
+        r = p(3),
+        t = p(4),
+        j = p(5),
+    )
+}
+
+/// SQL: the retention `DELETE` of the events of session `id` (an SQL expression) that leave
+/// the window now that the update returned by `written` moved it. It deletes only the seqs from
+/// the window's lower bound as of the statement's snapshot (that bound only ever rises, so a
+/// snapshot value is at or below the written row's) up to the new one, so the range scan stays
+/// a handful of rows: a plain `seq < bound` would walk every deleted-but-not-yet-vacuumed row
+/// below it, each time.
+pub(crate) fn ledger_retention_sql(id: &str, written: &str) -> String {
+    format!(
+        "DELETE FROM session_events WHERE session_id = {id} \
+           AND seq >= (SELECT retained_from_seq FROM workflow_sessions WHERE id = {id}) \
+           AND seq < (SELECT retained_from_seq FROM {written})"
+    )
+}
+
 /// What [`append`] did.
 // Returned once per append and matched at once; the size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -478,55 +541,27 @@ pub async fn append(
         });
     }
     let columns = EventColumns::of(events)?;
-    // In the UPDATE's SET list every column reference is the locked row's old value.
-    // Retention deletes only the seqs that leave the window now, from the lower bound as of
-    // the statement's snapshot: that bound only ever rises, so a snapshot value is at or
-    // below the locked row's, and the range scan stays a handful of rows (a plain
-    // `seq < bound` would walk every deleted-but-not-yet-vacuumed row below it, each time).
     let stmt = client
         .prepare_cached(&format!(
             "WITH s AS ( \
-               UPDATE workflow_sessions SET \
-                 events_observed = events_observed + cardinality($2::text[]), \
-                 retained_from_seq = greatest(retained_from_seq, \
-                   events_observed + cardinality($2::text[]) - {RETAINED_EVENTS} + 1), \
-                 updated_at = now(), \
-                 kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
-                     coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
-                   FROM (SELECT k, count(*) AS n FROM unnest($2::text[]) AS k GROUP BY k) c), \
-                 version = version + 1 \
+               UPDATE workflow_sessions SET {advance}, updated_at = now(), version = version + 1 \
                WHERE id = $1 AND (NOT $8::boolean OR lifecycle = 'active') \
                RETURNING {COLUMNS}), \
-             ev AS ( \
-               INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
-               SELECT s.id, s.events_observed - cardinality($2::text[]) + e.ord, e.kind, e.call_id, \
-                      e.invocation_id, e.role, e.tool_name, e.payload \
-               FROM s, unnest($2::text[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::jsonb[]) \
-                 WITH ORDINALITY AS e(kind, call_id, invocation_id, role, tool_name, payload, ord)), \
-             gone AS (DELETE FROM session_events WHERE session_id = $1 \
-               AND seq >= (SELECT retained_from_seq FROM workflow_sessions WHERE id = $1) \
-               AND seq < (SELECT retained_from_seq FROM s)) \
-             SELECT {COLUMNS} FROM s"
+             ev AS ({insert}), \
+             gone AS ({retention}) \
+             SELECT {COLUMNS} FROM s",
+            advance = ledger_advance_sql(2),
+            insert = ledger_insert_sql("s", 2, "e.payload"),
+            retention = ledger_retention_sql("$1", "s"),
         ))
         .await?;
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&id];
+    params.extend(columns.params());
+    params.push(&require_active);
     // A miss is a missing or inactive session; a miss on an active row (it cannot become
     // active again) would be a broken invariant, retried once before it is reported.
     for _ in 0..2 {
-        let written = client
-            .query_opt(
-                &stmt,
-                &[
-                    &id,
-                    &columns.kinds,
-                    &columns.call_ids,
-                    &columns.invocation_ids,
-                    &columns.roles,
-                    &columns.tools,
-                    &columns.payloads,
-                    &require_active,
-                ],
-            )
-            .await?;
+        let written = client.query_opt(&stmt, &params).await?;
         if let Some(row) = written {
             return Ok(Appended::Done(from_row(&row)));
         }

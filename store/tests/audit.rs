@@ -146,3 +146,88 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
         .unwrap();
     assert_eq!((s.event_count, s.error_count), (2, 1));
 }
+
+/// The newest event's time of `session`.
+async fn newest_event_at(db: &TestDatabase, session: &str) -> chrono::DateTime<chrono::Utc> {
+    let client = db.pool().get().await.unwrap();
+    client
+        .query_one(
+            "SELECT occurred_at FROM action_events WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+            &[&session],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn last_event_at_trails_by_under_a_second_and_reuse_follows_the_exact_last_event() {
+    let db = TestDatabase::new().await;
+    let caller = "d".repeat(64);
+    let idle = Affinity::Reuse {
+        idle: Duration::from_secs(2),
+    };
+    let record = |affinity: Affinity| {
+        let pool = db.pool().clone();
+        let caller = caller.clone();
+        async move {
+            audit::record(&pool, &caller, &affinity, &event(true, 1))
+                .await
+                .unwrap()
+                .applied()
+                .unwrap()
+        }
+    };
+    let last_event_at = |id: String| {
+        let pool = db.pool().clone();
+        async move {
+            let client = pool.get().await.unwrap();
+            audit::get_session(&client, &id)
+                .await
+                .unwrap()
+                .unwrap()
+                .last_event_at
+        }
+    };
+    let first = record(idle.clone()).await;
+    assert!(first.created_session);
+    let created_at = last_event_at(first.session_id.clone()).await;
+
+    // Within the second the stored time stays (the row is rewritten in place), and it never
+    // runs more than a second behind the newest event.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let second = record(idle.clone()).await;
+    assert_eq!(second.session_id, first.session_id);
+    let stored = last_event_at(first.session_id.clone()).await;
+    assert_eq!(
+        stored, created_at,
+        "an event within the second moved the stored time"
+    );
+    let newest = newest_event_at(&db, &first.session_id).await;
+    assert!(stored <= newest, "{stored} after the newest event {newest}");
+    assert!(
+        newest - stored < chrono::Duration::seconds(1),
+        "{stored} trails the newest event {newest} by a second or more"
+    );
+
+    // Past the idle window counted from the stored time, but within it counted from the
+    // exact last event: the session is still the caller's.
+    tokio::time::sleep(Duration::from_millis(1650)).await;
+    let third = record(idle.clone()).await;
+    assert_eq!(
+        third.session_id,
+        first.session_id,
+        "a session used {:?} ago was not reused",
+        chrono::Utc::now() - newest
+    );
+    assert_eq!(third.seq, 3);
+    // More than a second behind: the event moves the stored time to its own.
+    let moved = last_event_at(first.session_id.clone()).await;
+    assert_eq!(moved, newest_event_at(&db, &first.session_id).await);
+
+    // Idle for longer than the window: a new session.
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let fourth = record(idle).await;
+    assert!(fourth.created_session);
+    assert_ne!(fourth.session_id, first.session_id);
+}

@@ -207,3 +207,132 @@ async fn the_low_water_number_never_passes_a_message_that_is_kept() {
         i64::from(MAX_RETAINED_MESSAGES)
     );
 }
+
+/// The stored row of message `id`.
+async fn message(db: &TestDatabase, id: &str) -> Option<board::MessageRow> {
+    let client = db.pool().get().await.unwrap();
+    let session: Option<String> = client
+        .query_opt(
+            "SELECT session_id FROM session_messages WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .map(|r| r.get(0));
+    let filter = board::ListFilter {
+        status: None,
+        kind: None,
+        reply_to: None,
+    };
+    board::list(
+        db.pool(),
+        &session?,
+        &filter,
+        i64::from(MAX_RETAINED_MESSAGES),
+    )
+    .await
+    .unwrap()
+    .0
+    .into_iter()
+    .find(|m| m.id == id)
+}
+
+#[tokio::test]
+async fn a_reply_whose_post_removes_a_reply_of_the_same_todo_counts_both() {
+    let db = TestDatabase::new().await;
+    let session = new_session(&db).await;
+    let actor = || Actor::new(Uuid::now_v7(), "post_session_message");
+    let mut todo = note("a todo");
+    todo.kind = "todo".into();
+    let todo = board::post(db.pool(), &session, &todo, actor())
+        .await
+        .unwrap()
+        .unwrap()
+        .message;
+    let reply = |body: &str| {
+        let mut m = note(body);
+        m.reply_to = Some(todo.id.clone());
+        m
+    };
+    let first = board::post(db.pool(), &session, &reply("first reply"), actor())
+        .await
+        .unwrap()
+        .unwrap()
+        .message;
+    // Closed, and a reply of an open todo: on a full board the removal's second choice.
+    let resolved = board::resolve(db.pool(), &session, &first.id, actor())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(resolved.changed);
+    for i in 2..MAX_RETAINED_MESSAGES {
+        post(&db, &session, &format!("note {i}")).await.unwrap();
+    }
+    let before = message(&db, &todo.id).await.unwrap();
+    assert_eq!((before.reply_count, before.replies_pruned), (1, false));
+
+    // One statement removes the first reply and adds the second: both are changes of the
+    // todo's assignment, written in one update of its row.
+    board::post(db.pool(), &session, &reply("second reply"), actor())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        message(&db, &first.id).await.is_none(),
+        "the closed reply was kept"
+    );
+    let after = message(&db, &todo.id).await.unwrap();
+    assert_eq!(after.reply_count, 2, "the new reply was not counted");
+    assert!(after.replies_pruned, "the removed reply was not recorded");
+    assert_eq!(after.assignment_revision, before.assignment_revision + 2);
+    assert_eq!(after.version, before.version + 1);
+    assert!(!board::completable(&after));
+    assert_eq!(
+        board_state(&db, &session).await,
+        (
+            i64::from(MAX_RETAINED_MESSAGES),
+            MAX_RETAINED_MESSAGES,
+            i64::from(MAX_RETAINED_MESSAGES) + 1
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_reply_to_a_message_not_on_the_board_changes_nothing() {
+    let db = TestDatabase::new().await;
+    let session = new_session(&db).await;
+    let other = new_session(&db).await;
+    let elsewhere = board::post(
+        db.pool(),
+        &other,
+        &note("on another board"),
+        Actor::new(Uuid::now_v7(), "post_session_message"),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .message;
+    let client = db.pool().get().await.unwrap();
+    let before = sessions::get(&client, &session).await.unwrap().unwrap();
+    for parent in [elsewhere.id.clone(), format!("wc_msg_{}", "Z".repeat(22))] {
+        let mut m = note("a reply");
+        m.reply_to = Some(parent);
+        let refused = board::post(
+            db.pool(),
+            &session,
+            &m,
+            Actor::new(Uuid::now_v7(), "post_session_message"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            refused.unwrap_err(),
+            board::Refusal::UnknownMessage("reply_to")
+        );
+    }
+    assert_eq!(
+        sessions::get(&client, &session).await.unwrap().unwrap(),
+        before
+    );
+    assert_eq!(board_state(&db, &session).await.0, 0);
+}

@@ -200,10 +200,15 @@ async fn a_whole_transaction_in_one_round_trip_commits_or_rolls_back_and_stays_u
         .prepare_cached("INSERT INTO scratch VALUES ($1, $2)")
         .await
         .unwrap();
-    let n = tx
-        .once(Some("SET LOCAL synchronous_commit TO OFF"), async {
-            Ok(tx.execute(&insert, &[&3, &"three"]).await?)
-        })
+    let ((), n) = tx
+        .once_after(
+            async {
+                Ok(tx
+                    .batch_execute("SET LOCAL synchronous_commit TO OFF")
+                    .await?)
+            },
+            async { Ok(tx.execute(&insert, &[&3, &"three"]).await?) },
+        )
         .await
         .unwrap();
     assert_eq!(n, 1);
@@ -211,14 +216,14 @@ async fn a_whole_transaction_in_one_round_trip_commits_or_rolls_back_and_stays_u
     // Refused: the COMMIT behind it rolls back, the statement's own error is returned, and
     // the connection is outside any transaction and usable for the next one.
     let err = tx
-        .once(None, async {
+        .once_after(async { Ok(()) }, async {
             Ok(tx.execute(&insert, &[&3, &"again"]).await?)
         })
         .await
         .unwrap_err();
     assert!(err.is_unique_violation(), "{err:?}");
     assert!(!tx.is_open());
-    tx.once(None, async {
+    tx.once_after(async { Ok(()) }, async {
         Ok(tx.execute(&insert, &[&4, &"four"]).await?)
     })
     .await
@@ -232,5 +237,49 @@ async fn a_whole_transaction_in_one_round_trip_commits_or_rolls_back_and_stays_u
             (4, "four".into())
         ]
     );
+    assert_eq!(idle_in_transaction(&db).await, 0);
+}
+
+#[tokio::test]
+async fn the_statement_after_the_lock_sees_what_the_previous_holder_committed() {
+    let db = TestDatabase::new().await;
+    // The holder changes row 0 and keeps it locked for a while.
+    let holder = locked(&db).await;
+    holder
+        .execute("UPDATE scratch SET v = 'by the holder' WHERE id = 0", &[])
+        .await
+        .unwrap();
+    let waiter = PipelinedTx::new(db.new_pool().get().await.unwrap());
+    let (lock, read) = tokio::try_join!(
+        waiter.prepare_cached("SELECT v FROM scratch WHERE id = 0 FOR UPDATE"),
+        // A plain read, no lock of its own: it shows the row as of its snapshot.
+        waiter.prepare_cached("SELECT v FROM scratch WHERE id = 0"),
+    )
+    .unwrap();
+    let waiting = tokio::spawn(async move {
+        let (locked, read) = waiter
+            .once_after(
+                async { Ok(waiter.query_one(&lock, &[]).await?.get::<_, String>(0)) },
+                async { Ok(waiter.query_one(&read, &[]).await?.get::<_, String>(0)) },
+            )
+            .await
+            .unwrap();
+        assert!(!waiter.is_open());
+        (locked, read)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the lock did not wait for the holder"
+    );
+    holder.commit().await.unwrap();
+    let (locked, read) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter got the lock")
+        .unwrap();
+    assert_eq!(locked, "by the holder");
+    // Taken after the lock was granted, the second statement's snapshot includes the commit
+    // the lock waited for.
+    assert_eq!(read, "by the holder");
     assert_eq!(idle_in_transaction(&db).await, 0);
 }
