@@ -22,7 +22,7 @@ use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::cas::{CasPolicy, Step};
+use crate::cas::{CasPolicy, Step, retry_transient};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
 
@@ -230,29 +230,10 @@ where
     T: Send + 'static,
     F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
 {
-    retrying_conflicts(|| change_once(pool, session_id, &step)).await
-}
-
-/// Runs `attempt` until it succeeds, fails for good, or has lost to a transient conflict (a
-/// deadlock) [`CasPolicy::max_attempts`] times, each retry after the policy's delay: every
-/// attempt is a whole transaction of its own.
-async fn retrying_conflicts<T, F, Fut>(attempt: F) -> Result<T, StoreError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
-{
-    let policy = CasPolicy::default();
-    let mut n = 1;
-    loop {
-        match attempt().await {
-            Err(e) if e.is_transient_conflict() && n < policy.max_attempts => {
-                tracing::debug!(attempt = n, error = %e, "board change conflict, retrying");
-                tokio::time::sleep(policy.delay(n)).await;
-                n += 1;
-            }
-            other => return other,
-        }
-    }
+    retry_transient(&CasPolicy::default(), || {
+        change_once(pool, session_id, &step)
+    })
+    .await
 }
 
 async fn change_once<T, F>(
@@ -594,7 +575,7 @@ pub async fn post(
         &message.author_session_id,
     ];
     params.extend(columns.params());
-    retrying_conflicts(|| async {
+    retry_transient(&CasPolicy::default(), || async {
         let tx = PipelinedTx::new(pool.get().await?);
         let (lock, post) = tokio::try_join!(sessions::lock_statement(&*tx), post_statement(&tx))?;
         let (locked, stored) = tx

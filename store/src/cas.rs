@@ -171,6 +171,32 @@ where
     Ok(CasOutcome::Conflict { attempts: attempt })
 }
 
+/// Runs `attempt`, a whole transaction of its own that is not a [`compare_and_swap`] step (a
+/// pipelined one, which checks its guards in SQL and has no stale answer), until it succeeds or
+/// fails for good; an attempt that lost to a transient conflict (a deadlock, a serialization
+/// failure) is retried after the policy's delay, up to [`CasPolicy::max_attempts`] attempts,
+/// after which the last conflict is returned.
+pub(crate) async fn retry_transient<T, F, Fut>(
+    policy: &CasPolicy,
+    attempt: F,
+) -> Result<T, StoreError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let mut n = 1;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_transient_conflict() && n < policy.max_attempts => {
+                tracing::debug!(attempt = n, error = %e, "transient conflict, retrying");
+                tokio::time::sleep(policy.delay(n)).await;
+                n += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
