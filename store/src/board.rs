@@ -4,15 +4,18 @@
 //! changes of one session are serialized on it), then changes message rows under their own
 //! version guards, and finally writes the session row with its ledger evidence through
 //! [`sessions::write_back`]. A post, the busiest change, is the same transaction sent whole in
-//! one round trip: the lock and one statement that does the rest ([`post`]). The session's `message_observation_revision` is bumped once per
-//! observable message change and stamped on the changed message, so every retained message has
-//! a distinct revision and an observer can page through changes in revision order.
+//! one round trip: the lock and one statement that does the rest ([`post`]). The session's
+//! `message_observation_revision` is bumped once per observable message change and stamped on
+//! the changed message, so every retained message has a distinct revision and an observer can
+//! page through changes in revision order.
 //!
 //! Retention keeps at most [`MAX_RETAINED_MESSAGES`] messages per session. To make room it
 //! removes closed messages (resolved or completed) first, oldest first (so completed work
 //! leaves holes out of posting order), and the oldest open message only when none is closed;
 //! a post is never refused for room. The revision of a removed message raises the session's
 //! history low-watermark.
+
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Object, Pool, Transaction};
@@ -330,8 +333,8 @@ mod removal {
 
     /// `parents AS (…)`: when the change goes ahead (`cur` has its row), the todo whose direct
     /// reply `gone` removed is marked as having lost one, and the todo `replied` (SQL of an
-    /// id, or `NULL`) gains one; each is a new assignment-local state. One `UPDATE`, since one statement cannot update a row twice
-    /// and both can be the same todo.
+    /// id, or `NULL`) gains one; each is a new assignment-local state. One `UPDATE`, since one
+    /// statement cannot update a row twice and both can be the same todo.
     pub(super) fn parents(replied: &str) -> String {
         format!(
             "parents AS (UPDATE session_messages p SET \
@@ -387,8 +390,9 @@ mod removal {
 /// When nothing could be removed from a full board, the `messages_retained` check constraint
 /// refuses the write and the whole transaction rolls back.
 async fn post_statement(tx: &Object) -> Result<Statement, StoreError> {
-    let sql = format!(
-        "WITH cur AS (SELECT id, messages_posted, messages_retained, messages_low_number, \
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "WITH cur AS (SELECT id, messages_posted, messages_retained, messages_low_number, \
                message_observation_revision FROM workflow_sessions \
              WHERE id = $1 AND lifecycle = 'active' AND ($6::text IS NULL \
                OR (SELECT r.session_id FROM session_messages r WHERE r.id = $6) = $1)), \
@@ -408,20 +412,21 @@ async fn post_statement(tx: &Object) -> Result<Statement, StoreError> {
          old AS ({retention}), \
          n AS (SELECT pg_notify('{CHANNEL_BOARD}', $1::text) FROM s) \
          SELECT {COLUMNS} FROM m, n",
-        victim_and_gone = removal::victim_and_gone("cur", "$6"),
-        parents = removal::parents("$6"),
-        counts = removal::session_counts("$6", "1", "$5::boolean::int"),
-        advance = sessions::ledger_advance_sql(10),
-        insert = sessions::ledger_insert_sql(
-            "s",
-            10,
-            "CASE WHEN e.kind = 'message_posted' \
+            victim_and_gone = removal::victim_and_gone("cur", "$6"),
+            parents = removal::parents("$6"),
+            counts = removal::session_counts("$6", "1", "$5::boolean::int"),
+            advance = sessions::ledger_advance_sql(10),
+            insert = sessions::ledger_insert_sql(
+                "s",
+                10,
+                "CASE WHEN e.kind = 'message_posted' \
                THEN e.payload || jsonb_build_object('number', (SELECT messages_posted + 1 FROM cur)) \
                ELSE e.payload END"
-        ),
-        retention = sessions::ledger_retention_sql("$1", "s"),
-    );
-    Ok(tx.prepare_cached(&sql).await?)
+            ),
+            retention = sessions::ledger_retention_sql("$1", "s"),
+        )
+    });
+    Ok(tx.prepare_cached(&SQL).await?)
 }
 
 /// The statement of [`make_room`], prepared (once per connection): the [`removal`] of one
@@ -429,18 +434,20 @@ async fn post_statement(tx: &Object) -> Result<Statement, StoreError> {
 /// updated here; its version is left to the change's own write-back, whose relative updates
 /// compose with these.
 async fn make_room_statement(tx: &Object) -> Result<Statement, StoreError> {
-    let sql = format!(
-        "WITH cur AS (SELECT messages_retained, messages_low_number FROM workflow_sessions WHERE id = $1), \
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "WITH cur AS (SELECT messages_retained, messages_low_number FROM workflow_sessions WHERE id = $1), \
          {victim_and_gone}, \
          {parents}, \
          counts AS (UPDATE workflow_sessions SET {counts} \
            WHERE id = $1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1) \
          SELECT count(*) FROM counts",
-        victim_and_gone = removal::victim_and_gone("cur", "$2::text"),
-        parents = removal::parents("NULL::text"),
-        counts = removal::session_counts("$2::text", "0", "0"),
-    );
-    Ok(tx.prepare_cached(&sql).await?)
+            victim_and_gone = removal::victim_and_gone("cur", "$2::text"),
+            parents = removal::parents("NULL::text"),
+            counts = removal::session_counts("$2::text", "0", "0"),
+        )
+    });
+    Ok(tx.prepare_cached(&SQL).await?)
 }
 
 /// Removes one message of the locked, full board of `session_id` to make room for another,
@@ -490,7 +497,7 @@ async fn insert(
 /// The statement of [`notify`], prepared (once per connection).
 async fn notify_statement(tx: &Object) -> Result<Statement, StoreError> {
     Ok(tx
-        .prepare_cached("SELECT pg_notify('wc_board', $1::text)")
+        .prepare_cached(&format!("SELECT pg_notify('{CHANNEL_BOARD}', $1::text)"))
         .await?)
 }
 

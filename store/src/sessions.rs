@@ -5,6 +5,8 @@
 //! the row lock instead of failing them), the new events take the next gap-free seqs, events
 //! beyond the retention bound are deleted, and the row is written back under its version.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
 use serde_json::Value;
@@ -353,106 +355,58 @@ impl<'a> EventColumns<'a> {
 }
 
 /// Writes `change` and `events` to the locked `session`; `None` if its version moved. One
-/// statement: the event inserts, the retention delete and the version-guarded row update go
-/// to the server together, so the row lock is held for one round trip.
+/// statement: the version-guarded row update, which advances the ledger over the events
+/// ([`ledger_advance_sql`]), the event inserts at the seqs it advanced over and the retention
+/// delete go to the server together, so the row lock is held for one round trip.
 pub(crate) async fn write_back<C: GenericClient>(
     tx: &C,
     session: &SessionRow,
     change: &SessionChange,
     events: &[NewEvent],
 ) -> Result<Option<SessionRow>, StoreError> {
-    let stmt = write_back_statement(tx).await?;
-    write_back_prepared(tx, &stmt, session, change, events).await
-}
-
-/// [`write_back`] with its statement already prepared ([`write_back_statement`]): the
-/// request is sent on the first poll, so it can be pipelined with a `COMMIT`.
-pub(crate) async fn write_back_prepared<C: GenericClient>(
-    tx: &C,
-    stmt: &tokio_postgres::Statement,
-    session: &SessionRow,
-    change: &SessionChange,
-    events: &[NewEvent],
-) -> Result<Option<SessionRow>, StoreError> {
-    // The retention delete deletes only the seqs leaving the window now, from the locked row's
-    // lower bound up: a plain `seq < bound` would walk every deleted-but-not-yet-vacuumed row
-    // below it.
-    let EventColumns {
-        kinds,
-        call_ids,
-        invocation_ids,
-        roles,
-        tools,
-        payloads,
-    } = EventColumns::of(events)?;
-    let first = session.events_observed + 1;
-    let seqs: Vec<i64> = (0..events.len() as i64).map(|i| first + i).collect();
-    let observed = session.events_observed + events.len() as i64;
-    let retained_from = session
-        .retained_from_seq
-        .max(observed - RETAINED_EVENTS + 1);
-    let row = tx
-        .query_opt(
-            stmt,
-            &[
-                &session.id,
-                &session.version,
-                &change.lifecycle,
-                &change.mode,
-                &change.execution_context,
-                &change.root_instruction,
-                &change.message_revision_bump,
-                &observed,
-                &retained_from,
-                &seqs,
-                &kinds,
-                &call_ids,
-                &invocation_ids,
-                &roles,
-                &tools,
-                &payloads,
-                &change.messages_posted_bump,
-                &change.messages_retained_delta,
-                &change.open_ack_required_delta,
-                &change.message_history_lost_through,
-                &session.retained_from_seq,
-            ],
-        )
-        .await?;
-    Ok(row.as_ref().map(from_row))
-}
-
-/// The statement of [`write_back`], prepared (once per connection).
-pub(crate) async fn write_back_statement<C: GenericClient>(
-    tx: &C,
-) -> Result<tokio_postgres::Statement, StoreError> {
-    Ok(tx
-        .prepare_cached(&format!(
-            "WITH ev AS ( \
-               INSERT INTO session_events (session_id, seq, kind, call_id, invocation_id, role, tool_name, payload) \
-               SELECT $1, * FROM unnest($10::bigint[], $11::text[], $12::uuid[], $13::uuid[], $14::text[], \
-                                        $15::text[], $16::jsonb[]) RETURNING 1), \
-             gone AS (DELETE FROM session_events WHERE session_id = $1 AND seq >= $21 AND seq < $9) \
-             UPDATE workflow_sessions SET \
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "WITH s AS (UPDATE workflow_sessions SET \
                lifecycle = coalesce($3, lifecycle), \
                mode = coalesce($4, mode), \
                execution_context = coalesce($5, execution_context), \
                root_instruction = coalesce(root_instruction, $6), \
                message_observation_revision = message_observation_revision + $7, \
-               messages_posted = messages_posted + $17, \
-               messages_retained = messages_retained + $18, \
-               open_ack_required = open_ack_required + $19, \
-               message_history_lost_through = greatest(message_history_lost_through, coalesce($20::bigint, 0)), \
-               events_observed = $8, retained_from_seq = $9, updated_at = now(), \
-               kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
-                   coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
-                 FROM (SELECT k, count(*) AS n FROM unnest($11::text[]) AS k GROUP BY k) c), \
+               messages_posted = messages_posted + $8, \
+               messages_retained = messages_retained + $9, \
+               open_ack_required = open_ack_required + $10, \
+               message_history_lost_through = greatest(message_history_lost_through, coalesce($11::bigint, 0)), \
+               {advance}, updated_at = now(), \
                finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
                closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
                version = version + 1 \
-             WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
-        ))
-        .await?)
+             WHERE id = $1 AND version = $2 RETURNING {COLUMNS}), \
+             ev AS ({insert}), \
+             gone AS ({retention}) \
+             SELECT {COLUMNS} FROM s",
+            advance = ledger_advance_sql(12),
+            insert = ledger_insert_sql("s", 12, "e.payload"),
+            retention = ledger_retention_sql("$1", "s"),
+        )
+    });
+    let columns = EventColumns::of(events)?;
+    let stmt = tx.prepare_cached(&SQL).await?;
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+        &session.id,
+        &session.version,
+        &change.lifecycle,
+        &change.mode,
+        &change.execution_context,
+        &change.root_instruction,
+        &change.message_revision_bump,
+        &change.messages_posted_bump,
+        &change.messages_retained_delta,
+        &change.open_ack_required_delta,
+        &change.message_history_lost_through,
+    ];
+    params.extend(columns.params());
+    let row = tx.query_opt(&stmt, &params).await?;
+    Ok(row.as_ref().map(from_row))
 }
 
 /// SQL: the `SET` list entries of a `workflow_sessions` update that advance its ledger by the
@@ -541,8 +495,8 @@ pub async fn append(
         });
     }
     let columns = EventColumns::of(events)?;
-    let stmt = client
-        .prepare_cached(&format!(
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
             "WITH s AS ( \
                UPDATE workflow_sessions SET {advance}, updated_at = now(), version = version + 1 \
                WHERE id = $1 AND (NOT $8::boolean OR lifecycle = 'active') \
@@ -553,8 +507,9 @@ pub async fn append(
             advance = ledger_advance_sql(2),
             insert = ledger_insert_sql("s", 2, "e.payload"),
             retention = ledger_retention_sql("$1", "s"),
-        ))
-        .await?;
+        )
+    });
+    let stmt = client.prepare_cached(&SQL).await?;
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&id];
     params.extend(columns.params());
     params.push(&require_active);
