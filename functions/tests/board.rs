@@ -165,7 +165,7 @@ async fn fill(db: &TestDatabase, s: &str, n: usize) {
             body_redacted: false,
             author_session_id: None,
         };
-        wc_store::board::post(db.pool(), s, &m, actor.clone())
+        wc_store::board::post(db.pool(), s, m, actor.clone())
             .await
             .unwrap()
             .unwrap();

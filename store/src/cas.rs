@@ -146,7 +146,7 @@ where
                 Err(e) => {
                     // No SQLSTATE: the connection broke while the COMMIT was in flight.
                     if e.code().is_none() {
-                        return Err(StoreError::CommitUncertain(e));
+                        return Err(StoreError::CommitUncertain(std::sync::Arc::new(e)));
                     }
                     let e = StoreError::from(e);
                     if e.is_transient_conflict() {

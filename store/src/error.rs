@@ -24,7 +24,11 @@ pub enum StoreError {
     /// The connection failed while committing: the transaction may or may not have been
     /// committed, and nothing here can tell which.
     #[error("commit outcome unknown: {0}")]
-    CommitUncertain(tokio_postgres::Error),
+    CommitUncertain(std::sync::Arc<tokio_postgres::Error>),
+    /// The task writing this change together with others stopped before reporting its
+    /// outcome: the change may or may not have been made.
+    #[error("the writer of this change stopped before reporting its outcome")]
+    WriterLost,
     /// A row violated an invariant the schema should have made impossible.
     #[error("corrupt row in {table}: {detail}")]
     CorruptRow {

@@ -78,7 +78,7 @@ impl PipelinedTx {
         let sent = AtomicBool::new(false);
         let uncertain = |e: StoreError| match e {
             StoreError::Database(e) if e.code().is_none() && sent.load(Ordering::SeqCst) => {
-                StoreError::CommitUncertain(e)
+                StoreError::CommitUncertain(std::sync::Arc::new(e))
             }
             other => other,
         };
@@ -119,7 +119,9 @@ impl PipelinedTx {
         // `COMMIT` was sent with the rest: from here a connection failure (an error without
         // SQLSTATE), whichever request reports it, leaves the outcome unknown.
         let uncertain = |e: StoreError| match e {
-            StoreError::Database(e) if e.code().is_none() => StoreError::CommitUncertain(e),
+            StoreError::Database(e) if e.code().is_none() => {
+                StoreError::CommitUncertain(std::sync::Arc::new(e))
+            }
             other => other,
         };
         // A COMMIT that was answered ended the transaction, committed or rolled back; one

@@ -38,7 +38,7 @@ async fn post(db: &TestDatabase, session: &str, body: &str) -> Result<board::Pos
     board::post(
         db.pool(),
         session,
-        &note(body),
+        note(body),
         Actor::new(Uuid::now_v7(), "post_session_message"),
     )
     .await
@@ -142,7 +142,7 @@ async fn the_low_water_number_never_passes_a_message_that_is_kept() {
     let posted = board::post(
         db.pool(),
         &session,
-        &todo,
+        todo,
         Actor::new(Uuid::now_v7(), "post_session_message"),
     )
     .await
@@ -244,7 +244,7 @@ async fn a_reply_whose_post_removes_a_reply_of_the_same_todo_counts_both() {
     let actor = || Actor::new(Uuid::now_v7(), "post_session_message");
     let mut todo = note("a todo");
     todo.kind = "todo".into();
-    let todo = board::post(db.pool(), &session, &todo, actor())
+    let todo = board::post(db.pool(), &session, todo, actor())
         .await
         .unwrap()
         .unwrap()
@@ -254,7 +254,7 @@ async fn a_reply_whose_post_removes_a_reply_of_the_same_todo_counts_both() {
         m.reply_to = Some(todo.id.clone());
         m
     };
-    let first = board::post(db.pool(), &session, &reply("first reply"), actor())
+    let first = board::post(db.pool(), &session, reply("first reply"), actor())
         .await
         .unwrap()
         .unwrap()
@@ -273,7 +273,7 @@ async fn a_reply_whose_post_removes_a_reply_of_the_same_todo_counts_both() {
 
     // One statement removes the first reply and adds the second: both are changes of the
     // todo's assignment, written in one update of its row.
-    board::post(db.pool(), &session, &reply("second reply"), actor())
+    board::post(db.pool(), &session, reply("second reply"), actor())
         .await
         .unwrap()
         .unwrap();
@@ -305,7 +305,7 @@ async fn a_reply_to_a_message_not_on_the_board_changes_nothing() {
     let elsewhere = board::post(
         db.pool(),
         &other,
-        &note("on another board"),
+        note("on another board"),
         Actor::new(Uuid::now_v7(), "post_session_message"),
     )
     .await
@@ -320,7 +320,7 @@ async fn a_reply_to_a_message_not_on_the_board_changes_nothing() {
         let refused = board::post(
             db.pool(),
             &session,
-            &m,
+            m,
             Actor::new(Uuid::now_v7(), "post_session_message"),
         )
         .await

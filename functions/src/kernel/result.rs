@@ -226,7 +226,7 @@ impl From<wc_store::StoreError> for ToolError {
                     "the database is temporarily unavailable; retry shortly",
                 )
             }
-            wc_store::StoreError::CommitUncertain(_) => {
+            wc_store::StoreError::CommitUncertain(_) | wc_store::StoreError::WriterLost => {
                 tracing::warn!(error = %e, "commit outcome unknown");
                 ToolError::new(
                     ErrorKind::Unavailable,

@@ -123,7 +123,7 @@ pub async fn post_floor(
                 author_session_id: None,
             };
             let actor = Actor::new(uuid::Uuid::now_v7(), "post_session_message");
-            board::post(&pool, &session, &m, actor)
+            board::post(&pool, &session, m, actor)
                 .await?
                 .map_err(|r| anyhow::anyhow!("refused: {r:?}"))?;
             Ok(vec![])

@@ -4,7 +4,8 @@
 //! changes of one session are serialized on it), then changes message rows under their own
 //! version guards, and finally writes the session row with its ledger evidence through
 //! [`sessions::write_back`]. A post, the busiest change, is the same transaction sent whole in
-//! one round trip: the lock and one statement that does the rest ([`post`]). The session's
+//! one round trip: the lock and one statement that does the rest, and posts to one session
+//! that meet in one process share that transaction ([`post`]). The session's
 //! `message_observation_revision` is bumped once per observable message change and stamped on
 //! the changed message, so every retained message has a distinct revision and an observer can
 //! page through changes in revision order.
@@ -28,6 +29,10 @@ use crate::StoreError;
 use crate::cas::{CasPolicy, Step, retry_transient};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
+
+mod post;
+
+pub use post::{MAX_POSTS_PER_WRITE, Posted, post};
 
 /// Messages retained per session.
 pub const MAX_RETAINED_MESSAGES: i32 = 500;
@@ -372,63 +377,6 @@ mod removal {
     }
 }
 
-/// The statement of [`post`], prepared (once per connection). It runs right after the session
-/// row was locked in the same transaction, so its snapshot shows the board as the lock holder
-/// left it, and it does the whole post:
-///
-/// - `cur`: the session row, if it is active and the message it replies to (`$6`), if any, is
-///   on its board; otherwise the statement changes nothing and returns no row.
-/// - `victim`, `gone`, `parents`: on a full board, one message removed to make room, never the
-///   one replied to ([`removal`]); the todo replied to gains a reply.
-/// - `m`: the message, numbered and stamped with the session's next observation revision.
-/// - `s`: the session row, written once: board counts and observation revision, the removal,
-///   and the ledger advanced over the events (`$10`–`$15`), which `ev` inserts (the
-///   `message_posted` event gets the message's number) and `old` trims to the retention
-///   window.
-/// - `n`: the `wc_board` notification, sent at commit.
-///
-/// When nothing could be removed from a full board, the `messages_retained` check constraint
-/// refuses the write and the whole transaction rolls back.
-async fn post_statement(tx: &Object) -> Result<Statement, StoreError> {
-    static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "WITH cur AS (SELECT id, messages_posted, messages_retained, messages_low_number, \
-               message_observation_revision FROM workflow_sessions \
-             WHERE id = $1 AND lifecycle = 'active' AND ($6::text IS NULL \
-               OR (SELECT r.session_id FROM session_messages r WHERE r.id = $6) = $1)), \
-         {victim_and_gone}, \
-         {parents}, \
-         m AS (INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, \
-               reply_to, status, body, body_redacted, author_session_id, observation_revision) \
-             SELECT $2, cur.id, cur.messages_posted + 1, $3, $4, $5, $6, 'open', $7, $8, $9, \
-               cur.message_observation_revision + 1 FROM cur RETURNING {COLUMNS}), \
-         s AS (UPDATE workflow_sessions SET \
-               message_observation_revision = message_observation_revision + 1, \
-               messages_posted = messages_posted + 1, \
-               {counts}, \
-               {advance}, updated_at = now(), version = version + 1 \
-             WHERE id = $1 AND EXISTS (SELECT 1 FROM cur) RETURNING id, events_observed, retained_from_seq), \
-         ev AS ({insert}), \
-         old AS ({retention}), \
-         n AS (SELECT pg_notify('{CHANNEL_BOARD}', $1::text) FROM s) \
-         SELECT {COLUMNS} FROM m, n",
-            victim_and_gone = removal::victim_and_gone("cur", "$6"),
-            parents = removal::parents("$6"),
-            counts = removal::session_counts("$6", "1", "$5::boolean::int"),
-            advance = sessions::ledger_advance_sql(10),
-            insert = sessions::ledger_insert_sql(
-                "s",
-                10,
-                "CASE WHEN e.kind = 'message_posted' \
-               THEN e.payload || jsonb_build_object('number', (SELECT messages_posted + 1 FROM cur)) \
-               ELSE e.payload END"
-            ),
-            retention = sessions::ledger_retention_sql("$1", "s"),
-        )
-    });
-    Ok(tx.prepare_cached(&SQL).await?)
-}
-
 /// The statement of [`make_room`], prepared (once per connection): the [`removal`] of one
 /// message of a full board in a change that goes on to add one. The session row's counts are
 /// updated here; its version is left to the change's own write-back, whose relative updates
@@ -536,78 +484,6 @@ async fn finish(
         notify(tx, &notify_statement(tx).await?, &session.id).await?;
     }
     Ok(written)
-}
-
-/// A post that landed.
-#[derive(Debug, Clone)]
-pub struct Posted {
-    /// The message as stored.
-    pub message: MessageRow,
-}
-
-/// Posts `message` to the board of `session_id`: one transaction sent whole in one round trip
-/// (`BEGIN`, the session row lock, [`post_statement`], `COMMIT`), so the session row, which
-/// serializes every change of its board, is locked only while the server runs the two
-/// statements and the commit. The lock's reply says why a post that changed nothing was
-/// refused.
-pub async fn post(
-    pool: &Pool,
-    session_id: &str,
-    message: &NewMessage,
-    actor: Actor,
-) -> Result<Outcome<Posted>, StoreError> {
-    let event = actor.event(
-        "message_posted",
-        json!({
-            "message_id": message.id,
-            "kind": message.kind,
-            "priority": message.priority,
-            "ack_required": message.ack_required,
-            "reply_to": message.reply_to,
-            "author_session_id": message.author_session_id,
-            "body_chars": message.body.chars().count(),
-        }),
-    );
-    let events = actor.evidence(event);
-    let columns = sessions::EventColumns::of(&events)?;
-    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-        &session_id,
-        &message.id,
-        &message.kind,
-        &message.priority,
-        &message.ack_required,
-        &message.reply_to,
-        &message.body,
-        &message.body_redacted,
-        &message.author_session_id,
-    ];
-    params.extend(columns.params());
-    retry_transient(&CasPolicy::default(), || async {
-        let tx = PipelinedTx::new(pool.get().await?);
-        let (lock, post) = tokio::try_join!(sessions::lock_statement(&*tx), post_statement(&tx))?;
-        let (locked, stored) = tx
-            .once_after(
-                async { Ok(tx.query_opt(&lock, &[&session_id]).await?) },
-                async { Ok(tx.query_opt(&post, &params).await?) },
-            )
-            .await?;
-        if let Some(row) = stored {
-            return Ok(Ok(Posted {
-                message: from_row(&row),
-            }));
-        }
-        match locked.as_ref().map(sessions::from_row) {
-            None => Ok(Err(Refusal::SessionNotFound)),
-            Some(s) if !s.is_active() => Ok(Err(Refusal::SessionClosed(s.lifecycle))),
-            // Active under the lock, so the one guard left is the message replied to.
-            Some(_) if message.reply_to.is_some() => Ok(Err(Refusal::UnknownMessage("reply_to"))),
-            Some(_) => Err(StoreError::CorruptRow {
-                table: "workflow_sessions",
-                detail: format!("a post to the active session {session_id} wrote nothing"),
-            }),
-        }
-    })
-    .await
 }
 
 /// The result of a resolve.
