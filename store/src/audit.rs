@@ -10,6 +10,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::StoreError;
+use crate::batch::Combiner;
 use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
 
 /// One audited request, ready to store.
@@ -140,24 +141,122 @@ pub struct ActionEventView {
 /// asynchronously, in one round trip. The statement bumps the counters of
 /// the chosen session row (`UPDATE … RETURNING`, which holds the row lock, so racing events of
 /// one session queue and each reads the counter its predecessor wrote: seqs stay gap-free) and
-/// inserts the event at the returned seq. The lock is held only while the server runs that
-/// statement and the commit, never across a round trip, so one busy caller's audit session
-/// does not cap its request rate. When no session takes the event (a new caller, an idle or
-/// closed session, a new explicit id), the session is created first and the event is sent
-/// again.
+/// inserts the events at the seqs it advanced over. The lock is held only while the server
+/// runs that statement and the commit, never across a round trip. A caller's events that meet
+/// in one process are written by that statement together ([`crate::batch`]; at most
+/// [`MAX_EVENTS_PER_WRITE`], in arrival order), so a busy caller's requests do not each queue
+/// on its session row. When no session takes the events (a new caller, an idle or closed
+/// session, a new explicit id), the session is created first and the events are sent again.
+/// A batch the database refused (an event breaking a constraint) is written again event by
+/// event, so one event's failure is never another's.
 pub async fn record(
     pool: &Pool,
     caller_fingerprint: &str,
     affinity: &Affinity,
-    event: &NewActionEvent,
+    event: NewActionEvent,
 ) -> Result<CasOutcome<Recorded>, StoreError> {
+    let key = match affinity {
+        Affinity::Explicit(id) => format!("{caller_fingerprint} explicit {id}"),
+        Affinity::Reuse { idle } => format!("{caller_fingerprint} reuse {}", idle.as_millis()),
+    };
+    let queued = Queued {
+        caller_fingerprint: caller_fingerprint.to_owned(),
+        affinity: affinity.clone(),
+        event,
+    };
+    match EVENTS.submit(pool, &key, queued).await? {
+        Answer::Done(result) => result,
+        Answer::Alone(q) => Ok(
+            match record_all(pool, &q.caller_fingerprint, &q.affinity, &[&q.event]).await? {
+                CasOutcome::Applied {
+                    mut value,
+                    attempts,
+                } => CasOutcome::Applied {
+                    value: value.remove(0),
+                    attempts,
+                },
+                CasOutcome::Conflict { attempts } => CasOutcome::Conflict { attempts },
+            },
+        ),
+    }
+}
+
+/// Events recorded by one statement at most.
+pub const MAX_EVENTS_PER_WRITE: usize = 32;
+
+/// An event waiting for its caller's writer.
+struct Queued {
+    caller_fingerprint: String,
+    affinity: Affinity,
+    event: NewActionEvent,
+}
+
+/// What a queued event is told.
+enum Answer {
+    /// Its outcome.
+    Done(Result<CasOutcome<Recorded>, StoreError>),
+    /// Its batch was refused as a whole: record it alone.
+    Alone(Queued),
+}
+
+static EVENTS: Combiner<Queued, Answer> = Combiner::new(MAX_EVENTS_PER_WRITE, |pool, _, batch| {
+    Box::pin(async move { record_batch(&pool, batch).await })
+});
+
+/// Records `batch` (one caller and affinity) with one statement; the answer of each event.
+async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {
+    let events: Vec<&NewActionEvent> = batch.iter().map(|q| &q.event).collect();
+    let result = record_all(
+        pool,
+        &batch[0].caller_fingerprint,
+        &batch[0].affinity,
+        &events,
+    )
+    .await;
+    drop(events);
+    match result {
+        Ok(CasOutcome::Applied { value, attempts }) => value
+            .into_iter()
+            .map(|r| Answer::Done(Ok(CasOutcome::Applied { value: r, attempts })))
+            .collect(),
+        Ok(CasOutcome::Conflict { attempts }) => batch
+            .iter()
+            .map(|_| Answer::Done(Ok(CasOutcome::Conflict { attempts })))
+            .collect(),
+        Err(e) if batch.len() == 1 => vec![Answer::Done(Err(e))],
+        // The connection failed with the statement sent: it may have been committed.
+        Err(StoreError::Database(e)) if e.code().is_none() => {
+            let e = std::sync::Arc::new(e);
+            batch
+                .iter()
+                .map(|_| Answer::Done(Err(StoreError::CommitUncertain(e.clone()))))
+                .collect()
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, events = batch.len(), "batch of audit events refused; each is recorded alone");
+            batch.into_iter().map(Answer::Alone).collect()
+        }
+    }
+}
+
+/// Records `events` (in order) for the caller into one session with one statement, creating
+/// the session first when none takes them.
+async fn record_all(
+    pool: &Pool,
+    caller_fingerprint: &str,
+    affinity: &Affinity,
+    events: &[&NewActionEvent],
+) -> Result<CasOutcome<Vec<Recorded>>, StoreError> {
     let client = pool.get().await?;
     let mut created: Option<String> = None;
-    // A session created here can be closed by an operator before the event lands in it; a
+    // A session created here can be closed by an operator before the events land in it; a
     // caller that keeps losing that race gets the typed, retryable conflict.
     for attempt in 1..=3 {
-        if let Some(mut recorded) = append(&client, caller_fingerprint, affinity, event).await? {
-            recorded.created_session = created.as_deref() == Some(recorded.session_id.as_str());
+        if let Some(mut recorded) = append(&client, caller_fingerprint, affinity, events).await? {
+            // The session was created for the first of them.
+            if let Some(first) = recorded.first_mut() {
+                first.created_session = created.as_deref() == Some(first.session_id.as_str());
+            }
             return Ok(CasOutcome::Applied {
                 value: recorded,
                 attempts: attempt,
@@ -180,14 +279,14 @@ pub async fn record(
     Ok(CasOutcome::Conflict { attempts: 3 })
 }
 
-/// The event joining an existing session, as one statement (its own transaction); `None`
-/// (nothing written) when no session takes it.
+/// The events joining an existing session, as one statement (its own transaction), in order;
+/// `None` (nothing written) when no session takes them.
 async fn append(
     client: &Object,
     caller_fingerprint: &str,
     affinity: &Affinity,
-    event: &NewActionEvent,
-) -> Result<Option<Recorded>, StoreError> {
+    events: &[&NewActionEvent],
+) -> Result<Option<Vec<Recorded>>, StoreError> {
     // Which session: the explicit id, or the caller's open one whose last event is the newest
     // and within the idle window (an uncorrelated subquery, evaluated once; the status guard
     // is re-checked on the locked row, so a session closed meanwhile takes no event).
@@ -216,11 +315,14 @@ async fn append(
     // the table holds it, so rewriting it on each event would make each of a busy caller's
     // events an index insert in all of them, where an update that leaves indexed columns
     // alone is rewritten in place on its page (a HOT update).
+    //
+    // The events are one array per column; each takes the seq its position gives it among
+    // the seqs the session's counter advanced over.
     let stmt = client
         .prepare_cached(&format!(
             "WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)), \
              s AS ( \
-               UPDATE action_sessions SET event_count = event_count + 1, \
+               UPDATE action_sessions SET event_count = event_count + cardinality($1::uuid[]), \
                  error_count = error_count + $15, total_duration_ms = total_duration_ms + $16, \
                  last_event_at = CASE WHEN last_event_at > now() - interval '1 second' \
                    THEN last_event_at ELSE now() END, \
@@ -229,32 +331,58 @@ async fn append(
              INSERT INTO action_events (id, session_id, seq, endpoint, http_method, action_name, \
                operation, status_code, success, duration_ms, request_id, summary, principal_kind, \
                principal_user_id, oauth_client_id) \
-             SELECT $1, s.session_id, s.event_count, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 \
-             FROM s, cfg RETURNING session_id, seq"
+             SELECT e.id, s.session_id, s.event_count - cardinality($1::uuid[]) + e.n, \
+               e.endpoint, e.http_method, e.action_name, e.operation, e.status_code, e.success, \
+               e.duration_ms, e.request_id, e.summary, e.principal_kind, e.principal_user_id, \
+               e.oauth_client_id \
+             FROM s, cfg, unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], \
+               $7::int[], $8::boolean[], $9::bigint[], $10::text[], $11::jsonb[], $12::text[], \
+               $13::text[], $14::text[]) WITH ORDINALITY AS e(id, endpoint, http_method, \
+               action_name, operation, status_code, success, duration_ms, request_id, summary, \
+               principal_kind, principal_user_id, oauth_client_id, n) \
+             RETURNING id, session_id, seq"
         ))
         .await?;
-    let event_id = Uuid::now_v7();
-    let errors = i64::from(!event.success);
-    let duration = event.duration_ms.max(0);
+    let ids: Vec<Uuid> = events.iter().map(|_| Uuid::now_v7()).collect();
+    let endpoints: Vec<&str> = events.iter().map(|e| e.endpoint.as_str()).collect();
+    let methods: Vec<&str> = events.iter().map(|e| e.http_method.as_str()).collect();
+    let actions: Vec<&str> = events.iter().map(|e| e.action_name.as_str()).collect();
+    let operations: Vec<&str> = events.iter().map(|e| e.operation.as_str()).collect();
+    let statuses: Vec<i32> = events.iter().map(|e| e.status_code).collect();
+    let successes: Vec<bool> = events.iter().map(|e| e.success).collect();
+    let durations: Vec<i64> = events.iter().map(|e| e.duration_ms).collect();
+    let request_ids: Vec<Option<&str>> = events.iter().map(|e| e.request_id.as_deref()).collect();
+    let summaries: Vec<&Value> = events.iter().map(|e| &e.summary).collect();
+    let kinds: Vec<Option<&str>> = events.iter().map(|e| e.principal_kind.as_deref()).collect();
+    let users: Vec<Option<&str>> = events
+        .iter()
+        .map(|e| e.principal_user_id.as_deref())
+        .collect();
+    let clients: Vec<Option<&str>> = events
+        .iter()
+        .map(|e| e.oauth_client_id.as_deref())
+        .collect();
+    let errors = events.iter().filter(|e| !e.success).count() as i64;
+    let duration: i64 = events.iter().map(|e| e.duration_ms.max(0)).sum();
     let idle_secs;
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-        &event_id,
+        &ids,
         match affinity {
             Affinity::Explicit(id) => id,
             Affinity::Reuse { .. } => &caller_fingerprint,
         },
-        &event.endpoint,
-        &event.http_method,
-        &event.action_name,
-        &event.operation,
-        &event.status_code,
-        &event.success,
-        &event.duration_ms,
-        &event.request_id,
-        &event.summary,
-        &event.principal_kind,
-        &event.principal_user_id,
-        &event.oauth_client_id,
+        &endpoints,
+        &methods,
+        &actions,
+        &operations,
+        &statuses,
+        &successes,
+        &durations,
+        &request_ids,
+        &summaries,
+        &kinds,
+        &users,
+        &clients,
         &errors,
         &duration,
     ];
@@ -262,13 +390,27 @@ async fn append(
         idle_secs = idle.as_secs_f64();
         params.push(&idle_secs);
     }
-    let written = client.query_opt(&stmt, &params).await?;
-    Ok(written.map(|row| Recorded {
-        session_id: row.get("session_id"),
-        event_id,
-        seq: row.get("seq"),
-        created_session: false,
-    }))
+    let rows = client.query(&stmt, &params).await?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut recorded: Vec<Recorded> = Vec::with_capacity(ids.len());
+    for id in &ids {
+        let row = rows
+            .iter()
+            .find(|r| r.get::<_, Uuid>("id") == *id)
+            .ok_or_else(|| StoreError::CorruptRow {
+                table: "action_events",
+                detail: format!("event {id} of a recorded batch was not inserted"),
+            })?;
+        recorded.push(Recorded {
+            session_id: row.get("session_id"),
+            event_id: *id,
+            seq: row.get("seq"),
+            created_session: false,
+        });
+    }
+    Ok(Some(recorded))
 }
 
 /// A page of sessions, newest activity first.

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+mod batch;
 pub mod board;
 pub mod cas;
 pub mod cluster;

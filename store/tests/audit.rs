@@ -32,7 +32,7 @@ const REUSE: Affinity = Affinity::Reuse {
 async fn racing_events_of_one_caller_join_one_session_with_gap_free_seqs_and_exact_counters() {
     let db = TestDatabase::new().await;
     let caller = "c".repeat(64);
-    let first = audit::record(db.pool(), &caller, &REUSE, &event(true, 1))
+    let first = audit::record(db.pool(), &caller, &REUSE, event(true, 1))
         .await
         .unwrap()
         .applied()
@@ -48,7 +48,7 @@ async fn racing_events_of_one_caller_join_one_session_with_gap_free_seqs_and_exa
         handles.push(tokio::spawn(async move {
             let mut seen = Vec::new();
             for j in 0..10 {
-                let out = audit::record(&pool, &caller, &REUSE, &event(j % 5 != 0, 3))
+                let out = audit::record(&pool, &caller, &REUSE, event(j % 5 != 0, 3))
                     .await
                     .unwrap();
                 let CasOutcome::Applied { value, attempts } = out else {
@@ -91,7 +91,7 @@ async fn racing_events_of_one_caller_join_one_session_with_gap_free_seqs_and_exa
 async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_once() {
     let db = TestDatabase::new().await;
     let caller = "d".repeat(64);
-    let a = audit::record(db.pool(), &caller, &REUSE, &event(true, 1))
+    let a = audit::record(db.pool(), &caller, &REUSE, event(true, 1))
         .await
         .unwrap()
         .applied()
@@ -99,7 +99,7 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
     audit::close_session(db.pool(), &a.session_id)
         .await
         .unwrap();
-    let b = audit::record(db.pool(), &caller, &REUSE, &event(true, 1))
+    let b = audit::record(db.pool(), &caller, &REUSE, event(true, 1))
         .await
         .unwrap()
         .applied()
@@ -114,7 +114,7 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
     assert_eq!(closed.event_count, 1);
 
     // Another caller's events never join this caller's session.
-    let other = audit::record(db.pool(), &"e".repeat(64), &REUSE, &event(true, 1))
+    let other = audit::record(db.pool(), &"e".repeat(64), &REUSE, event(true, 1))
         .await
         .unwrap()
         .applied()
@@ -122,12 +122,12 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
     assert_ne!(other.session_id, b.session_id);
 
     let explicit = Affinity::Explicit("ops-review-1".into());
-    let x1 = audit::record(db.pool(), &caller, &explicit, &event(true, 1))
+    let x1 = audit::record(db.pool(), &caller, &explicit, event(true, 1))
         .await
         .unwrap()
         .applied()
         .unwrap();
-    let x2 = audit::record(db.pool(), &caller, &explicit, &event(false, 1))
+    let x2 = audit::record(db.pool(), &caller, &explicit, event(false, 1))
         .await
         .unwrap()
         .applied()
@@ -171,7 +171,7 @@ async fn last_event_at_trails_by_under_a_second_and_reuse_follows_the_exact_last
         let pool = db.pool().clone();
         let caller = caller.clone();
         async move {
-            audit::record(&pool, &caller, &affinity, &event(true, 1))
+            audit::record(&pool, &caller, &affinity, event(true, 1))
                 .await
                 .unwrap()
                 .applied()

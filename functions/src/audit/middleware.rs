@@ -109,7 +109,7 @@ async fn persist(state: &AppState, pending: &Pending, status: u16, note: Classif
             .and_then(|o| o.client_id.clone()),
     };
     let fingerprint = pending.principal.fingerprint(CALLER_DOMAIN);
-    match audit::record(&state.pool, &fingerprint, &pending.affinity, &event).await {
+    match audit::record(&state.pool, &fingerprint, &pending.affinity, event).await {
         Ok(CasOutcome::Applied { .. }) => {}
         Ok(CasOutcome::Conflict { attempts }) => {
             tracing::warn!(attempts, "audit event dropped: session stayed contended");

@@ -4,12 +4,10 @@
 //! [`post_statement`], `COMMIT`. The session row serializes every change of its board, and its
 //! lock is held until the commit's WAL flush has finished, so posts to one busy session would
 //! each wait out the previous post's flush in turn. Instead, posts to one session that meet in
-//! one process are written together: the first starts a writer task for that session, posts
-//! arriving while it writes queue up, and the writer sends each queue it takes (up to
-//! [`MAX_POSTS_PER_WRITE`]) as one transaction: `BEGIN`, the lock, one [`post_statement`] per
-//! post in arrival order, `COMMIT`. Each post's caller is answered only once that transaction
-//! has committed, so an acknowledged post is as durable as one written alone; a quiet session
-//! gets batches of one.
+//! one process are written together ([`crate::batch`]): each batch (up to
+//! [`MAX_POSTS_PER_WRITE`] posts) is one transaction, `BEGIN`, the lock, one
+//! [`post_statement`] per post in arrival order, `COMMIT`, and each post's caller is answered
+//! once it has committed.
 //!
 //! Within a batch each statement sees the ones before it (one transaction), so numbers,
 //! observation revisions, ledger seqs and retention follow arrival order exactly as if the
@@ -17,20 +15,11 @@
 //! the board) writes nothing and the others go on. A statement error rolls the whole batch
 //! back; every post of it is then written alone by its own caller, so one post's failure is
 //! never another's. A commit whose outcome is unknown is unknown to every post of the batch.
-//!
-//! The writer is a spawned task, not one of the callers: a caller that goes away (its request
-//! was cancelled) never strands the posts queued behind it.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{LazyLock, Mutex, PoisonError};
-use std::task::Poll;
+use std::sync::LazyLock;
 
 use deadpool_postgres::{Object, Pool};
 use serde_json::json;
-use tokio::sync::oneshot;
 use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
 
@@ -38,6 +27,7 @@ use super::{
     Actor, CHANNEL_BOARD, COLUMNS, MessageRow, NewMessage, Outcome, Refusal, from_row, removal,
 };
 use crate::StoreError;
+use crate::batch::{Combiner, join_in_order};
 use crate::cas::{CasPolicy, retry_transient};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, EventColumns, NewEvent};
@@ -61,56 +51,15 @@ pub async fn post(
     message: NewMessage,
     actor: Actor,
 ) -> Result<Outcome<Posted>, StoreError> {
-    let key = WriterKey {
-        pool: std::ptr::from_ref(pool.manager()) as usize,
-        session_id: session_id.to_owned(),
-    };
-    let (reply, answer) = oneshot::channel();
-    let queued = Queued {
-        message,
-        actor,
-        reply,
-    };
-    let start = {
-        let mut writers = WRITERS.lock().unwrap_or_else(PoisonError::into_inner);
-        match writers.entry(key.clone()) {
-            Entry::Occupied(mut e) => {
-                e.get_mut().push(queued);
-                false
-            }
-            Entry::Vacant(e) => {
-                e.insert(vec![queued]);
-                true
-            }
-        }
-    };
-    if start {
-        tokio::spawn(write_session(pool.clone(), key));
-    }
-    match answer.await {
-        Ok(Answer::Done(result)) => result,
-        Ok(Answer::Alone(message, actor)) => write(pool, session_id, &[(&message, &actor)])
+    match POSTS.submit(pool, session_id, (message, actor)).await? {
+        Answer::Done(result) => result,
+        Answer::Alone(message, actor) => write(pool, session_id, &[(&message, &actor)])
             .await
             .map(|mut one| one.remove(0)),
-        Err(_) => Err(StoreError::WriterLost),
     }
 }
 
-/// Which writer a post queues for: a session, on one pool (one database).
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct WriterKey {
-    pool: usize,
-    session_id: String,
-}
-
-/// A post waiting for its session's writer.
-struct Queued {
-    message: NewMessage,
-    actor: Actor,
-    reply: oneshot::Sender<Answer>,
-}
-
-/// What the writer tells a queued post.
+/// What a queued post is told.
 enum Answer {
     /// Its outcome.
     Done(Result<Outcome<Posted>, StoreError>),
@@ -118,78 +67,33 @@ enum Answer {
     Alone(NewMessage, Actor),
 }
 
-/// The queues of the sessions being written; a session has an entry while its writer runs.
-static WRITERS: LazyLock<Mutex<HashMap<WriterKey, Vec<Queued>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static POSTS: Combiner<(NewMessage, Actor), Answer> =
+    Combiner::new(MAX_POSTS_PER_WRITE, |pool, session_id, batch| {
+        Box::pin(async move { write_batch(&pool, &session_id, batch).await })
+    });
 
-/// Removes the writer's entry if the writer ends without doing so itself (a panic), so that
-/// the session's next post starts a new writer; the posts queued in it are dropped, and their
-/// callers get [`StoreError::WriterLost`].
-struct EntryGuard(Option<WriterKey>);
-
-impl Drop for EntryGuard {
-    fn drop(&mut self) {
-        if let Some(key) = self.0.take() {
-            WRITERS
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&key);
-        }
-    }
-}
-
-/// The writer of one session: takes its queue until it is empty, then removes the entry
-/// (under the same lock, so a post either joins a queue this writer will take or starts a new
-/// writer).
-async fn write_session(pool: Pool, key: WriterKey) {
-    let mut guard = EntryGuard(Some(key.clone()));
-    loop {
-        let batch: Vec<Queued> = {
-            let mut writers = WRITERS.lock().unwrap_or_else(PoisonError::into_inner);
-            let Some(queue) = writers.get_mut(&key) else {
-                guard.0 = None;
-                return;
-            };
-            if queue.is_empty() {
-                writers.remove(&key);
-                guard.0 = None;
-                return;
-            }
-            let n = queue.len().min(MAX_POSTS_PER_WRITE);
-            queue.drain(..n).collect()
-        };
-        write_batch(&pool, &key.session_id, batch).await;
-    }
-}
-
-/// Writes `batch` as one transaction and answers each post.
-async fn write_batch(pool: &Pool, session_id: &str, batch: Vec<Queued>) {
-    let posts: Vec<(&NewMessage, &Actor)> = batch.iter().map(|q| (&q.message, &q.actor)).collect();
+/// Writes `batch` as one transaction; the answer of each post.
+async fn write_batch(
+    pool: &Pool,
+    session_id: &str,
+    batch: Vec<(NewMessage, Actor)>,
+) -> Vec<Answer> {
+    let posts: Vec<(&NewMessage, &Actor)> = batch.iter().map(|(m, a)| (m, a)).collect();
     let result = write(pool, session_id, &posts).await;
     drop(posts);
     match result {
-        Ok(outcomes) => {
-            for (q, outcome) in batch.into_iter().zip(outcomes) {
-                // A caller that went away takes no answer; its post stands.
-                let _ = q.reply.send(Answer::Done(Ok(outcome)));
-            }
-        }
-        Err(StoreError::CommitUncertain(e)) => {
-            for q in batch {
-                let _ = q
-                    .reply
-                    .send(Answer::Done(Err(StoreError::CommitUncertain(e.clone()))));
-            }
-        }
-        Err(e) if batch.len() == 1 => {
-            let q = batch.into_iter().next().expect("one post");
-            let _ = q.reply.send(Answer::Done(Err(e)));
-        }
+        Ok(outcomes) => outcomes.into_iter().map(|o| Answer::Done(Ok(o))).collect(),
+        Err(StoreError::CommitUncertain(e)) => batch
+            .iter()
+            .map(|_| Answer::Done(Err(StoreError::CommitUncertain(e.clone()))))
+            .collect(),
+        Err(e) if batch.len() == 1 => vec![Answer::Done(Err(e))],
         Err(e) => {
             tracing::debug!(error = %e, posts = batch.len(), "batch of posts rolled back; each is written alone");
-            for q in batch {
-                let _ = q.reply.send(Answer::Alone(q.message, q.actor));
-            }
+            batch
+                .into_iter()
+                .map(|(m, a)| Answer::Alone(m, a))
+                .collect()
         }
     }
 }
@@ -284,34 +188,6 @@ async fn write(
             .collect()
     })
     .await
-}
-
-/// Awaits `futures` together, polling them in their order every time, so that each one's
-/// first poll (which sends its request) comes before the next one's; their outputs in order.
-async fn join_in_order<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(v) => *output = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    outputs
-        .into_iter()
-        .map(|o| o.expect("every future finished"))
-        .collect()
 }
 
 /// The statement of [`post`], prepared (once per connection). It runs right after the session

@@ -176,7 +176,7 @@ pub async fn sql_floor(
                 &Affinity::Reuse {
                     idle: Duration::from_secs(1800),
                 },
-                &event,
+                event,
             )
             .await?;
             Ok(vec![])

@@ -1,0 +1,173 @@
+//! Writes to one busy row that meet in one process, written together.
+//!
+//! Some rows take every write of a kind: a session's row serializes its board's posts, a
+//! caller's audit session takes each of its requests' events. Each write holds the row's lock
+//! until its transaction ends, so concurrent writes to the row queue on the lock one by one,
+//! each paying for its own statement start, commit and (for a synchronous commit) WAL flush.
+//! A [`Combiner`] queues the writes to one key (a row, on one pool) instead: the first starts a
+//! writer task for the key, writes arriving while it works join the queue, and the writer
+//! hands each queue it takes (up to the combiner's bound) to the write function as one batch,
+//! which writes it in one transaction and answers each write. The writer ends when it finds the
+//! queue empty. Callers are answered only once their batch's transaction has ended, so what a
+//! write reports is as durable as a write sent alone; a quiet row gets batches of one.
+//!
+//! The writer is a spawned task, not one of the callers: a caller that goes away (its request
+//! was cancelled) never strands the writes queued behind it.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
+
+use deadpool_postgres::Pool;
+use tokio::sync::oneshot;
+
+use crate::StoreError;
+
+/// Writes one batch: the items in queue order, answered in the same order.
+pub(crate) type WriteBatch<I, O> =
+    fn(Pool, String, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<O>> + Send>>;
+
+/// Which writer a write queues for: a key (a row) on one pool (one database).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    pool: usize,
+    key: String,
+}
+
+type Queue<I, O> = Vec<(I, oneshot::Sender<O>)>;
+
+/// The queues of the keys being written; a key has an entry while its writer runs.
+pub(crate) struct Combiner<I, O> {
+    queues: Mutex<Option<HashMap<Key, Queue<I, O>>>>,
+    max_batch: usize,
+    write: WriteBatch<I, O>,
+}
+
+impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
+    /// A combiner writing batches of at most `max_batch` items with `write`.
+    pub(crate) const fn new(max_batch: usize, write: WriteBatch<I, O>) -> Self {
+        Self {
+            queues: Mutex::new(None),
+            max_batch,
+            write,
+        }
+    }
+
+    /// Queues `item` for `key` on `pool` and waits for its answer.
+    /// [`StoreError::WriterLost`] if the writer stopped before answering (it panicked).
+    pub(crate) async fn submit(
+        &'static self,
+        pool: &Pool,
+        key: &str,
+        item: I,
+    ) -> Result<O, StoreError> {
+        let key = Key {
+            pool: std::ptr::from_ref(pool.manager()) as usize,
+            key: key.to_owned(),
+        };
+        let (reply, answer) = oneshot::channel();
+        let start = {
+            let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+            match queues.get_or_insert_with(HashMap::new).entry(key.clone()) {
+                Entry::Occupied(mut e) => {
+                    e.get_mut().push((item, reply));
+                    false
+                }
+                Entry::Vacant(e) => {
+                    e.insert(vec![(item, reply)]);
+                    true
+                }
+            }
+        };
+        if start {
+            tokio::spawn(self.drive(pool.clone(), key));
+        }
+        answer.await.map_err(|_| StoreError::WriterLost)
+    }
+
+    /// The writer of `key`: takes its queue until it is empty, then removes the entry under
+    /// the same lock, so a write either joins a queue this writer will take or starts a new
+    /// writer.
+    async fn drive(&'static self, pool: Pool, key: Key) {
+        let mut guard = EntryGuard {
+            combiner: self,
+            key: Some(key.clone()),
+        };
+        loop {
+            let batch: Queue<I, O> = {
+                let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+                let map = queues.get_or_insert_with(HashMap::new);
+                match map.get_mut(&key) {
+                    Some(queue) if !queue.is_empty() => {
+                        let n = queue.len().min(self.max_batch);
+                        queue.drain(..n).collect()
+                    }
+                    _ => {
+                        map.remove(&key);
+                        guard.key = None;
+                        return;
+                    }
+                }
+            };
+            let (items, replies): (Vec<I>, Vec<oneshot::Sender<O>>) = batch.into_iter().unzip();
+            let answers = (self.write)(pool.clone(), key.key.clone(), items).await;
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                // A caller that went away takes no answer; its write stands.
+                let _ = reply.send(answer);
+            }
+        }
+    }
+}
+
+/// Removes the writer's entry if the writer ends without doing so itself (a panic), so that
+/// the key's next write starts a new writer; the writes queued in it are dropped, and their
+/// callers get [`StoreError::WriterLost`].
+struct EntryGuard<I: 'static, O: 'static> {
+    combiner: &'static Combiner<I, O>,
+    key: Option<Key>,
+}
+
+impl<I, O> Drop for EntryGuard<I, O> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let mut queues = self
+                .combiner
+                .queues
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(map) = queues.as_mut() {
+                map.remove(&key);
+            }
+        }
+    }
+}
+
+/// Awaits `futures` together, polling them in their order every time, so that each one's
+/// first poll (which sends its request) comes before the next one's; their outputs in order.
+pub(crate) async fn join_in_order<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *output = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
+}
