@@ -28,7 +28,7 @@ fn event(i: usize) -> NewActionEvent {
         action_name: "runtime_status".into(),
         operation: "mcp_tools_call".into(),
         status_code: 200,
-        success: i % 3 != 0,
+        success: !i.is_multiple_of(3),
         duration_ms: i as i64,
         request_id: Some(format!("r{i}")),
         summary: json!({ "transport": "mcp" }),
@@ -119,7 +119,11 @@ async fn queued_events_are_recorded_in_statements_of_at_most_the_bound() {
             panic!("event {i}: {r:?}")
         };
         assert_eq!(value.session_id, session);
-        assert_eq!(value.seq, i as i64 + 2, "event {i} takes its arrival position");
+        assert_eq!(
+            value.seq,
+            i as i64 + 2,
+            "event {i} takes its arrival position"
+        );
         assert!(!value.created_session);
     }
 
@@ -141,7 +145,7 @@ async fn queued_events_are_recorded_in_statements_of_at_most_the_bound() {
         .unwrap()
         .unwrap();
     assert_eq!(s.event_count, total as i64 + 1);
-    let failed = (0..total).filter(|i| i % 3 == 0).count() as i64;
+    let failed = (0..total).filter(|i| i.is_multiple_of(3)).count() as i64;
     assert_eq!(s.error_count, failed);
     let duration: i64 = 1000 + (0..total as i64).sum::<i64>();
     assert_eq!(s.total_duration_ms, duration);
@@ -179,5 +183,9 @@ async fn an_event_the_database_refuses_is_refused_alone() {
     assert!(!rows.contains_key("r3"));
     let mut seqs: Vec<i64> = rows.values().map(|r| r.0).collect();
     seqs.sort_unstable();
-    assert_eq!(seqs, (1..=6).collect::<Vec<_>>(), "gap-free without the refused one");
+    assert_eq!(
+        seqs,
+        (1..=6).collect::<Vec<_>>(),
+        "gap-free without the refused one"
+    );
 }
