@@ -166,18 +166,17 @@ pub async fn record(
     };
     match EVENTS.submit(pool, &key, queued).await? {
         Answer::Done(result) => result,
-        Answer::Alone(q) => Ok(
+        Answer::Alone(q) => {
             match record_all(pool, &q.caller_fingerprint, &q.affinity, &[&q.event]).await? {
                 CasOutcome::Applied {
                     mut value,
                     attempts,
-                } => CasOutcome::Applied {
-                    value: value.remove(0),
-                    attempts,
-                },
-                CasOutcome::Conflict { attempts } => CasOutcome::Conflict { attempts },
-            },
-        ),
+                } => value
+                    .remove(0)
+                    .map(|value| CasOutcome::Applied { value, attempts }),
+                CasOutcome::Conflict { attempts } => Ok(CasOutcome::Conflict { attempts }),
+            }
+        }
     }
 }
 
@@ -217,7 +216,7 @@ async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {
     match result {
         Ok(CasOutcome::Applied { value, attempts }) => value
             .into_iter()
-            .map(|r| Answer::Done(Ok(CasOutcome::Applied { value: r, attempts })))
+            .map(|r| Answer::Done(r.map(|value| CasOutcome::Applied { value, attempts })))
             .collect(),
         Ok(CasOutcome::Conflict { attempts }) => batch
             .iter()
@@ -225,13 +224,10 @@ async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {
             .collect(),
         Err(e) if batch.len() == 1 => vec![Answer::Done(Err(e))],
         // The connection failed with the statement sent: it may have been committed.
-        Err(StoreError::Database(e)) if e.code().is_none() => {
-            let e = std::sync::Arc::new(e);
-            batch
-                .iter()
-                .map(|_| Answer::Done(Err(StoreError::CommitUncertain(e.clone()))))
-                .collect()
-        }
+        Err(StoreError::CommitUncertain(e)) => batch
+            .iter()
+            .map(|_| Answer::Done(Err(StoreError::CommitUncertain(e.clone()))))
+            .collect(),
         Err(e) => {
             tracing::debug!(error = %e, events = batch.len(), "batch of audit events refused; each is recorded alone");
             batch.into_iter().map(Answer::Alone).collect()
@@ -240,13 +236,15 @@ async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {
 }
 
 /// Records `events` (in order) for the caller into one session with one statement, creating
-/// the session first when none takes them.
+/// the session first when none takes them. `Err` only when nothing was recorded (or the
+/// outcome is unknown: [`StoreError::CommitUncertain`]); once recorded, each event's own
+/// result.
 async fn record_all(
     pool: &Pool,
     caller_fingerprint: &str,
     affinity: &Affinity,
     events: &[&NewActionEvent],
-) -> Result<CasOutcome<Vec<Recorded>>, StoreError> {
+) -> Result<CasOutcome<Vec<Result<Recorded, StoreError>>>, StoreError> {
     let client = pool.get().await?;
     let mut created: Option<String> = None;
     // A session created here can be closed by an operator before the events land in it; a
@@ -254,7 +252,7 @@ async fn record_all(
     for attempt in 1..=3 {
         if let Some(mut recorded) = append(&client, caller_fingerprint, affinity, events).await? {
             // The session was created for the first of them.
-            if let Some(first) = recorded.first_mut() {
+            if let Some(Ok(first)) = recorded.first_mut() {
                 first.created_session = created.as_deref() == Some(first.session_id.as_str());
             }
             return Ok(CasOutcome::Applied {
@@ -280,13 +278,14 @@ async fn record_all(
 }
 
 /// The events joining an existing session, as one statement (its own transaction), in order;
-/// `None` (nothing written) when no session takes them.
+/// `None` (nothing written) when no session takes them. A connection that fails once the
+/// statement may have been sent leaves the outcome unknown: [`StoreError::CommitUncertain`].
 async fn append(
     client: &Object,
     caller_fingerprint: &str,
     affinity: &Affinity,
     events: &[&NewActionEvent],
-) -> Result<Option<Vec<Recorded>>, StoreError> {
+) -> Result<Option<Vec<Result<Recorded, StoreError>>>, StoreError> {
     // Which session: the explicit id, or the caller's open one whose last event is the newest
     // and within the idle window (an uncorrelated subquery, evaluated once; the status guard
     // is re-checked on the locked row, so a session closed meanwhile takes no event).
@@ -390,27 +389,36 @@ async fn append(
         idle_secs = idle.as_secs_f64();
         params.push(&idle_secs);
     }
-    let rows = client.query(&stmt, &params).await?;
+    let rows = client
+        .query(&stmt, &params)
+        .await
+        .map_err(|e| match e.code() {
+            None => StoreError::CommitUncertain(std::sync::Arc::new(e)),
+            Some(_) => StoreError::Database(e),
+        })?;
     if rows.is_empty() {
         return Ok(None);
     }
-    let mut recorded: Vec<Recorded> = Vec::with_capacity(ids.len());
-    for id in &ids {
-        let row = rows
-            .iter()
-            .find(|r| r.get::<_, Uuid>("id") == *id)
-            .ok_or_else(|| StoreError::CorruptRow {
-                table: "action_events",
-                detail: format!("event {id} of a recorded batch was not inserted"),
-            })?;
-        recorded.push(Recorded {
-            session_id: row.get("session_id"),
-            event_id: *id,
-            seq: row.get("seq"),
-            created_session: false,
-        });
-    }
-    Ok(Some(recorded))
+    // Committed: each event has its own result from here.
+    Ok(Some(
+        ids.iter()
+            .map(|id| {
+                let row = rows
+                    .iter()
+                    .find(|r| r.get::<_, Uuid>("id") == *id)
+                    .ok_or_else(|| StoreError::CorruptRow {
+                        table: "action_events",
+                        detail: format!("event {id} of a recorded batch was not inserted"),
+                    })?;
+                Ok(Recorded {
+                    session_id: row.get("session_id"),
+                    event_id: *id,
+                    seq: row.get("seq"),
+                    created_session: false,
+                })
+            })
+            .collect(),
+    ))
 }
 
 /// A page of sessions, newest activity first.

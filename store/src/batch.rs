@@ -82,7 +82,13 @@ impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
             }
         };
         if start {
-            tokio::spawn(self.drive(pool.clone(), key));
+            // The guard exists before the task does: a task dropped before its first poll (a
+            // runtime shutting down) still removes the entry and answers its writes.
+            let guard = EntryGuard {
+                combiner: self,
+                key: Some(key.clone()),
+            };
+            tokio::spawn(self.drive(pool.clone(), key, guard));
         }
         answer.await.map_err(|_| StoreError::WriterLost)
     }
@@ -90,11 +96,7 @@ impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
     /// The writer of `key`: takes its queue until it is empty, then removes the entry under
     /// the same lock, so a write either joins a queue this writer will take or starts a new
     /// writer.
-    async fn drive(&'static self, pool: Pool, key: Key) {
-        let mut guard = EntryGuard {
-            combiner: self,
-            key: Some(key.clone()),
-        };
+    async fn drive(&'static self, pool: Pool, key: Key, mut guard: EntryGuard<I, O>) {
         loop {
             let batch: Queue<I, O> = {
                 let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
@@ -121,7 +123,8 @@ impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
     }
 }
 
-/// Removes the writer's entry if the writer ends without doing so itself (a panic), so that
+/// Removes the writer's entry if the writer ends without doing so itself (a panic, or a task
+/// dropped unpolled), so that
 /// the key's next write starts a new writer; the writes queued in it are dropped, and their
 /// callers get [`StoreError::WriterLost`].
 struct EntryGuard<I: 'static, O: 'static> {
@@ -170,4 +173,66 @@ pub(crate) async fn join_in_order<F: Future>(futures: Vec<F>) -> Vec<F::Output> 
         .into_iter()
         .map(|o| o.expect("every future finished"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::config::{DatabaseConfig, DatabaseUrl};
+
+    static ECHO: Combiner<u32, u32> =
+        Combiner::new(4, |_, _, items| Box::pin(async move { items }));
+
+    fn queued(key: &str) -> Option<usize> {
+        let queues = ECHO.queues.lock().unwrap();
+        queues
+            .as_ref()
+            .and_then(|m| m.iter().find(|(k, _)| k.key == key).map(|(_, q)| q.len()))
+    }
+
+    /// A pool that never connects here (nothing is written through it).
+    fn pool() -> Pool {
+        let url = DatabaseUrl::parse("postgres://nobody@127.0.0.1:9/none").unwrap();
+        crate::pool::build_pool(&DatabaseConfig::new(url)).unwrap()
+    }
+
+    #[test]
+    fn a_writer_dropped_before_its_first_poll_frees_its_key_and_answers_its_writes() {
+        let pool = pool();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut write = {
+            let _inside = runtime.enter();
+            let mut write = Box::pin(ECHO.submit(&pool, "dropped", 7));
+            // Queued, and its writer spawned on a runtime that never runs it.
+            assert!(write.as_mut().poll(&mut cx).is_pending());
+            write
+        };
+        assert_eq!(queued("dropped"), Some(1));
+        drop(runtime);
+        assert_eq!(queued("dropped"), None, "the entry went with the writer");
+        match write.as_mut().poll(&mut cx) {
+            Poll::Ready(Err(StoreError::WriterLost)) => {}
+            other => panic!("expected WriterLost, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_write_gets_its_own_answer() {
+        let pool = pool();
+        let mut writes = tokio::task::JoinSet::new();
+        for i in 0..10u32 {
+            let pool = pool.clone();
+            writes.spawn(async move { (i, ECHO.submit(&pool, "echo", i).await.unwrap()) });
+        }
+        while let Some(done) = writes.join_next().await {
+            let (sent, answered) = done.unwrap();
+            assert_eq!(sent, answered);
+        }
+        assert_eq!(queued("echo"), None);
+    }
 }

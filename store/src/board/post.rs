@@ -54,15 +54,18 @@ pub async fn post(
     match POSTS.submit(pool, session_id, (message, actor)).await? {
         Answer::Done(result) => result,
         Answer::Alone(message, actor) => write(pool, session_id, &[(&message, &actor)])
-            .await
-            .map(|mut one| one.remove(0)),
+            .await?
+            .remove(0),
     }
 }
+
+/// One post's result.
+type PostResult = Result<Outcome<Posted>, StoreError>;
 
 /// What a queued post is told.
 enum Answer {
     /// Its outcome.
-    Done(Result<Outcome<Posted>, StoreError>),
+    Done(PostResult),
     /// Its batch failed as a whole: write it alone.
     Alone(NewMessage, Actor),
 }
@@ -82,7 +85,7 @@ async fn write_batch(
     let result = write(pool, session_id, &posts).await;
     drop(posts);
     match result {
-        Ok(outcomes) => outcomes.into_iter().map(|o| Answer::Done(Ok(o))).collect(),
+        Ok(results) => results.into_iter().map(Answer::Done).collect(),
         Err(StoreError::CommitUncertain(e)) => batch
             .iter()
             .map(|_| Answer::Done(Err(StoreError::CommitUncertain(e.clone()))))
@@ -116,12 +119,13 @@ fn evidence(message: &NewMessage, actor: &Actor) -> Vec<NewEvent> {
 
 /// Writes `posts` to the board of `session_id` in one transaction sent whole: `BEGIN`, the
 /// session row lock, one [`post_statement`] per post, `COMMIT`. Transient conflicts are
-/// retried as a whole.
+/// retried as a whole. `Err` only when the transaction did not commit (or may not have);
+/// once it committed, each post's own result.
 async fn write(
     pool: &Pool,
     session_id: &str,
     posts: &[(&NewMessage, &Actor)],
-) -> Result<Vec<Outcome<Posted>>, StoreError> {
+) -> Result<Vec<PostResult>, StoreError> {
     let events: Vec<Vec<NewEvent>> = posts.iter().map(|(m, a)| evidence(m, a)).collect();
     let columns = events
         .iter()
@@ -164,8 +168,11 @@ async fn write(
                 },
             )
             .await?;
+        // Committed: from here every post has its own outcome, and an impossible one (a post
+        // to an active session that wrote nothing) is that post's error alone, never the
+        // batch's (which would send the committed posts again).
         let locked = locked.as_ref().map(sessions::from_row);
-        stored
+        Ok(stored
             .iter()
             .zip(posts)
             .map(|(row, (message, _))| match (row, &locked) {
@@ -185,7 +192,7 @@ async fn write(
                     detail: format!("a post to the active session {session_id} wrote nothing"),
                 }),
             })
-            .collect()
+            .collect::<Vec<_>>())
     })
     .await
 }
