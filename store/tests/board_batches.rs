@@ -17,6 +17,7 @@ use wc_store::StoreError;
 use wc_store::board::{self, Actor, MAX_POSTS_PER_WRITE, NewMessage, Refusal};
 use wc_store::sessions::NewEvent;
 use wc_store::testing::TestDatabase;
+use wc_store::testing::pg_proxy::{Break, Fired, PgProxy, proxied_pool, server_addr};
 
 async fn new_session(db: &TestDatabase) -> String {
     db.new_session(NewEvent {
@@ -53,6 +54,16 @@ async fn post_all_queued(
     session: &str,
     messages: Vec<NewMessage>,
 ) -> Vec<PostResult> {
+    post_all_queued_through(db, db.pool(), session, messages).await
+}
+
+/// [`post_all_queued`], posting through `pool`.
+async fn post_all_queued_through(
+    db: &TestDatabase,
+    pool: &wc_store::Pool,
+    session: &str,
+    messages: Vec<NewMessage>,
+) -> Vec<PostResult> {
     let mut holder = db.pool().get().await.unwrap();
     let lock = holder.transaction().await.unwrap();
     lock.execute(
@@ -66,7 +77,7 @@ async fn post_all_queued(
     let started = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
     for (i, m) in messages.into_iter().enumerate() {
-        let pool = db.pool().clone();
+        let pool = pool.clone();
         let session = session.to_owned();
         let started = started.clone();
         tasks.spawn(async move {
@@ -248,4 +259,58 @@ async fn a_post_to_a_missing_session_is_refused_on_its_own() {
     .await
     .unwrap();
     assert_eq!(results.unwrap_err(), Refusal::SessionNotFound);
+}
+
+/// Posts five queued notes through a proxy armed to break the COMMIT of the transaction that
+/// writes at least two of them; the results, and the messages stored afterwards.
+async fn five_posts_whose_commit_breaks(
+    how: Break,
+) -> (
+    Vec<PostResult>,
+    Vec<Fired>,
+    BTreeMap<String, (i64, String, i64)>,
+) {
+    let db = TestDatabase::new().await;
+    let session = new_session(&db).await;
+    let proxy = PgProxy::start(server_addr(&db).await).await;
+    let pool = proxied_pool(&db, &proxy);
+    proxy.arm(how, "INSERT INTO session_messages", 2);
+    let messages: Vec<NewMessage> = (0..5).map(|i| note(&format!("note {i}"))).collect();
+    let results = post_all_queued_through(&db, &pool, &session, messages).await;
+    let fired = proxy.fired();
+    (results, fired, written(&db, &session).await)
+}
+
+#[tokio::test]
+async fn a_batch_whose_commit_answer_is_lost_is_uncertain_for_every_post_and_stored() {
+    let (results, fired, rows) = five_posts_whose_commit_breaks(Break::ReplyLost).await;
+    assert_eq!(
+        fired,
+        vec![Fired::ReplyLost {
+            server_said: "COMMIT".into()
+        }]
+    );
+    for (i, r) in results.iter().enumerate() {
+        assert!(
+            matches!(r, Err(StoreError::CommitUncertain(_))),
+            "post {i}: {r:?}"
+        );
+    }
+    // The server committed them, once each, together.
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    let xids: HashSet<&String> = rows.values().map(|r| &r.1).collect();
+    assert_eq!(xids.len(), 1);
+}
+
+#[tokio::test]
+async fn a_batch_whose_commit_is_lost_is_uncertain_for_every_post_and_absent() {
+    let (results, fired, rows) = five_posts_whose_commit_breaks(Break::CommitLost).await;
+    assert_eq!(fired, vec![Fired::CommitLost]);
+    for (i, r) in results.iter().enumerate() {
+        assert!(
+            matches!(r, Err(StoreError::CommitUncertain(_))),
+            "post {i}: {r:?}"
+        );
+    }
+    assert!(rows.is_empty(), "nothing was committed: {rows:?}");
 }

@@ -6,6 +6,7 @@
 //! processes. Each test database is copied from a template migrated once per migration set, so
 //! tests do not re-run migrations, and is dropped when the handle goes away.
 
+pub mod pg_proxy;
 pub mod sqs;
 
 use std::time::Duration;
