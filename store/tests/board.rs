@@ -1,36 +1,14 @@
 //! The board's retention bound at the store: a full board makes room in the post's own
 //! transaction, and the database refuses a post that would overfill it.
 
-use serde_json::json;
 use uuid::Uuid;
 use wc_store::StoreError;
-use wc_store::board::{self, Actor, MAX_RETAINED_MESSAGES, NewMessage};
-use wc_store::sessions::{self, NewEvent};
-use wc_store::testing::TestDatabase;
+use wc_store::board::{self, Actor, MAX_RETAINED_MESSAGES};
+use wc_store::sessions;
+use wc_store::testing::{TestDatabase, note, task_instruction};
 
 async fn new_session(db: &TestDatabase) -> String {
-    db.new_session(NewEvent {
-        kind: "task_instruction".into(),
-        call_id: Uuid::now_v7(),
-        invocation_id: Uuid::now_v7(),
-        role: "business",
-        tool_name: None,
-        payload: json!({}),
-    })
-    .await
-}
-
-fn note(body: &str) -> NewMessage {
-    NewMessage {
-        id: format!("wc_msg_{}", &Uuid::new_v4().simple().to_string()[..22]),
-        kind: "note".into(),
-        priority: "normal".into(),
-        ack_required: false,
-        reply_to: None,
-        body: body.into(),
-        body_redacted: false,
-        author_session_id: None,
-    }
+    db.new_session(task_instruction()).await
 }
 
 /// Posts a note; `Err` names the violated constraint when the database refused it.

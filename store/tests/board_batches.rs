@@ -10,38 +10,15 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde_json::json;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 use wc_store::StoreError;
 use wc_store::board::{self, Actor, MAX_POSTS_PER_WRITE, NewMessage, Refusal};
-use wc_store::sessions::NewEvent;
-use wc_store::testing::TestDatabase;
 use wc_store::testing::pg_proxy::{Break, Fired, PgProxy, proxied_pool, server_addr};
+use wc_store::testing::{TestDatabase, note, task_instruction};
 
 async fn new_session(db: &TestDatabase) -> String {
-    db.new_session(NewEvent {
-        kind: "task_instruction".into(),
-        call_id: Uuid::now_v7(),
-        invocation_id: Uuid::now_v7(),
-        role: "business",
-        tool_name: None,
-        payload: json!({}),
-    })
-    .await
-}
-
-fn note(body: &str) -> NewMessage {
-    NewMessage {
-        id: format!("wc_msg_{}", &Uuid::new_v4().simple().to_string()[..22]),
-        kind: "note".into(),
-        priority: "normal".into(),
-        ack_required: false,
-        reply_to: None,
-        body: body.into(),
-        body_redacted: false,
-        author_session_id: None,
-    }
+    db.new_session(task_instruction()).await
 }
 
 type PostResult = Result<board::Outcome<board::Posted>, StoreError>;

@@ -245,6 +245,35 @@ impl TestDatabase {
     }
 }
 
+/// The `task_instruction` event a test session can start with.
+pub fn task_instruction() -> crate::sessions::NewEvent {
+    crate::sessions::NewEvent {
+        kind: "task_instruction".into(),
+        call_id: uuid::Uuid::now_v7(),
+        invocation_id: uuid::Uuid::now_v7(),
+        role: "business",
+        tool_name: None,
+        payload: serde_json::json!({}),
+    }
+}
+
+/// A note to post, with a fresh `wc_msg_` id.
+pub fn note(body: &str) -> crate::board::NewMessage {
+    crate::board::NewMessage {
+        id: format!(
+            "wc_msg_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..22]
+        ),
+        kind: "note".into(),
+        priority: "normal".into(),
+        ack_required: false,
+        reply_to: None,
+        body: body.into(),
+        body_redacted: false,
+        author_session_id: None,
+    }
+}
+
 impl Drop for TestDatabase {
     fn drop(&mut self) {
         self.pool.close();
