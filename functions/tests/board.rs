@@ -155,16 +155,7 @@ async fn footprint(db: &TestDatabase, s: &str) -> (i64, i64, i64, i64) {
 async fn fill(db: &TestDatabase, s: &str, n: usize) {
     let actor = wc_store::board::Actor::new(uuid::Uuid::now_v7(), "test");
     for i in 0..n {
-        let m = wc_store::board::NewMessage {
-            id: wc_functions::board::new_message_id(),
-            kind: "note".into(),
-            priority: "normal".into(),
-            ack_required: false,
-            reply_to: None,
-            body: format!("filler {i}"),
-            body_redacted: false,
-            author_session_id: None,
-        };
+        let m = wc_store::testing::note(&format!("filler {i}"));
         wc_store::board::post(db.pool(), s, m, actor.clone())
             .await
             .unwrap()

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wc_store::Pool;
-use wc_store::board::{self, Actor, NewMessage};
+use wc_store::board::{self, Actor};
 
 use super::mcp::{call_tool_ok, mcp_request, post_mcp};
 use super::{Samples, drive, report};
@@ -109,19 +109,7 @@ pub async fn post_floor(
         let pool = pool.clone();
         let session = target.pick(&sessions, worker);
         async move {
-            let m = NewMessage {
-                id: format!(
-                    "wc_msg_{}",
-                    &uuid::Uuid::new_v4().simple().to_string()[..22]
-                ),
-                kind: "note".into(),
-                priority: "normal".into(),
-                ack_required: false,
-                reply_to: None,
-                body: "benchmark note".into(),
-                body_redacted: false,
-                author_session_id: None,
-            };
+            let m = wc_store::testing::note("benchmark note");
             let actor = Actor::new(uuid::Uuid::now_v7(), "post_session_message");
             board::post(&pool, &session, m, actor)
                 .await?
