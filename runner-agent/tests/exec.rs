@@ -384,10 +384,12 @@ async fn a_missing_or_unexecutable_program_fails_to_spawn() {
     assert!(r.outcome.error.unwrap().contains("wc-no-such-interpreter"));
 }
 
-/// A leader whose grandchild ignores SIGINT and SIGTERM and keeps the pipes open.
+/// A leader whose grandchild ignores SIGINT and SIGTERM and keeps the pipes open. The child
+/// shell writes its own pid before it starts the sleep, so once `sleep.pid` is complete both
+/// pid files are (the leader writing `$!` after the fork could lose that race).
 const STUBBORN_GROUP: &str = concat!(
-    "sh -c 'trap \"\" INT TERM; sleep 30 & echo $! > sleep.pid; wait' & ",
-    "echo $! > inner.pid; wait",
+    "sh -c 'echo $$ > inner.pid; trap \"\" INT TERM; sleep 30 & echo $! > sleep.pid; wait' & ",
+    "wait",
 );
 
 #[tokio::test]
