@@ -608,7 +608,6 @@ async fn job_log(env: &Env, job_id: &str, mut args: Value) -> Value {
 #[tokio::test]
 async fn jobs_run_in_the_background_and_can_be_followed_read_stopped_and_listed() {
     let env = Env::start().await;
-    let started = Instant::now();
     let r = env
         .call(
             "run_job",
@@ -616,12 +615,8 @@ async fn jobs_run_in_the_background_and_can_be_followed_read_stopped_and_listed(
         )
         .await;
     let job = output(&r).clone();
-    assert!(
-        started.elapsed() < Duration::from_millis(800),
-        "run_job waited for the job: {:?}",
-        started.elapsed()
-    );
     let lines = job["job_id"].as_str().unwrap().to_owned();
+    // run_job answered without waiting for the job: what it returned is not terminal.
     assert!(
         matches!(job["execution_state"].as_str(), Some("queued" | "running")),
         "{job}"
