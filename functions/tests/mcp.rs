@@ -852,6 +852,37 @@ async fn the_openai_session_value_never_leaves_the_request() {
     assert!(!audit.contains("openai/session"), "{audit}");
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_stateless_call_logs_one_line_of_ours_and_no_rmcp_service_lifecycle() {
+    let db = TestDatabase::new().await;
+    let st = state(&db);
+    let key = full_key(&db).await;
+    let logs = Captured::default();
+    // Debug, the most verbose level the capture allows: the rmcp cap holds even there.
+    let _guard = tracing::subscriber::set_default(wc_functions::telemetry::subscriber_with_writer(
+        logs.clone(),
+    ));
+    let body = rpc(
+        MODERN,
+        1,
+        "tools/call",
+        json!({ "name": "runtime_status", "arguments": {} }),
+    );
+    let r = send(&st, mcp_request(MODERN, Some(&key), &body)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let text = logs.text();
+    let id = r.headers["x-request-id"].to_str().unwrap();
+    assert!(text.contains(id), "request {id} not logged:\n{text}");
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).expect("log lines are JSON");
+        let target = v["target"].as_str().unwrap_or_default();
+        assert!(
+            !target.starts_with("rmcp::service"),
+            "rmcp service line logged: {line}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Anonymous callers
 
