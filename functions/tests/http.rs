@@ -13,7 +13,7 @@ use wc_functions::{AppState, app};
 use wc_store::credentials::{self, CredentialKind, NewCredential};
 use wc_store::testing::TestDatabase;
 
-use common::Captured;
+use common::capture_logs;
 
 struct Reply {
     status: StatusCode,
@@ -291,10 +291,7 @@ async fn tokens_never_reach_the_logs() {
     let db = TestDatabase::new().await;
     let st = state(&db);
     let (secret, _) = create(&db, CredentialKind::SharedKey, &["project:read"], &[]).await;
-    let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(wc_functions::telemetry::subscriber_with_writer(
-        logs.clone(),
-    ));
+    let (logs, _guard) = capture_logs();
     let wrong = format!("{secret}tail");
     let mut ids = Vec::new();
     for auth in [

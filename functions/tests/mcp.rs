@@ -787,10 +787,7 @@ async fn the_openai_session_value_never_leaves_the_request() {
     let db = TestDatabase::new().await;
     let st = state(&db);
     let key = full_key(&db).await;
-    let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(wc_functions::telemetry::subscriber_with_writer(
-        logs.clone(),
-    ));
+    let (logs, _guard) = capture_logs();
     let marker = "window-secret-7f3a9c";
     let mut replies = Vec::new();
     for version in VERSIONS {
@@ -857,11 +854,8 @@ async fn a_stateless_call_logs_one_line_of_ours_and_no_rmcp_service_lifecycle() 
     let db = TestDatabase::new().await;
     let st = state(&db);
     let key = full_key(&db).await;
-    let logs = Captured::default();
-    // Debug, the most verbose level the capture allows: the rmcp cap holds even there.
-    let _guard = tracing::subscriber::set_default(wc_functions::telemetry::subscriber_with_writer(
-        logs.clone(),
-    ));
+    // At debug, the most verbose level the capture allows: the rmcp cap holds even there.
+    let (logs, _guard) = capture_logs();
     let body = rpc(
         MODERN,
         1,

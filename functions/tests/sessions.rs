@@ -2394,10 +2394,7 @@ async fn session_events_text(db: &TestDatabase) -> String {
 async fn no_secret_of_the_corpus_reaches_storage_or_logs() {
     assert!(CORPUS.len() >= 30);
     let (db, st, key) = setup().await;
-    let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(wc_functions::telemetry::subscriber_with_writer(
-        logs.clone(),
-    ));
+    let (logs, _guard) = capture_logs();
     let w = start(&st, &key, P, "the recorder").await;
     let mut request_ids = Vec::new();
     for (i, (input, _)) in CORPUS.iter().enumerate() {

@@ -406,6 +406,15 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
+/// Captures this thread's logs, in the server's format at debug, until the guard drops.
+pub fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let logs = Captured::default();
+    let guard = tracing::subscriber::set_default(wc_functions::telemetry::subscriber_with_writer(
+        logs.clone(),
+    ));
+    (logs, guard)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Projects and Workflow Sessions
 
