@@ -2,6 +2,7 @@
 //! request span (request id, method, path) on every line.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// rmcp logs every JSON-RPC request and result whole (`received request`, `response message`)
@@ -14,9 +15,14 @@ use tracing_subscriber::fmt::MakeWriter;
 /// to the logs and the default level writes one line per request, ours.
 const RMCP_PAYLOAD_CAP: &str = "rmcp::service=warn";
 
-/// `filter` with the payload cap applied (a directive for the same target is replaced).
+/// `filter` with the payload cap applied (a directive for the same target is replaced). A
+/// filter that enables nothing above `error` anywhere is already below the cap and stays as it
+/// is: the cap never makes a target more verbose than asked.
 fn capped(filter: EnvFilter) -> EnvFilter {
-    filter.add_directive(RMCP_PAYLOAD_CAP.parse().expect("a valid directive"))
+    match filter.max_level_hint() {
+        Some(most_verbose) if most_verbose <= LevelFilter::ERROR => filter,
+        _ => filter.add_directive(RMCP_PAYLOAD_CAP.parse().expect("a valid directive")),
+    }
 }
 
 /// Installs the JSON subscriber for this process. `RUST_LOG` filters (default `info`).
@@ -57,8 +63,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_filter_quieter_than_the_cap_is_left_as_asked() {
+        for requested in ["error", "off", "rmcp=error,error"] {
+            let filter = capped(EnvFilter::new(requested)).to_string();
+            assert!(!filter.contains("rmcp::service"), "{requested}: {filter}");
+        }
+    }
+
+    #[test]
     fn the_payload_cap_overrides_a_more_verbose_request() {
-        for requested in ["debug", "trace", "rmcp=trace", "rmcp::service=trace,info"] {
+        for requested in [
+            "info",
+            "warn",
+            "debug",
+            "trace",
+            "rmcp=trace",
+            "rmcp::service=trace,info",
+        ] {
             let filter = capped(EnvFilter::new(requested)).to_string();
             assert!(
                 filter.contains("rmcp::service=warn"),
