@@ -17,7 +17,7 @@ const RMCP_PAYLOAD_CAP: &str = "rmcp::service=warn";
 
 /// `filter` with the payload cap applied (a directive for the same target is replaced). A
 /// filter that enables nothing above `error` anywhere is already below the cap and stays as it
-/// is: the cap never makes a target more verbose than asked.
+/// is.
 fn capped(filter: EnvFilter) -> EnvFilter {
     match filter.max_level_hint() {
         Some(most_verbose) if most_verbose <= LevelFilter::ERROR => filter,
