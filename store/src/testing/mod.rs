@@ -342,7 +342,7 @@ pub async fn seed_sessions(
 /// A minimal aggregate for exercising [`compare_and_swap`]: a counter row with a version.
 pub mod probe {
     use super::*;
-    use deadpool_postgres::GenericClient;
+    use deadpool_postgres::{GenericClient, Transaction};
 
     /// Creates the probe table and rows `1..=rows` at value 0, version 0.
     pub async fn setup(client: &impl GenericClient, rows: i64) -> Result<(), StoreError> {
@@ -379,6 +379,23 @@ pub mod probe {
         increment_injecting(pool, policy, id, None).await
     }
 
+    /// Writes `value + 1` to row `id` if it is still at `version`: the probe's guarded write.
+    async fn write_back(
+        tx: &Transaction<'_>,
+        id: i64,
+        value: i64,
+        version: i64,
+    ) -> Result<Step<i64>, StoreError> {
+        let rows = tx
+            .execute(
+                "UPDATE cas_probe SET value = $3, version = version + 1 \
+                 WHERE id = $1 AND version = $2",
+                &[&id, &version, &(value + 1)],
+            )
+            .await?;
+        Ok(Step::from_rows_updated(rows, version + 1))
+    }
+
     /// Like [`increment`], but the load takes the row lock (`FOR UPDATE`): contenders queue on
     /// the lock instead of losing the version race, the shape hot aggregates use.
     pub async fn increment_locked(
@@ -395,14 +412,7 @@ pub mod probe {
                     )
                     .await?;
                 let (value, version): (i64, i64) = (row.get(0), row.get(1));
-                let rows = tx
-                    .execute(
-                        "UPDATE cas_probe SET value = $3, version = version + 1 \
-                         WHERE id = $1 AND version = $2",
-                        &[&id, &version, &(value + 1)],
-                    )
-                    .await?;
-                Ok(Step::from_rows_updated(rows, version + 1))
+                write_back(tx, id, value, version).await
             })
         })
         .await
@@ -431,14 +441,7 @@ pub mod probe {
                     ))
                     .await?;
                 }
-                let rows = tx
-                    .execute(
-                        "UPDATE cas_probe SET value = $3, version = version + 1 \
-                         WHERE id = $1 AND version = $2",
-                        &[&id, &version, &(value + 1)],
-                    )
-                    .await?;
-                Ok(Step::from_rows_updated(rows, version + 1))
+                write_back(tx, id, value, version).await
             })
         })
         .await
