@@ -170,8 +170,13 @@ async fn write(
             .await?;
         // Committed: from here every post has its own outcome, and an impossible one (a post
         // to an active session that wrote nothing) is that post's error alone, never the
-        // batch's (which would send the committed posts again).
-        let locked = locked.as_ref().map(sessions::from_row);
+        // batch's (which would send the committed posts again). The locked session row only
+        // explains a refusal, so it is parsed only when there is one.
+        let locked = if stored.iter().any(Option::is_none) {
+            locked.as_ref().map(sessions::from_row)
+        } else {
+            None
+        };
         Ok(stored
             .iter()
             .zip(posts)
