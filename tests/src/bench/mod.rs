@@ -3,6 +3,7 @@
 pub mod board;
 pub mod cas;
 pub mod cold_start;
+pub mod cpu;
 pub mod mcp;
 pub mod runner;
 pub mod sessions;
@@ -51,12 +52,15 @@ pub fn round(x: f64) -> f64 {
 }
 
 /// Runs `op` from `concurrency` tasks for `duration`; each call returns extra counts to sum.
+/// The report gets the CPU time each role (server, database, client, runner) spent per
+/// operation meanwhile (`cpu_ms_per_op`), where `/proc` tells it.
 pub async fn drive<F, Fut>(concurrency: usize, duration: Duration, op: F) -> (Samples, Vec<u64>)
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = anyhow::Result<Vec<u64>>> + Send,
 {
     let op = Arc::new(op);
+    let cpu_before = cpu::CpuSnapshot::take();
     let start = Instant::now();
     let deadline = start + duration;
     let mut tasks = Vec::new();
@@ -91,11 +95,16 @@ where
             *a += b;
         }
     }
+    let elapsed = start.elapsed();
+    let mut extra = serde_json::Map::new();
+    if let Some(cpu) = cpu_before.per_op(&cpu::CpuSnapshot::take(), latencies.len()) {
+        extra.insert("cpu_ms_per_op".into(), cpu);
+    }
     (
         Samples {
             latencies,
-            elapsed: start.elapsed(),
-            extra: Default::default(),
+            elapsed,
+            extra,
         },
         sums,
     )
