@@ -266,7 +266,7 @@ async fn record_all(
         };
         let insert = client
             .prepare_cached(
-                "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1, $2) \
+                "INSERT INTO action_sessions (session_id, caller_fingerprint) VALUES ($1::text, $2::text) \
                  ON CONFLICT (session_id) DO NOTHING",
             )
             .await?;

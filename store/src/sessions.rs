@@ -173,7 +173,7 @@ pub async fn create(
     let tx = client.transaction().await?;
     tx.execute(
         "INSERT INTO workflow_sessions (id, project, owner_authority_fingerprint, mode, lifecycle, root_instruction) \
-         VALUES ($1, $2, $3, $4, 'active', $5)",
+         VALUES ($1::text, $2::text, $3::text, $4::text, 'active', $5::jsonb)",
         &[&new.id, &new.project, &new.owner_authority_fingerprint, &new.mode, &new.root_instruction],
     )
     .await?;
@@ -367,10 +367,10 @@ pub(crate) async fn write_back<C: GenericClient>(
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH s AS (UPDATE workflow_sessions SET \
-               lifecycle = coalesce($3, lifecycle), \
-               mode = coalesce($4, mode), \
-               execution_context = coalesce($5, execution_context), \
-               root_instruction = coalesce(root_instruction, $6), \
+               lifecycle = coalesce($3::text, lifecycle), \
+               mode = coalesce($4::text, mode), \
+               execution_context = coalesce($5::jsonb, execution_context), \
+               root_instruction = coalesce(root_instruction, $6::jsonb), \
                message_observation_revision = message_observation_revision + $7, \
                messages_posted = messages_posted + $8, \
                messages_retained = messages_retained + $9, \

@@ -171,7 +171,7 @@ async fn an_event_the_database_refuses_is_refused_alone() {
                 StoreError::Database(d) => d.as_db_error().and_then(|d| d.constraint()),
                 _ => None,
             };
-            assert_eq!(constraint, Some("action_events_summary_check"), "{e}");
+            assert_eq!(constraint, Some("wc_jsonb_8k_size"), "{e}");
         } else {
             assert!(
                 matches!(r, Ok(CasOutcome::Applied { .. })),

@@ -51,17 +51,18 @@ async fn the_schema_bound_is_the_retention_bound() {
     let client = db.pool().get().await.unwrap();
     let def: String = client
         .query_one(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint \
-             WHERE conname = 'workflow_sessions_messages_retained_bound'",
+            // The bound is a rule of the column's type (a domain), so it is checked on every
+            // write of the column.
+            "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c \
+             JOIN pg_attribute a ON a.atttypid = c.contypid \
+             WHERE a.attrelid = 'workflow_sessions'::regclass AND a.attname = 'messages_retained' \
+               AND c.conname = 'workflow_sessions_messages_retained_bound'",
             &[],
         )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(
-        def,
-        format!("CHECK ((messages_retained <= {MAX_RETAINED_MESSAGES}))")
-    );
+    assert_eq!(def, format!("CHECK ((VALUE <= {MAX_RETAINED_MESSAGES}))"));
 }
 
 #[tokio::test]

@@ -418,7 +418,8 @@ async fn insert(
         .prepare_cached(&format!(
             "INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, reply_to, \
                status, body, body_redacted, author_session_id, observation_revision) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'open', $8, $9, $10, $11) RETURNING {COLUMNS}"
+             VALUES ($1::text, $2, $3::bigint, $4::text, $5::text, $6, $7::text, 'open', $8::text, $9, $10::text, $11::bigint) \
+             RETURNING {COLUMNS}"
         ))
         .await?;
     let row = tx
@@ -520,7 +521,7 @@ pub async fn resolve(
             let row = tx
                 .query_opt(
                     &format!(
-                        "UPDATE session_messages SET status = 'resolved', observation_revision = $3, \
+                        "UPDATE session_messages SET status = 'resolved', observation_revision = $3::bigint, \
                          assignment_revision = assignment_revision + CASE WHEN kind = 'todo' THEN 1 ELSE 0 END, \
                          closed_at = now(), updated_at = now(), version = version + 1 \
                          WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
@@ -658,7 +659,7 @@ pub async fn complete(
             .await?;
             let updated = tx
                 .query_opt(
-                    "UPDATE session_messages SET status = 'completed', observation_revision = $3, \
+                    "UPDATE session_messages SET status = 'completed', observation_revision = $3::bigint, \
                      assignment_revision = assignment_revision + 1, reply_count = reply_count + 1, \
                      answer_message_id = $4, closed_at = now(), updated_at = now(), version = version + 1 \
                      WHERE id = $1 AND version = $2 RETURNING closed_at",
@@ -775,7 +776,7 @@ pub async fn observe_acks(
                 let revision = session.message_observation_revision + 1 + i as i64;
                 let n = tx
                     .execute(
-                        "UPDATE session_messages SET first_ack_observed_at = now(), observation_revision = $3, \
+                        "UPDATE session_messages SET first_ack_observed_at = now(), observation_revision = $3::bigint, \
                          updated_at = now(), version = version + 1 WHERE id = $1 AND version = $2",
                         &[&id, &version, &revision],
                     )

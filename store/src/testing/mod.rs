@@ -319,7 +319,7 @@ pub async fn seed_sessions(
         .execute(
             "INSERT INTO workflow_sessions (id, project, owner_authority_fingerprint, mode, lifecycle, \
                events_observed, version) \
-             SELECT 'wc_sess_seed' || md5(i::text), $2, $3, 'normal', 'finished', $4, 1 \
+             SELECT 'wc_sess_seed' || md5(i::text), $2::text, $3::text, 'normal', 'finished', $4::bigint, 1 \
              FROM generate_series(1, $1::bigint) AS i",
             &[&n, &project, &fingerprint, &events],
         )
