@@ -238,7 +238,8 @@ async fn insert(client: &impl GenericClient, work: &NewWork) -> Result<WorkRow, 
         .prepare_cached(&format!(
             "WITH ins AS (INSERT INTO runner_work (id, client_id, project_id, \
                  owner_authority_fingerprint, session_id, tool, mode, item, expectation, queue) \
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}) \
+               VALUES ($1, $2::text, $3::text, $4::text, $5, $6::text, $7::text, $8::jsonb, $9::jsonb, \
+                 $10::text) RETURNING {COLUMNS}) \
              SELECT ins.*, CASE WHEN ins.queue = 'postgres' \
                  THEN pg_notify('wc_work', ins.client_id) END AS hint FROM ins"
         ))
@@ -565,7 +566,7 @@ pub async fn finish(
                           FROM runner_work WHERE id = $1 AND client_id = $2), \
              c AS (SELECT * FROM unnest($7::text[], $8::bigint[], $9::bytea[]) AS c(s, o, d)), \
              over AS (SELECT count(*) AS n FROM c, cur WHERE c.o + octet_length(c.d) > cur.lim), \
-             upd AS (UPDATE runner_work SET state = $5, outcome = $6, finished_at = now(), \
+             upd AS (UPDATE runner_work SET state = $5::text, outcome = $6::jsonb, finished_at = now(), \
                          lease_expires_at = NULL, version = version + 1 \
                      WHERE id = $1 AND client_id = $2 AND instance_id = $3 AND lease_token = $4 \
                        AND state = 'leased' AND lease_expires_at > now() \

@@ -101,7 +101,7 @@ async fn the_outbox_sends_after_commit_and_never_before() {
     let uncommitted = Uuid::now_v7();
     tx.execute(
         "INSERT INTO runner_work (id, client_id, project_id, owner_authority_fingerprint, tool, \
-             mode, item, queue) VALUES ($1, 'host', 'agent:host:web', $2, 'run_process', 'sync', \
+             mode, item, queue) VALUES ($1, 'host', 'agent:host:web', $2::text, 'run_process', 'sync', \
              '{}'::jsonb, 'sqs')",
         &[&uncommitted, &FP],
     )
