@@ -46,12 +46,21 @@ pub fn fingerprint() -> String {
 
 /// Applies every pending migration to the database of `db`.
 pub async fn migrate(db: &DatabaseConfig) -> Result<MigrationReport, StoreError> {
+    migrate_up_to(db, None).await
+}
+
+/// Applies the pending migrations up to schema level `level` (every one with `None`), as
+/// [`migrate`] does: how an upgrade is tested from an older schema holding data.
+pub async fn migrate_up_to(
+    db: &DatabaseConfig,
+    level: Option<i32>,
+) -> Result<MigrationReport, StoreError> {
     let connector = Connector::new(db)?;
     let mut pg = connector.config();
     pg.application_name("wc-migrate");
     let (mut client, connection) = connector.connect(&pg).await?;
     let conn = tokio::spawn(connection);
-    let result = migrate_locked(&mut client).await;
+    let result = migrate_locked(&mut client, level).await;
     drop(client);
     let _ = conn.await;
     result
@@ -59,6 +68,7 @@ pub async fn migrate(db: &DatabaseConfig) -> Result<MigrationReport, StoreError>
 
 async fn migrate_locked(
     client: &mut tokio_postgres::Client,
+    level: Option<i32>,
 ) -> Result<MigrationReport, StoreError> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY])
@@ -66,6 +76,7 @@ async fn migrate_locked(
     let report = embedded::migrations::runner()
         .set_abort_divergent(true)
         .set_abort_missing(true)
+        .set_target(level.map_or(refinery::Target::Latest, refinery::Target::Version))
         .run_async(client)
         .await;
     // The lock dies with the connection anyway; unlocking keeps the next migrator prompt.
