@@ -418,7 +418,8 @@ async fn insert(
         .prepare_cached(&format!(
             "INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, reply_to, \
                status, body, body_redacted, author_session_id, observation_revision) \
-             VALUES ($1::text, $2, $3::bigint, $4::text, $5::text, $6, $7::text, 'open', $8::text, $9, $10::text, $11::bigint) \
+             VALUES ($1::text, $2, $3::bigint, $4::text, $5::text, $6, $7::text, 'open', $8::text, $9, \
+               $10::text, $11::bigint) \
              RETURNING {COLUMNS}"
         ))
         .await?;

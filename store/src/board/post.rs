@@ -230,7 +230,8 @@ async fn post_statement(tx: &Object) -> Result<Statement, StoreError> {
          {parents}, \
          m AS (INSERT INTO session_messages (id, session_id, number, kind, priority, ack_required, \
                reply_to, status, body, body_redacted, author_session_id, observation_revision) \
-             SELECT $2::text, cur.id, cur.messages_posted + 1, $3::text, $4::text, $5, $6, 'open', $7::text, $8, $9::text, \
+             SELECT $2::text, cur.id, cur.messages_posted + 1, $3::text, $4::text, $5, $6, 'open', \
+               $7::text, $8, $9::text, \
                cur.message_observation_revision + 1 FROM cur RETURNING {COLUMNS}), \
          s AS (UPDATE workflow_sessions SET \
                message_observation_revision = message_observation_revision + 1, \
