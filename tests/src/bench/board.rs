@@ -11,7 +11,7 @@ use wc_store::Pool;
 use wc_store::board::{self, Actor};
 
 use super::mcp::{call_tool_ok, mcp_request, post_mcp};
-use super::{Samples, drive, report};
+use super::{OpFuture, Samples, drive, drive_paired, report};
 use crate::client::Client;
 
 /// Where the workers post.
@@ -60,22 +60,71 @@ async fn tool(
     Ok(sc["output"].clone())
 }
 
-/// `post_session_message` (a note) over stateless MCP.
-pub async fn post(
+/// The same post straight through the store: no HTTP, auth, recorder pair or audit row.
+pub async fn post_floor(
+    pool: Pool,
+    sessions: Arc<Vec<String>>,
+    target: Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Value> {
+    let (samples, _) = drive(concurrency, duration, store_post_op(pool, sessions, target)).await;
+    Ok(report(
+        &format!("board_post_store_{}", target.as_str()),
+        concurrency,
+        samples,
+    ))
+}
+
+/// The post over MCP measured against the store's post in alternating slices
+/// ([`drive_paired`]): the store's report line, and the MCP post's with `ratio_to_store` and
+/// `ratio_to_store_by_round`.
+pub async fn post_against_store(
+    pool: Pool,
     base: &str,
     token: &str,
     sessions: Arc<Vec<String>>,
     target: Target,
     concurrency: usize,
     duration: Duration,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<(Value, Value)> {
+    let paired = drive_paired(
+        concurrency,
+        duration,
+        super::sessions::rounds_in(duration),
+        store_post_op(pool, sessions.clone(), target),
+        post_op(base, token, sessions, target),
+    )
+    .await;
+    let store = report(
+        &format!("board_post_store_{}", target.as_str()),
+        concurrency,
+        paired.a,
+    );
+    let mut post = report(
+        &format!("board_post_{}", target.as_str()),
+        concurrency,
+        paired.b,
+    );
+    post["ratio_to_store"] = json!(paired.ratio);
+    post["ratio_to_store_by_round"] = json!(paired.ratio_by_round);
+    Ok((store, post))
+}
+
+/// `post_session_message` (a note) over stateless MCP.
+fn post_op(
+    base: &str,
+    token: &str,
+    sessions: Arc<Vec<String>>,
+    target: Target,
+) -> impl Fn(usize) -> OpFuture + Send + Sync + 'static {
     let client = Client::new();
     let url = Arc::new(format!("{base}/mcp"));
     let token = Arc::new(token.to_owned());
-    let (samples, _) = drive(concurrency, duration, move |worker| {
+    move |worker| {
         let (client, url, token) = (client.clone(), url.clone(), token.clone());
         let session = target.pick(&sessions, worker);
-        async move {
+        Box::pin(async move {
             let (mut headers, body) = mcp_request(
                 "tools/call",
                 Some("post_session_message"),
@@ -87,42 +136,27 @@ pub async fn post(
             headers.push(("authorization".into(), format!("Bearer {token}")));
             call_tool_ok(&client, &url, &headers, body.into()).await?;
             Ok(vec![])
-        }
-    })
-    .await;
-    Ok(report(
-        &format!("board_post_{}", target.as_str()),
-        concurrency,
-        samples,
-    ))
+        })
+    }
 }
 
-/// The same post straight through the store: no HTTP, auth, recorder pair or audit row.
-pub async fn post_floor(
+fn store_post_op(
     pool: Pool,
     sessions: Arc<Vec<String>>,
     target: Target,
-    concurrency: usize,
-    duration: Duration,
-) -> anyhow::Result<Value> {
-    let (samples, _) = drive(concurrency, duration, move |worker| {
+) -> impl Fn(usize) -> OpFuture + Send + Sync + 'static {
+    move |worker| {
         let pool = pool.clone();
         let session = target.pick(&sessions, worker);
-        async move {
+        Box::pin(async move {
             let m = wc_store::testing::note("benchmark note");
             let actor = Actor::new(uuid::Uuid::now_v7(), "post_session_message");
             board::post(&pool, &session, m, actor)
                 .await?
                 .map_err(|r| anyhow::anyhow!("refused: {r:?}"))?;
             Ok(vec![])
-        }
-    })
-    .await;
-    Ok(report(
-        &format!("board_post_store_{}", target.as_str()),
-        concurrency,
-        samples,
-    ))
+        })
+    }
 }
 
 /// One cycle: post a todo, get its assignment, complete it with a fresh key.

@@ -61,25 +61,49 @@ impl CpuSnapshot {
         Self { ticks }
     }
 
-    /// CPU milliseconds per operation by role, spent between `self` and `later`; `None` with
-    /// no operations or no `/proc`. A process that started in between counts whole; one that
-    /// ended in between is missed (pools keep their connections through a run).
-    pub fn per_op(&self, later: &CpuSnapshot, ops: usize) -> Option<Value> {
-        if ops == 0 || later.ticks.is_empty() {
+    /// The CPU time each role spent between `self` and `later`; `None` with no `/proc`. A
+    /// process that started in between counts whole; one that ended in between is missed
+    /// (pools keep their connections through a run).
+    pub fn spent_until(&self, later: &CpuSnapshot) -> Option<CpuSpent> {
+        if later.ticks.is_empty() {
+            return None;
+        }
+        let mut spent = CpuSpent::default();
+        for (pid, (role, now)) in &later.ticks {
+            let before = self.ticks.get(pid).map_or(0, |(_, t)| *t);
+            *spent.ticks.entry(role).or_default() += now.saturating_sub(before);
+        }
+        Some(spent)
+    }
+}
+
+/// CPU time (clock ticks) spent per role over one or more stretches of a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpuSpent {
+    ticks: BTreeMap<&'static str, u64>,
+}
+
+impl CpuSpent {
+    /// Adds another stretch's time to this one.
+    pub fn add(&mut self, other: &CpuSpent) {
+        for (role, t) in &other.ticks {
+            *self.ticks.entry(role).or_default() += t;
+        }
+    }
+
+    /// CPU milliseconds per operation by role; `None` with no operations.
+    pub fn per_op(&self, ops: usize) -> Option<Value> {
+        if ops == 0 {
             return None;
         }
         let tick_ms = 1000.0 / clock_ticks_per_second();
-        let mut by_role: BTreeMap<&str, u64> = BTreeMap::new();
-        for (pid, (role, now)) in &later.ticks {
-            let before = self.ticks.get(pid).map_or(0, |(_, t)| *t);
-            *by_role.entry(role).or_default() += now.saturating_sub(before);
-        }
-        let line: serde_json::Map<String, Value> = by_role
-            .into_iter()
+        let line: serde_json::Map<String, Value> = self
+            .ticks
+            .iter()
             .map(|(role, t)| {
                 (
-                    role.to_owned(),
-                    json!(super::round(t as f64 * tick_ms / ops as f64)),
+                    (*role).to_owned(),
+                    json!(super::round(*t as f64 * tick_ms / ops as f64)),
                 )
             })
             .collect();
@@ -138,11 +162,27 @@ mod tests {
             ticks: BTreeMap::from([(1, ("server", 300)), (2, ("db", 90)), (3, ("db", 60))]),
         };
         let ms = 1000.0 / clock_ticks_per_second();
-        let line = before.per_op(&after, 4).unwrap();
+        let spent = before.spent_until(&after).unwrap();
+        let line = spent.per_op(4).unwrap();
         assert_eq!(line["server"], json!(crate::bench::round(200.0 * ms / 4.0)));
         assert_eq!(line["db"], json!(crate::bench::round(100.0 * ms / 4.0)));
-        assert!(before.per_op(&after, 0).is_none());
-        assert!(before.per_op(&CpuSnapshot::default(), 4).is_none());
+        assert!(spent.per_op(0).is_none());
+        assert!(before.spent_until(&CpuSnapshot::default()).is_none());
+    }
+
+    #[test]
+    fn stretches_of_a_run_add_up_by_role() {
+        let at = |server, db| CpuSnapshot {
+            ticks: BTreeMap::from([(1, ("server", server)), (2, ("db", db))]),
+        };
+        let mut first = at(100, 50).spent_until(&at(150, 60)).unwrap();
+        let second = at(400, 80).spent_until(&at(430, 110)).unwrap();
+        first.add(&second);
+        let ms = 1000.0 / clock_ticks_per_second();
+        let line = first.per_op(2).unwrap();
+        assert_eq!(line["server"], json!(crate::bench::round(80.0 * ms / 2.0)));
+        assert_eq!(line["db"], json!(crate::bench::round(40.0 * ms / 2.0)));
+        assert!(first.per_op(0).is_none());
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub mod mcp;
 pub mod runner;
 pub mod sessions;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,61 +53,165 @@ pub fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// The future of one operation, for scenarios that hand their operation around
+/// ([`drive_paired`]): the extra counts to sum.
+pub type OpFuture = Pin<Box<dyn Future<Output = anyhow::Result<Vec<u64>>> + Send>>;
+
 /// Runs `op` from `concurrency` tasks for `duration`; each call returns extra counts to sum.
 /// The report gets the CPU time each role (server, database, client, runner) spent per
 /// operation meanwhile (`cpu_ms_per_op`), where `/proc` tells it.
 pub async fn drive<F, Fut>(concurrency: usize, duration: Duration, op: F) -> (Samples, Vec<u64>)
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = anyhow::Result<Vec<u64>>> + Send,
+    Fut: Future<Output = anyhow::Result<Vec<u64>>> + Send,
 {
-    let op = Arc::new(op);
-    let cpu_before = cpu::CpuSnapshot::take();
-    let start = Instant::now();
-    let deadline = start + duration;
-    let mut tasks = Vec::new();
-    for worker in 0..concurrency {
-        let op = op.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut sums: Vec<u64> = Vec::new();
-            while Instant::now() < deadline {
-                let t = Instant::now();
-                let counts = op(worker).await.expect("benchmark operation failed");
-                lat.push(t.elapsed().as_secs_f64());
-                if sums.len() < counts.len() {
-                    sums.resize(counts.len(), 0);
-                }
-                for (s, c) in sums.iter_mut().zip(counts) {
-                    *s += c;
-                }
-            }
-            (lat, sums)
-        }));
-    }
-    let mut latencies = Vec::new();
-    let mut sums: Vec<u64> = Vec::new();
-    for t in tasks {
-        let (lat, s) = t.await.expect("benchmark task");
-        latencies.extend(lat);
-        if sums.len() < s.len() {
-            sums.resize(s.len(), 0);
+    let mut side = Side::default();
+    side.run(concurrency, duration, &Arc::new(op)).await;
+    side.finish()
+}
+
+/// Two scenarios measured against each other, `b` as a fraction of `a`. They run in `rounds`
+/// alternating slices of `duration / rounds` each (a b, b a, a b, …), so a change in the
+/// machine's speed during the run falls on both alike: run one after the other, a shared
+/// two-core box drifting between its fast and slow spells moved the ratio by a quarter
+/// from one run to the next. Each side's report covers all its slices; `ratio_by_round`
+/// holds the ratio of each round's two adjacent slices.
+pub async fn drive_paired<FA, FutA, FB, FutB>(
+    concurrency: usize,
+    duration: Duration,
+    rounds: u32,
+    a: FA,
+    b: FB,
+) -> Paired
+where
+    FA: Fn(usize) -> FutA + Send + Sync + 'static,
+    FutA: Future<Output = anyhow::Result<Vec<u64>>> + Send,
+    FB: Fn(usize) -> FutB + Send + Sync + 'static,
+    FutB: Future<Output = anyhow::Result<Vec<u64>>> + Send,
+{
+    let rounds = rounds.max(1);
+    let slice = duration / rounds;
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let (mut side_a, mut side_b) = (Side::default(), Side::default());
+    let mut ratio_by_round = Vec::new();
+    for round_no in 0..rounds {
+        let (rate_a, rate_b) = if round_no % 2 == 0 {
+            let ra = side_a.run(concurrency, slice, &a).await;
+            (ra, side_b.run(concurrency, slice, &b).await)
+        } else {
+            let rb = side_b.run(concurrency, slice, &b).await;
+            (side_a.run(concurrency, slice, &a).await, rb)
+        };
+        if rate_a > 0.0 {
+            ratio_by_round.push(round(rate_b / rate_a));
         }
-        for (a, b) in sums.iter_mut().zip(s) {
-            *a += b;
+    }
+    let (a, _) = side_a.finish();
+    let (b, _) = side_b.finish();
+    let ratio = match (rate(&a), rate(&b)) {
+        (ra, rb) if ra > 0.0 => Some(round(rb / ra)),
+        _ => None,
+    };
+    Paired {
+        a,
+        b,
+        ratio,
+        ratio_by_round,
+    }
+}
+
+/// What [`drive_paired`] measured.
+pub struct Paired {
+    /// The first scenario, over all its slices.
+    pub a: Samples,
+    /// The second scenario, over all its slices.
+    pub b: Samples,
+    /// Operations per second of `b` over those of `a`, over the whole run.
+    pub ratio: Option<f64>,
+    /// The same ratio within each round.
+    pub ratio_by_round: Vec<f64>,
+}
+
+fn rate(s: &Samples) -> f64 {
+    let secs = s.elapsed.as_secs_f64();
+    if secs > 0.0 {
+        s.latencies.len() as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// One scenario's measurements, accumulated over one or more slices of a run.
+#[derive(Default)]
+struct Side {
+    latencies: Vec<f64>,
+    sums: Vec<u64>,
+    elapsed: Duration,
+    cpu: Option<cpu::CpuSpent>,
+}
+
+impl Side {
+    /// Runs `op` from `concurrency` tasks for `duration` and adds what it measured; returns
+    /// this slice's operations per second.
+    async fn run<F, Fut>(&mut self, concurrency: usize, duration: Duration, op: &Arc<F>) -> f64
+    where
+        F: Fn(usize) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = anyhow::Result<Vec<u64>>> + Send,
+    {
+        let cpu_before = cpu::CpuSnapshot::take();
+        let start = Instant::now();
+        let deadline = start + duration;
+        let mut tasks = Vec::new();
+        for worker in 0..concurrency {
+            let op = op.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut sums: Vec<u64> = Vec::new();
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    let counts = op(worker).await.expect("benchmark operation failed");
+                    lat.push(t.elapsed().as_secs_f64());
+                    add_counts(&mut sums, counts);
+                }
+                (lat, sums)
+            }));
         }
+        let mut ops = 0;
+        for t in tasks {
+            let (lat, sums) = t.await.expect("benchmark task");
+            ops += lat.len();
+            self.latencies.extend(lat);
+            add_counts(&mut self.sums, sums);
+        }
+        let elapsed = start.elapsed();
+        self.elapsed += elapsed;
+        if let Some(spent) = cpu_before.spent_until(&cpu::CpuSnapshot::take()) {
+            self.cpu.get_or_insert_with(Default::default).add(&spent);
+        }
+        ops as f64 / elapsed.as_secs_f64()
     }
-    let elapsed = start.elapsed();
-    let mut extra = serde_json::Map::new();
-    if let Some(cpu) = cpu_before.per_op(&cpu::CpuSnapshot::take(), latencies.len()) {
-        extra.insert("cpu_ms_per_op".into(), cpu);
+
+    fn finish(self) -> (Samples, Vec<u64>) {
+        let mut extra = serde_json::Map::new();
+        if let Some(cpu) = self.cpu.and_then(|c| c.per_op(self.latencies.len())) {
+            extra.insert("cpu_ms_per_op".into(), cpu);
+        }
+        (
+            Samples {
+                latencies: self.latencies,
+                elapsed: self.elapsed,
+                extra,
+            },
+            self.sums,
+        )
     }
-    (
-        Samples {
-            latencies,
-            elapsed,
-            extra,
-        },
-        sums,
-    )
+}
+
+fn add_counts(into: &mut Vec<u64>, counts: Vec<u64>) {
+    if into.len() < counts.len() {
+        into.resize(counts.len(), 0);
+    }
+    for (s, c) in into.iter_mut().zip(counts) {
+        *s += c;
+    }
 }

@@ -13,7 +13,7 @@ use wc_store::sessions::{self, Decision, NewEvent, SessionChange};
 use wc_store::testing::TestDatabase;
 
 use super::mcp::{call_tool_ok, mcp_request};
-use super::{drive, report, round};
+use super::{OpFuture, drive, drive_paired, report, round};
 use crate::client::Client;
 
 /// Starts one Workflow Session per worker through REST `work_on_project`.
@@ -58,15 +58,56 @@ pub async fn recorded_call(
     concurrency: usize,
     duration: Duration,
 ) -> anyhow::Result<Value> {
+    let op = recorded_call_op(base, token, sessions);
+    let (samples, _) = drive(concurrency, duration, op).await;
+    Ok(report(scenario, concurrency, samples))
+}
+
+/// `mcp_recorded_call` measured against `sql_floor_recorded_call` in alternating slices
+/// ([`drive_paired`]): the floor's report line, and the call's with `ratio_to_floor` and
+/// `ratio_to_floor_by_round`.
+pub async fn recorded_call_against_floor(
+    inputs: FloorInputs,
+    base: &str,
+    token: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<(Value, Value)> {
+    let sessions = inputs.sessions.clone();
+    let paired = drive_paired(
+        concurrency,
+        duration,
+        rounds_in(duration),
+        floor_op(inputs),
+        recorded_call_op(base, token, sessions),
+    )
+    .await;
+    let floor = report("sql_floor_recorded_call", concurrency, paired.a);
+    let mut call = report("mcp_recorded_call", concurrency, paired.b);
+    call["ratio_to_floor"] = json!(paired.ratio);
+    call["ratio_to_floor_by_round"] = json!(paired.ratio_by_round);
+    Ok((floor, call))
+}
+
+/// Rounds of a paired run: one per second of it, at most five.
+pub fn rounds_in(duration: Duration) -> u32 {
+    (duration.as_secs() as u32).clamp(1, 5)
+}
+
+fn recorded_call_op(
+    base: &str,
+    token: &str,
+    sessions: Arc<Vec<String>>,
+) -> impl Fn(usize) -> OpFuture + Send + Sync + 'static {
     let client = Client::new();
     let url = Arc::new(format!("{base}/mcp"));
     let token = Arc::new(format!("Bearer {token}"));
-    let (samples, _) = drive(concurrency, duration, move |worker| {
+    move |worker| {
         let client = client.clone();
         let url = url.clone();
         let token = token.clone();
         let session = sessions[worker % sessions.len()].clone();
-        async move {
+        Box::pin(async move {
             let params = json!({
                 "name": "session_summary",
                 "arguments": { "session_id": session, "recording_session_id": session },
@@ -75,10 +116,8 @@ pub async fn recorded_call(
             headers.push(("authorization".into(), (*token).clone()));
             call_tool_ok(&client, &url, &headers, body.into()).await?;
             Ok(vec![])
-        }
-    })
-    .await;
-    Ok(report(scenario, concurrency, samples))
+        })
+    }
 }
 
 /// What the floor needs to replay a recorded `session_summary` call's SQL.
@@ -130,9 +169,14 @@ pub async fn sql_floor(
     concurrency: usize,
     duration: Duration,
 ) -> anyhow::Result<Value> {
-    let (samples, _) = drive(concurrency, duration, move |worker| {
+    let (samples, _) = drive(concurrency, duration, floor_op(inputs)).await;
+    Ok(report("sql_floor_recorded_call", concurrency, samples))
+}
+
+fn floor_op(inputs: FloorInputs) -> impl Fn(usize) -> OpFuture + Send + Sync + 'static {
+    move |worker| {
         let inputs = inputs.clone();
-        async move {
+        Box::pin(async move {
             let session = &inputs.sessions[worker % inputs.sessions.len()];
             {
                 let client = inputs.pool.get().await?;
@@ -180,10 +224,8 @@ pub async fn sql_floor(
             )
             .await?;
             Ok(vec![])
-        }
-    })
-    .await;
-    Ok(report("sql_floor_recorded_call", concurrency, samples))
+        })
+    }
 }
 
 /// Writers appending a recorder pair to one session at once, as the recorder does (one guarded

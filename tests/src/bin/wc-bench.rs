@@ -265,26 +265,27 @@ async fn main() -> anyhow::Result<()> {
         let ids = Arc::new(sessions::start_sessions(&base, &token, &stack.project, workers).await?);
         for target in [Target::Hot, Target::Distinct] {
             for &c in &cli.concurrency {
-                let mut floor = None;
                 let store_name = format!("board_post_store_{}", target.as_str());
                 let post_name = format!("board_post_{}", target.as_str());
-                if wanted(&cli, &store_name) || wanted(&cli, &post_name) {
-                    let line = board::post_floor(
+                if wanted(&cli, &post_name) {
+                    // The post and its store floor in alternating slices.
+                    let (store, post) = board::post_against_store(
                         stack.db.pool().clone(),
+                        &base,
+                        &token,
                         ids.clone(),
                         target,
                         c,
                         duration,
                     )
                     .await?;
-                    floor = line["ops_per_sec"].as_f64();
                     if wanted(&cli, &store_name) {
-                        emit(&line);
+                        emit(&store);
                     }
-                }
-                if wanted(&cli, &post_name) {
-                    let line = board::post(&base, &token, ids.clone(), target, c, duration).await?;
-                    emit(&with_ratio(line, "ratio_to_store", floor, "ops_per_sec"));
+                    emit(&post);
+                } else if wanted(&cli, &store_name) {
+                    let pool = stack.db.pool().clone();
+                    emit(&board::post_floor(pool, ids.clone(), target, c, duration).await?);
                 }
                 if wanted(&cli, &format!("board_post_complete_{}", target.as_str())) {
                     emit(
@@ -313,15 +314,27 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut small_p50: HashMap<usize, f64> = HashMap::new();
     for &c in &cli.concurrency {
-        let mut floor_ops = None;
-        if wanted(&cli, "sql_floor_recorded_call") || wanted(&cli, "mcp_recorded_call") {
-            let line = sessions::sql_floor(floor_inputs.clone(), c, duration).await?;
-            floor_ops = line["ops_per_sec"].as_f64();
+        if wanted(&cli, "mcp_recorded_call") {
+            // The call and its floor in alternating slices, so the ratio compares like with like.
+            let (floor, call) = sessions::recorded_call_against_floor(
+                floor_inputs.clone(),
+                &base,
+                &token,
+                c,
+                duration,
+            )
+            .await?;
+            small_p50.insert(c, call["p50_ms"].as_f64().unwrap_or(0.0));
             if wanted(&cli, "sql_floor_recorded_call") {
-                emit(&line);
+                emit(&floor);
             }
+            emit(&call);
+            continue;
         }
-        if wanted(&cli, "mcp_recorded_call") || wanted(&cli, "mcp_recorded_call_large") {
+        if wanted(&cli, "sql_floor_recorded_call") {
+            emit(&sessions::sql_floor(floor_inputs.clone(), c, duration).await?);
+        }
+        if wanted(&cli, "mcp_recorded_call_large") {
             let line = sessions::recorded_call(
                 "mcp_recorded_call",
                 &base,
@@ -332,14 +345,6 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?;
             small_p50.insert(c, line["p50_ms"].as_f64().unwrap_or(0.0));
-            if wanted(&cli, "mcp_recorded_call") {
-                emit(&with_ratio(
-                    line,
-                    "ratio_to_floor",
-                    floor_ops,
-                    "ops_per_sec",
-                ));
-            }
         }
     }
     if wanted(&cli, "hot_session") {
