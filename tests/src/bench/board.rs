@@ -11,7 +11,7 @@ use wc_store::Pool;
 use wc_store::board::{self, Actor};
 
 use super::mcp::{call_tool_ok, mcp_request, post_mcp};
-use super::{OpFuture, Samples, drive, drive_paired, report};
+use super::{OpFuture, Samples, drive, drive_paired, report, rounds_in};
 use crate::client::Client;
 
 /// Where the workers post.
@@ -91,7 +91,7 @@ pub async fn post_against_store(
     let paired = drive_paired(
         concurrency,
         duration,
-        super::sessions::rounds_in(duration),
+        rounds_in(duration),
         store_post_op(pool, sessions.clone(), target),
         post_op(base, token, sessions, target),
     )

@@ -120,6 +120,11 @@ where
     }
 }
 
+/// Rounds of a paired run: one per second of it, at most five.
+pub fn rounds_in(duration: Duration) -> u32 {
+    (duration.as_secs() as u32).clamp(1, 5)
+}
+
 /// What [`drive_paired`] measured.
 pub struct Paired {
     /// The first scenario, over all its slices.

@@ -13,7 +13,7 @@ use wc_store::sessions::{self, Decision, NewEvent, SessionChange};
 use wc_store::testing::TestDatabase;
 
 use super::mcp::{call_tool_ok, mcp_request};
-use super::{OpFuture, drive, drive_paired, report, round};
+use super::{OpFuture, drive, drive_paired, report, round, rounds_in};
 use crate::client::Client;
 
 /// Starts one Workflow Session per worker through REST `work_on_project`.
@@ -87,11 +87,6 @@ pub async fn recorded_call_against_floor(
     call["ratio_to_floor"] = json!(paired.ratio);
     call["ratio_to_floor_by_round"] = json!(paired.ratio_by_round);
     Ok((floor, call))
-}
-
-/// Rounds of a paired run: one per second of it, at most five.
-pub fn rounds_in(duration: Duration) -> u32 {
-    (duration.as_secs() as u32).clamp(1, 5)
 }
 
 fn recorded_call_op(
