@@ -11,7 +11,7 @@ use wc_store::Pool;
 use wc_store::board::{self, Actor};
 
 use super::mcp::{call_tool_ok, mcp_request, post_mcp};
-use super::{OpFuture, Samples, drive, drive_paired, report, rounds_in};
+use super::{OpFuture, Samples, drive, drive_paired, report};
 use crate::client::Client;
 
 /// Where the workers post.
@@ -91,24 +91,16 @@ pub async fn post_against_store(
     let paired = drive_paired(
         concurrency,
         duration,
-        rounds_in(duration),
         store_post_op(pool, sessions.clone(), target),
         post_op(base, token, sessions, target),
     )
     .await;
-    let store = report(
+    Ok(paired.reports(
         &format!("board_post_store_{}", target.as_str()),
-        concurrency,
-        paired.a,
-    );
-    let mut post = report(
         &format!("board_post_{}", target.as_str()),
         concurrency,
-        paired.b,
-    );
-    post["ratio_to_store"] = json!(paired.ratio);
-    post["ratio_to_store_by_round"] = json!(paired.ratio_by_round);
-    Ok((store, post))
+        "ratio_to_store",
+    ))
 }
 
 /// `post_session_message` (a note) over stateless MCP.

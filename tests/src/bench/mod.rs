@@ -70,16 +70,15 @@ where
     side.finish()
 }
 
-/// Two scenarios measured against each other, `b` as a fraction of `a`. They run in `rounds`
-/// alternating slices of `duration / rounds` each (a b, b a, a b, …), so a change in the
-/// machine's speed during the run falls on both alike: run one after the other, a shared
-/// two-core box drifting between its fast and slow spells moved the ratio by a quarter
-/// from one run to the next. Each side's report covers all its slices; `ratio_by_round`
+/// Two scenarios measured against each other, `b` as a fraction of `a`. They run in rounds
+/// (one per second of `duration`, at most five) of alternating slices (a b, b a, a b, …), each
+/// side getting `duration` in all, so a change in the machine's speed during the run falls on
+/// both alike: run one after the other, a shared two-core box drifting between its fast and
+/// slow spells moved the ratio by a quarter from one run to the next. Each side's report covers all its slices; `ratio_by_round`
 /// holds the ratio of each round's two adjacent slices.
 pub async fn drive_paired<FA, FutA, FB, FutB>(
     concurrency: usize,
     duration: Duration,
-    rounds: u32,
     a: FA,
     b: FB,
 ) -> Paired
@@ -89,7 +88,7 @@ where
     FB: Fn(usize) -> FutB + Send + Sync + 'static,
     FutB: Future<Output = anyhow::Result<Vec<u64>>> + Send,
 {
-    let rounds = rounds.max(1);
+    let rounds = (duration.as_secs() as u32).clamp(1, 5);
     let slice = duration / rounds;
     let (a, b) = (Arc::new(a), Arc::new(b));
     let (mut side_a, mut side_b) = (Side::default(), Side::default());
@@ -120,11 +119,6 @@ where
     }
 }
 
-/// Rounds of a paired run: one per second of it, at most five.
-pub fn rounds_in(duration: Duration) -> u32 {
-    (duration.as_secs() as u32).clamp(1, 5)
-}
-
 /// What [`drive_paired`] measured.
 pub struct Paired {
     /// The first scenario, over all its slices.
@@ -135,6 +129,24 @@ pub struct Paired {
     pub ratio: Option<f64>,
     /// The same ratio within each round.
     pub ratio_by_round: Vec<f64>,
+}
+
+impl Paired {
+    /// The two report lines, `a`'s named `name_a` and `b`'s `name_b`; `b`'s carries the
+    /// ratio as `ratio_field` and the rounds' ratios as `{ratio_field}_by_round`.
+    pub fn reports(
+        self,
+        name_a: &str,
+        name_b: &str,
+        concurrency: usize,
+        ratio_field: &str,
+    ) -> (Value, Value) {
+        let a = report(name_a, concurrency, self.a);
+        let mut b = report(name_b, concurrency, self.b);
+        b[ratio_field] = json!(self.ratio);
+        b[format!("{ratio_field}_by_round")] = json!(self.ratio_by_round);
+        (a, b)
+    }
 }
 
 fn rate(s: &Samples) -> f64 {

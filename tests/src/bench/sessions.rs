@@ -13,7 +13,7 @@ use wc_store::sessions::{self, Decision, NewEvent, SessionChange};
 use wc_store::testing::TestDatabase;
 
 use super::mcp::{call_tool_ok, mcp_request};
-use super::{OpFuture, drive, drive_paired, report, round, rounds_in};
+use super::{OpFuture, drive, drive_paired, report, round};
 use crate::client::Client;
 
 /// Starts one Workflow Session per worker through REST `work_on_project`.
@@ -77,16 +77,16 @@ pub async fn recorded_call_against_floor(
     let paired = drive_paired(
         concurrency,
         duration,
-        rounds_in(duration),
         floor_op(inputs),
         recorded_call_op(base, token, sessions),
     )
     .await;
-    let floor = report("sql_floor_recorded_call", concurrency, paired.a);
-    let mut call = report("mcp_recorded_call", concurrency, paired.b);
-    call["ratio_to_floor"] = json!(paired.ratio);
-    call["ratio_to_floor_by_round"] = json!(paired.ratio_by_round);
-    Ok((floor, call))
+    Ok(paired.reports(
+        "sql_floor_recorded_call",
+        "mcp_recorded_call",
+        concurrency,
+        "ratio_to_floor",
+    ))
 }
 
 fn recorded_call_op(
