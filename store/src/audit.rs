@@ -202,7 +202,7 @@ enum Answer {
     /// Its outcome.
     Done(Result<CasOutcome<Recorded>, StoreError>),
     /// Its batch was refused as a whole: record it alone.
-    Alone(Queued),
+    Alone(Box<Queued>),
 }
 
 static EVENTS: Combiner<Queued, Answer> = Combiner::new(MAX_EVENTS_PER_WRITE, |pool, _, batch| {
@@ -237,7 +237,10 @@ async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {
             .collect(),
         Err(e) => {
             tracing::debug!(error = %e, events = batch.len(), "batch of audit events refused; each is recorded alone");
-            batch.into_iter().map(Answer::Alone).collect()
+            batch
+                .into_iter()
+                .map(|q| Answer::Alone(Box::new(q)))
+                .collect()
         }
     }
 }
@@ -675,10 +678,16 @@ pub async fn stats(
             .collect::<Vec<_>>()
     };
     let by_kind = client
-        .query(&grouped("principal_kind", false), &[&since, &max_scan, &opener])
+        .query(
+            &grouped("principal_kind", false),
+            &[&since, &max_scan, &opener],
+        )
         .await?;
     let by_client = client
-        .query(&grouped("oauth_client_id", true), &[&since, &max_scan, &opener])
+        .query(
+            &grouped("oauth_client_id", true),
+            &[&since, &max_scan, &opener],
+        )
         .await?;
     let by_op = client
         .query(&grouped("operation", false), &[&since, &max_scan, &opener])

@@ -135,8 +135,7 @@ async fn list_sessions(
         None => None,
     };
     let client = state.pool.get().await?;
-    let mut sessions =
-    audit::list_sessions(
+    let mut sessions = audit::list_sessions(
         &client,
         visibility(&principal, &caller),
         args.status.as_deref(),

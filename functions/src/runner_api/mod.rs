@@ -121,7 +121,11 @@ async fn register(
     // round trip.
     let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
     req.check_instance_id(now_ms).map_err(|e| {
-        ApiError::client(StatusCode::BAD_REQUEST, "invalid_instance_id", e.to_string())
+        ApiError::client(
+            StatusCode::BAD_REQUEST,
+            "invalid_instance_id",
+            e.to_string(),
+        )
     })?;
     let queue = match req.queue {
         proto::QueueKind::ApiPoll => "api_poll",

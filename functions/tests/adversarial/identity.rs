@@ -101,11 +101,13 @@ impl Agent {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let now = current_instance(db).await;
-            if now.is_some() && now != before {
+            if let Some(instance) = now
+                && now != before
+            {
                 return Agent {
                     stop,
                     joined,
-                    instance: now.unwrap(),
+                    instance,
                 };
             }
             assert!(
@@ -168,7 +170,12 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
     ] {
         let r = register(&base, &token, forged).await;
         assert_eq!(r.status, 400, "{forged}: {}", r.json());
-        assert_eq!(r.json()["error"]["kind"], "invalid_instance_id", "{}", r.json());
+        assert_eq!(
+            r.json()["error"]["kind"],
+            "invalid_instance_id",
+            "{}",
+            r.json()
+        );
         assert!(
             r.json()["error"]["message"]
                 .as_str()
@@ -188,7 +195,10 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
     assert_eq!(r.status, 200, "{}", r.json());
     assert_eq!(current_instance(&db).await, Some(ahead));
     let agent = Agent::start(&db, &base, &token, root.path()).await;
-    assert!(agent.instance < ahead, "the agent's id sorts below the forged one");
+    assert!(
+        agent.instance < ahead,
+        "the agent's id sorts below the forged one"
+    );
     assert_eq!(echo(&st, &key).await, "hi\n");
 
     // The replaced forged instance cannot come back, and the agent stays current.
@@ -256,7 +266,11 @@ async fn runner_create_rotate_recovers_the_runner_whatever_instance_rows_exist()
     );
     let new_token = last_line(&rotated);
     assert_ne!(new_token, old_token);
-    assert_eq!(current_instance(&db).await, None, "rotation keeps no instance");
+    assert_eq!(
+        current_instance(&db).await,
+        None,
+        "rotation keeps no instance"
+    );
 
     // The old token speaks for nobody; the new one's agent becomes current and runs work.
     let r = register(&base, &old_token, Uuid::now_v7()).await;
@@ -274,7 +288,11 @@ async fn runner_create_rotate_recovers_the_runner_whatever_instance_rows_exist()
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(remembered, [agent.instance], "the forged lineage was forgotten");
+    assert_eq!(
+        remembered,
+        [agent.instance],
+        "the forged lineage was forgotten"
+    );
     agent.stop().await;
 }
 
@@ -325,8 +343,7 @@ async fn status_of(db: &TestDatabase, session: &str) -> String {
 }
 
 #[tokio::test]
-async fn a_project_credential_reads_only_its_own_audit_sessions_and_closes_only_with_audit_write()
-{
+async fn a_project_credential_reads_only_its_own_audit_sessions_and_closes_only_with_audit_write() {
     let db = TestDatabase::new().await;
     register_project(&db, P).await;
     let st = state(&db);
@@ -357,7 +374,10 @@ async fn a_project_credential_reads_only_its_own_audit_sessions_and_closes_only_
     // Listing: the reader sees its own session, nothing else; the operator sees every one.
     let listing = rest(&st, "/api/audit/sessions", Some(&reader), json!({})).await;
     assert_eq!(listing.status, StatusCode::OK, "{}", listing.text());
-    assert_eq!(session_ids(&listing), BTreeSet::from([own.session_id.clone()]));
+    assert_eq!(
+        session_ids(&listing),
+        BTreeSet::from([own.session_id.clone()])
+    );
     let all = rest(&st, "/api/audit/sessions", Some(&operator), json!({})).await;
     assert_eq!(
         session_ids(&all),
@@ -468,7 +488,10 @@ async fn naming_another_callers_audit_session_attaches_nothing_to_it() {
     }
     let own = &intruders[0].session_id;
     assert_ne!(own, "victim-1");
-    assert!(intruders.iter().all(|e| &e.session_id == own), "{intruders:?}");
+    assert!(
+        intruders.iter().all(|e| &e.session_id == own),
+        "{intruders:?}"
+    );
     assert_eq!(
         intruders.iter().map(|e| e.seq).collect::<Vec<_>>(),
         [1, 2, 3]
@@ -584,7 +607,12 @@ async fn a_waiting_observer_whose_credential_is_revoked_gets_no_messages() {
     // The revoked observer's call answers as a tool that was refused: invalid_token (the kind
     // its next request gets), with the bearer challenge, and no message.
     let refused = doomed_wait.await.unwrap();
-    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.text());
+    assert_eq!(
+        refused.status,
+        StatusCode::UNAUTHORIZED,
+        "{}",
+        refused.text()
+    );
     assert_eq!(refused.body["success"], false, "{}", refused.text());
     assert_eq!(refused.body["error"]["kind"], "invalid_token");
     assert!(
@@ -593,7 +621,11 @@ async fn a_waiting_observer_whose_credential_is_revoked_gets_no_messages() {
             .unwrap()
             .contains("invalid_token")
     );
-    assert!(!refused.text().contains("build is green"), "{}", refused.text());
+    assert!(
+        !refused.text().contains("build is green"),
+        "{}",
+        refused.text()
+    );
     let next = tool(
         &st,
         &doomed,

@@ -315,7 +315,9 @@ pub fn check_relative_path(what: &str, p: &str) -> Result<(), ProtocolError> {
 pub struct RegisterRequest {
     /// Protocol version of the runner.
     pub protocol_version: u32,
-    /// A fresh id for this process; a newer instance replaces older ones.
+    /// A UUIDv7 minted when this process started ([`RegisterRequest::check_instance_id`]).
+    /// The server orders instances by their first registration: a newly registered one
+    /// replaces the older ones.
     pub instance_id: Uuid,
     /// Runner-local project ids this host serves.
     pub projects: Vec<String>,
@@ -904,7 +906,11 @@ mod tests {
     fn instance_ids_from_the_future_or_of_another_version_are_refused() {
         let now = 1_800_000_000_000;
         for ok in [now, now - 86_400_000, now + MAX_INSTANCE_CLOCK_AHEAD_MS] {
-            assert_eq!(registration(v7_at(ok)).check_instance_id(now), Ok(()), "{ok}");
+            assert_eq!(
+                registration(v7_at(ok)).check_instance_id(now),
+                Ok(()),
+                "{ok}"
+            );
         }
         let err = registration(v7_at(now + MAX_INSTANCE_CLOCK_AHEAD_MS + 1_000))
             .check_instance_id(now)
