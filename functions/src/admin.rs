@@ -57,7 +57,9 @@ enum RunnerCommand {
         /// Operator label.
         #[arg(long)]
         label: Option<String>,
-        /// Replace the token of an existing runner (the old one stops working at once).
+        /// Replace the token of an existing runner: the old one stops working at once, and
+        /// the runner's registered instances are forgotten, so the first agent to register
+        /// with the new token becomes its current instance.
         #[arg(long)]
         rotate: bool,
     },

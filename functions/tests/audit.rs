@@ -446,12 +446,14 @@ async fn an_explicit_session_id_selects_that_session_on_every_surface() {
     let row = event_of(&db, &r).await;
     assert_eq!((row.session_id.as_str(), row.seq), (sid, 2));
 
-    // A session another caller opened can be named explicitly, too.
+    // A session another caller opened takes none of its requests: naming it records the
+    // request in that caller's own session.
     let other = credential(&db, CredentialKind::SharedKey, &["project:read"], &[]).await;
     let mut req = mcp_request(MODERN, Some(&other), &list);
     set_header(&mut req, "x-action-session-id", sid);
     let row = event_of(&db, &send(&st, req).await).await;
-    assert_eq!((row.session_id.as_str(), row.seq), (sid, 3));
+    assert_ne!(row.session_id, sid);
+    assert_eq!(row.seq, 1);
 
     // A malformed id is ignored, as if none were given: a fresh caller gets a new session.
     let fresh = credential(&db, CredentialKind::SharedKey, &[], &[]).await;
@@ -474,14 +476,14 @@ async fn an_explicit_session_id_selects_that_session_on_every_surface() {
     )
     .await;
     assert_eq!(admin.status, StatusCode::OK, "{}", admin.text());
-    assert_eq!(admin.body["session"]["event_count"], 3);
+    assert_eq!(admin.body["session"]["event_count"], 2);
     let seqs: Vec<i64> = admin.body["events"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e["seq"].as_i64().unwrap())
         .collect();
-    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(seqs, [1, 2]);
 }
 
 #[tokio::test]

@@ -45,8 +45,15 @@ pub struct NewActionEvent {
 /// Which audit session an event joins.
 #[derive(Debug, Clone)]
 pub enum Affinity {
-    /// The caller named it (header or query); created if new.
-    Explicit(String),
+    /// The caller named it (header or query); created if new. A session of that id that
+    /// another caller opened takes none of this caller's events: they go where
+    /// [`Affinity::Reuse`] with `idle` would put them.
+    Explicit {
+        /// The session id.
+        id: String,
+        /// The reuse window for events that named another caller's session.
+        idle: Duration,
+    },
     /// The caller's most recent open session active within `idle`, else a new one.
     Reuse {
         /// How long an open session stays eligible after its last event.
@@ -156,7 +163,7 @@ pub async fn record(
     event: NewActionEvent,
 ) -> Result<CasOutcome<Recorded>, StoreError> {
     let key = match affinity {
-        Affinity::Explicit(id) => format!("{caller_fingerprint} explicit {id}"),
+        Affinity::Explicit { id, .. } => format!("{caller_fingerprint} explicit {id}"),
         Affinity::Reuse { idle } => format!("{caller_fingerprint} reuse {}", idle.as_millis()),
     };
     let queued = Queued {
@@ -195,7 +202,7 @@ enum Answer {
     /// Its outcome.
     Done(Result<CasOutcome<Recorded>, StoreError>),
     /// Its batch was refused as a whole: record it alone.
-    Alone(Queued),
+    Alone(Box<Queued>),
 }
 
 static EVENTS: Combiner<Queued, Answer> = Combiner::new(MAX_EVENTS_PER_WRITE, |pool, _, batch| {
@@ -230,7 +237,10 @@ async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {
             .collect(),
         Err(e) => {
             tracing::debug!(error = %e, events = batch.len(), "batch of audit events refused; each is recorded alone");
-            batch.into_iter().map(Answer::Alone).collect()
+            batch
+                .into_iter()
+                .map(|q| Answer::Alone(Box::new(q)))
+                .collect()
         }
     }
 }
@@ -247,10 +257,11 @@ async fn record_all(
 ) -> Result<CasOutcome<Vec<Result<Recorded, StoreError>>>, StoreError> {
     let client = pool.get().await?;
     let mut created: Option<String> = None;
+    let mut affinity = affinity.clone();
     // A session created here can be closed by an operator before the events land in it; a
     // caller that keeps losing that race gets the typed, retryable conflict.
     for attempt in 1..=3 {
-        if let Some(mut recorded) = append(&client, caller_fingerprint, affinity, events).await? {
+        if let Some(mut recorded) = append(&client, caller_fingerprint, &affinity, events).await? {
             // The session was created for the first of them.
             if let Some(Ok(first)) = recorded.first_mut() {
                 first.created_session = created.as_deref() == Some(first.session_id.as_str());
@@ -260,8 +271,8 @@ async fn record_all(
                 attempts: attempt,
             });
         }
-        let id = match affinity {
-            Affinity::Explicit(id) => id.clone(),
+        let id = match &affinity {
+            Affinity::Explicit { id, .. } => id.clone(),
             Affinity::Reuse { .. } => Uuid::new_v4().to_string(),
         };
         let insert = client
@@ -272,6 +283,11 @@ async fn record_all(
             .await?;
         if client.execute(&insert, &[&id, &caller_fingerprint]).await? == 1 {
             created = Some(id);
+        } else if let Affinity::Explicit { idle, .. } = affinity {
+            // The named session exists and did not take the events, so another caller opened
+            // it (an explicit session takes its opener's events whatever its status). Naming
+            // it attaches nothing to it: the events go to this caller's own session.
+            affinity = Affinity::Reuse { idle };
         }
     }
     Ok(CasOutcome::Conflict { attempts: 3 })
@@ -292,8 +308,10 @@ async fn append(
     // `last_event_at` trails the last event by up to a second (below), so it only narrows the
     // candidates, through the index; the exact time is the newest event's (or, for a session
     // without events yet, its creation's).
+    // An explicit id is bound to the caller that opened the session: the row is fetched by its
+    // key either way, so the binding costs one comparison on it and no round trip.
     let chooser = match affinity {
-        Affinity::Explicit(_) => "session_id = $2",
+        Affinity::Explicit { .. } => "session_id = $2 AND caller_fingerprint = $17::text",
         Affinity::Reuse { .. } => {
             "session_id = (SELECT c.session_id FROM action_sessions c, LATERAL (SELECT coalesce( \
                  (SELECT e.occurred_at FROM action_events e WHERE e.session_id = c.session_id \
@@ -367,7 +385,7 @@ async fn append(
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
         &ids,
         match affinity {
-            Affinity::Explicit(id) => id,
+            Affinity::Explicit { id, .. } => id,
             Affinity::Reuse { .. } => &caller_fingerprint,
         },
         &endpoints,
@@ -385,9 +403,12 @@ async fn append(
         &errors,
         &duration,
     ];
-    if let Affinity::Reuse { idle } = affinity {
-        idle_secs = idle.as_secs_f64();
-        params.push(&idle_secs);
+    match affinity {
+        Affinity::Explicit { .. } => params.push(&caller_fingerprint),
+        Affinity::Reuse { idle } => {
+            idle_secs = idle.as_secs_f64();
+            params.push(&idle_secs);
+        }
     }
     let rows = client
         .query(&stmt, &params)
@@ -421,9 +442,29 @@ async fn append(
     ))
 }
 
-/// A page of sessions, newest activity first.
+/// Whose audit sessions a reader sees, and may close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visibility<'a> {
+    /// Every session (operators).
+    All,
+    /// Only the sessions the caller with this fingerprint opened; any other looks unknown.
+    OpenedBy(&'a str),
+}
+
+impl<'a> Visibility<'a> {
+    /// The opener the rows must have, if any (the SQL's `$n::text IS NULL OR …` parameter).
+    fn opener(self) -> Option<&'a str> {
+        match self {
+            Visibility::All => None,
+            Visibility::OpenedBy(fingerprint) => Some(fingerprint),
+        }
+    }
+}
+
+/// A page of the sessions `visible` to the reader, newest activity first.
 pub async fn list_sessions(
     client: &impl GenericClient,
+    visible: Visibility<'_>,
     status: Option<&str>,
     before: Option<(DateTime<Utc>, String)>,
     limit: i64,
@@ -432,29 +473,36 @@ pub async fn list_sessions(
         Some((at, id)) => (Some(at), Some(id)),
         None => (None, None),
     };
+    // Unnamed statements are planned with their parameters, so the opener's test folds away
+    // and a caller's page is read through `idx_action_sessions_caller`.
     let rows = client
         .query(
             &format!(
                 "SELECT {SESSION_COLUMNS} FROM action_sessions \
                  WHERE ($1::text IS NULL OR status = $1) \
                    AND ($2::timestamptz IS NULL OR (last_event_at, session_id) < ($2, $3::text)) \
+                   AND ($5::text IS NULL OR caller_fingerprint = $5::text) \
                  ORDER BY last_event_at DESC, session_id DESC LIMIT $4"
             ),
-            &[&status, &before_at, &before_id, &limit],
+            &[&status, &before_at, &before_id, &limit, &visible.opener()],
         )
         .await?;
     Ok(rows.iter().map(session_from_row).collect())
 }
 
-/// One session.
+/// One session, when it is `visible` to the reader.
 pub async fn get_session(
     client: &impl GenericClient,
+    visible: Visibility<'_>,
     id: &str,
 ) -> Result<Option<ActionSession>, StoreError> {
     let row = client
         .query_opt(
-            &format!("SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1"),
-            &[&id],
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 \
+                 AND ($2::text IS NULL OR caller_fingerprint = $2::text)"
+            ),
+            &[&id, &visible.opener()],
         )
         .await?;
     Ok(row.as_ref().map(session_from_row))
@@ -505,13 +553,26 @@ pub enum Closing {
     NotFound,
 }
 
-/// Closes a session (compare-and-swap on its version).
-pub async fn close_session(pool: &Pool, id: &str) -> Result<CasOutcome<Closing>, StoreError> {
+/// Closes a session `visible` to the closer (compare-and-swap on its version); any other is
+/// [`Closing::NotFound`].
+pub async fn close_session(
+    pool: &Pool,
+    visible: Visibility<'_>,
+    id: &str,
+) -> Result<CasOutcome<Closing>, StoreError> {
+    let opener = visible.opener().map(str::to_owned);
     compare_and_swap(pool, &CasPolicy::default(), |tx| {
         let id = id.to_owned();
+        let opener = opener.clone();
         Box::pin(async move {
             let Some(row) = tx
-                .query_opt(&format!("SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1"), &[&id])
+                .query_opt(
+                    &format!(
+                        "SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 \
+                         AND ($2::text IS NULL OR caller_fingerprint = $2::text)"
+                    ),
+                    &[&id, &opener],
+                )
                 .await?
             else {
                 return Ok(Step::Done(Closing::NotFound));
@@ -562,29 +623,42 @@ pub struct AuditStats {
     pub by_operation: Vec<(String, i64)>,
 }
 
-/// Computes [`AuditStats`] over events since `since`, scanning at most `max_scan` of the
-/// newest. Read errors propagate: a partial aggregate is never presented as complete.
+/// Computes [`AuditStats`] over the events since `since` of the sessions `visible` to the
+/// reader, scanning at most `max_scan` of the newest. Read errors propagate: a partial
+/// aggregate is never presented as complete.
 pub async fn stats(
     client: &impl GenericClient,
+    visible: Visibility<'_>,
     since: DateTime<Utc>,
     max_scan: i64,
 ) -> Result<AuditStats, StoreError> {
+    let opener = visible.opener();
+    // The events in the window, of the reader's sessions when it is not an operator; `opener`
+    // names the parameter holding the opener.
+    let events = |opener: &str| {
+        format!(
+            "FROM action_events WHERE occurred_at >= $1 AND ({opener}::text IS NULL OR session_id IN \
+             (SELECT session_id FROM action_sessions WHERE caller_fingerprint = {opener}::text))"
+        )
+    };
     let available: i64 = client
         .query_one(
-            "SELECT count(*) FROM action_events WHERE occurred_at >= $1",
-            &[&since],
+            &format!("SELECT count(*) {}", events("$2")),
+            &[&since, &opener],
         )
         .await?
         .get(0);
-    let scan = "WITH scanned AS (SELECT * FROM action_events WHERE occurred_at >= $1 \
-                ORDER BY occurred_at DESC LIMIT $2)";
+    let scan = format!(
+        "WITH scanned AS (SELECT * {} ORDER BY occurred_at DESC LIMIT $2)",
+        events("$3")
+    );
     let totals = client
         .query_one(
             &format!(
                 "{scan} SELECT count(*), count(DISTINCT session_id), count(*) FILTER (WHERE success), \
                  count(*) FILTER (WHERE NOT success) FROM scanned"
             ),
-            &[&since, &max_scan],
+            &[&since, &max_scan, &opener],
         )
         .await?;
     let grouped = |column: &'static str, only_present: bool| {
@@ -604,13 +678,19 @@ pub async fn stats(
             .collect::<Vec<_>>()
     };
     let by_kind = client
-        .query(&grouped("principal_kind", false), &[&since, &max_scan])
+        .query(
+            &grouped("principal_kind", false),
+            &[&since, &max_scan, &opener],
+        )
         .await?;
     let by_client = client
-        .query(&grouped("oauth_client_id", true), &[&since, &max_scan])
+        .query(
+            &grouped("oauth_client_id", true),
+            &[&since, &max_scan, &opener],
+        )
         .await?;
     let by_op = client
-        .query(&grouped("operation", false), &[&since, &max_scan])
+        .query(&grouped("operation", false), &[&since, &max_scan, &opener])
         .await?;
     let scanned: i64 = totals.get(0);
     Ok(AuditStats {

@@ -142,6 +142,25 @@ pub async fn find_active_by_digest(
         .transpose()
 }
 
+/// The active (not revoked) credential with this id: how a call admitted earlier is checked
+/// again before it answers after a wait.
+pub async fn find_active_by_id(
+    client: &impl GenericClient,
+    id: Uuid,
+) -> Result<Option<Credential>, StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM credentials WHERE id = $1 AND revoked_at IS NULL"
+        ))
+        .await?;
+    client
+        .query_opt(&stmt, &[&id])
+        .await?
+        .as_ref()
+        .map(from_row)
+        .transpose()
+}
+
 /// Every credential, oldest first.
 pub async fn list(client: &impl GenericClient) -> Result<Vec<Credential>, StoreError> {
     let stmt = client

@@ -59,6 +59,10 @@ fn from_row(r: &Row) -> Runner {
 
 /// Creates a runner with a token digest, or gives an existing one a new token when `rotate`
 /// (the old token stops working at once). `Ok(None)`: it exists and `rotate` is false.
+///
+/// Rotation also starts the runner's instance lineage afresh: no process can speak for the
+/// old token any more, so no instance is current and none is remembered, and the first
+/// instance to register with the new token becomes current whatever was registered before.
 pub async fn create(
     client: &impl GenericClient,
     client_id: &str,
@@ -68,10 +72,11 @@ pub async fn create(
 ) -> Result<Option<Runner>, StoreError> {
     let digest: &[u8] = secret_sha256;
     let sql = if rotate {
-        "INSERT INTO runners (client_id, label, secret_sha256) VALUES ($1, $2, $3) \
+        "WITH forgotten AS (DELETE FROM runner_instances WHERE client_id = $1) \
+         INSERT INTO runners (client_id, label, secret_sha256) VALUES ($1, $2, $3) \
          ON CONFLICT (client_id) DO UPDATE SET secret_sha256 = EXCLUDED.secret_sha256, \
              label = coalesce(EXCLUDED.label, runners.label), created_at = now(), revoked_at = NULL, \
-             version = runners.version + 1 \
+             instance_id = NULL, instance_started_at = NULL, version = runners.version + 1 \
          RETURNING client_id"
     } else {
         "INSERT INTO runners (client_id, label, secret_sha256) VALUES ($1, $2, $3) \
@@ -175,39 +180,74 @@ pub enum Registered {
         /// Work made lost.
         lost_work: u64,
     },
-    /// A newer instance registered after this one (instance ids are UUIDv7, ordered by time)
-    /// — or the runner was revoked meanwhile: the caller must stop.
+    /// This instance registered before and another one registered after it (instances are
+    /// ordered by when the server first registered them) — or the runner was revoked
+    /// meanwhile: the caller must stop.
     Superseded,
 }
+
+/// Instance ids kept per runner to recognise a replaced instance that registers again.
+///
+/// An agent registers once, when it starts (retrying only that call); older lineage matters
+/// only while such a retry may still arrive.
+pub const KEPT_INSTANCES: i64 = 32;
 
 /// Makes `reg.instance_id` the runner's current instance, ends every lease of other instances
 /// as `lost` (a started command is never replayed), and registers the announced projects —
 /// all in one transaction.
+///
+/// The server orders instances, never the ids runners choose: an id registering for the first
+/// time takes the next number of `runner_instances`' sequence and becomes current, whatever its
+/// value; the current instance registering again (a retried call) stays current; an id that
+/// registered before and was replaced is [`Registered::Superseded`]. Registrations of one
+/// runner serialize on its row lock.
 pub async fn register(pool: &Pool, reg: &Registration<'_>) -> Result<Registered, StoreError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    let updated = tx
+    let Some(row) = tx
         .query_opt(
-            "UPDATE runners SET instance_id = $2, instance_started_at = now(), last_seen_at = now(), \
-                 agent_version = $3, queue = $4, max_concurrency = $5, projects = $6, \
-                 version = version + 1 \
-             WHERE client_id = $1 AND revoked_at IS NULL \
-               AND (instance_id IS NULL OR instance_id <= $2) \
-             RETURNING client_id",
-            &[
-                &reg.client_id,
-                &reg.instance_id,
-                &reg.agent_version,
-                &reg.queue,
-                &reg.max_concurrency,
-                &reg.projects,
-            ],
+            "SELECT instance_id, EXISTS (SELECT 1 FROM runner_instances i \
+                 WHERE i.client_id = r.client_id AND i.instance_id = $2) AS known \
+             FROM runners r WHERE r.client_id = $1 AND r.revoked_at IS NULL FOR UPDATE",
+            &[&reg.client_id, &reg.instance_id],
         )
-        .await?;
-    if updated.is_none() {
+        .await?
+    else {
+        tx.rollback().await?;
+        return Ok(Registered::Superseded);
+    };
+    let current: Option<Uuid> = row.get("instance_id");
+    let known: bool = row.get("known");
+    if known && current != Some(reg.instance_id) {
         tx.rollback().await?;
         return Ok(Registered::Superseded);
     }
+    if !known {
+        tx.execute(
+            // The delete's snapshot does not hold the new row: it keeps the newest others.
+            "WITH added AS (INSERT INTO runner_instances (client_id, instance_id) VALUES ($1, $2)) \
+             DELETE FROM runner_instances WHERE client_id = $1 AND seq NOT IN \
+                 (SELECT seq FROM runner_instances WHERE client_id = $1 ORDER BY seq DESC LIMIT $3)",
+            &[&reg.client_id, &reg.instance_id, &(KEPT_INSTANCES - 1)],
+        )
+        .await?;
+    }
+    tx.execute(
+        "UPDATE runners SET instance_id = $2, \
+             instance_started_at = CASE WHEN instance_id = $2 THEN instance_started_at ELSE now() END, \
+             last_seen_at = now(), agent_version = $3, queue = $4, max_concurrency = $5, \
+             projects = $6, version = version + 1 \
+         WHERE client_id = $1",
+        &[
+            &reg.client_id,
+            &reg.instance_id,
+            &reg.agent_version,
+            &reg.queue,
+            &reg.max_concurrency,
+            &reg.projects,
+        ],
+    )
+    .await?;
     let lost = tx
         .query(
             "UPDATE runner_work SET state = 'lost', end_reason = 'instance_replaced', \

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use wc_store::audit::{self, Affinity, NewActionEvent};
+use wc_store::audit::{self, Affinity, NewActionEvent, Visibility};
 use wc_store::cas::CasOutcome;
 use wc_store::testing::TestDatabase;
 
@@ -71,7 +71,7 @@ async fn racing_events_of_one_caller_join_one_session_with_gap_free_seqs_and_exa
     seqs.sort();
     assert_eq!(seqs, (1..=161).collect::<Vec<i64>>());
     let client = db.pool().get().await.unwrap();
-    let session = audit::get_session(&client, &first.session_id)
+    let session = audit::get_session(&client, Visibility::All, &first.session_id)
         .await
         .unwrap()
         .unwrap();
@@ -96,7 +96,7 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
         .unwrap()
         .applied()
         .unwrap();
-    audit::close_session(db.pool(), &a.session_id)
+    audit::close_session(db.pool(), Visibility::All, &a.session_id)
         .await
         .unwrap();
     let b = audit::record(db.pool(), &caller, &REUSE, event(true, 1))
@@ -107,7 +107,7 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
     assert_ne!(b.session_id, a.session_id, "a closed session is not reused");
     assert!(b.created_session);
     let client = db.pool().get().await.unwrap();
-    let closed = audit::get_session(&client, &a.session_id)
+    let closed = audit::get_session(&client, Visibility::All, &a.session_id)
         .await
         .unwrap()
         .unwrap();
@@ -121,7 +121,10 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
         .unwrap();
     assert_ne!(other.session_id, b.session_id);
 
-    let explicit = Affinity::Explicit("ops-review-1".into());
+    let explicit = Affinity::Explicit {
+        id: "ops-review-1".into(),
+        idle: Duration::from_secs(1800),
+    };
     let x1 = audit::record(db.pool(), &caller, &explicit, event(true, 1))
         .await
         .unwrap()
@@ -140,7 +143,7 @@ async fn a_closed_session_takes_no_more_events_and_an_explicit_id_is_created_onc
         (x2.session_id.as_str(), x2.seq, x2.created_session),
         ("ops-review-1", 2, false)
     );
-    let s = audit::get_session(&client, "ops-review-1")
+    let s = audit::get_session(&client, Visibility::All, "ops-review-1")
         .await
         .unwrap()
         .unwrap();
@@ -182,7 +185,7 @@ async fn last_event_at_trails_by_under_a_second_and_reuse_follows_the_exact_last
         let pool = db.pool().clone();
         async move {
             let client = pool.get().await.unwrap();
-            audit::get_session(&client, &id)
+            audit::get_session(&client, Visibility::All, &id)
                 .await
                 .unwrap()
                 .unwrap()

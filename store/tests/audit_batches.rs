@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::task::JoinSet;
 use wc_store::StoreError;
-use wc_store::audit::{self, Affinity, MAX_EVENTS_PER_WRITE, NewActionEvent, Recorded};
+use wc_store::audit::{self, Affinity, MAX_EVENTS_PER_WRITE, NewActionEvent, Recorded, Visibility};
 use wc_store::cas::CasOutcome;
 use wc_store::testing::TestDatabase;
 
@@ -140,7 +140,7 @@ async fn queued_events_are_recorded_in_statements_of_at_most_the_bound() {
     assert_eq!(rest.len(), 1, "second batch written by {rest:?}");
     assert_ne!(first, rest);
 
-    let s = audit::get_session(&db.pool().get().await.unwrap(), &session)
+    let s = audit::get_session(&db.pool().get().await.unwrap(), Visibility::All, &session)
         .await
         .unwrap()
         .unwrap();

@@ -283,6 +283,106 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
     assert_eq!(again, Registered::Superseded);
 }
 
+async fn register_as(db: &TestDatabase, instance: Uuid) -> Registered {
+    runners::register(
+        db.pool(),
+        &Registration {
+            client_id: "host",
+            instance_id: instance,
+            agent_version: "test",
+            queue: "api_poll",
+            max_concurrency: 1,
+            projects: &[],
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn current(db: &TestDatabase) -> Option<Uuid> {
+    let c = db.pool().get().await.unwrap();
+    runners::get(&c, "host").await.unwrap().unwrap().instance_id
+}
+
+#[tokio::test]
+async fn instances_are_ordered_by_registration_not_by_their_ids() {
+    let db = TestDatabase::new().await;
+    let first = runner(db.pool(), "host").await;
+    // The largest id there is registers next; a smaller, later one still replaces it.
+    assert_eq!(
+        register_as(&db, Uuid::max()).await,
+        Registered::Current { lost_work: 0 }
+    );
+    let later = Uuid::now_v7();
+    assert!(later < Uuid::max());
+    assert_eq!(
+        register_as(&db, later).await,
+        Registered::Current { lost_work: 0 }
+    );
+    assert_eq!(current(&db).await, Some(later));
+    // The current instance may repeat its registration (a retried call); replaced ones never
+    // come back, whatever their ids.
+    let c = db.pool().get().await.unwrap();
+    let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    work::claim_queued(&c, "host", later, 1, 30_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        register_as(&db, later).await,
+        Registered::Current { lost_work: 0 }
+    );
+    assert_eq!(work::get(&c, w).await.unwrap().unwrap().state, "leased");
+    for old in [first, Uuid::max()] {
+        assert_eq!(register_as(&db, old).await, Registered::Superseded);
+    }
+    assert_eq!(current(&db).await, Some(later));
+}
+
+#[tokio::test]
+async fn a_runner_remembers_its_newest_instances_and_rotation_forgets_them() {
+    let db = TestDatabase::new().await;
+    runner(db.pool(), "host").await;
+    let mut ids = Vec::new();
+    for _ in 0..runners::KEPT_INSTANCES + 5 {
+        let id = register(db.pool(), "host").await;
+        ids.push(id);
+    }
+    let c = db.pool().get().await.unwrap();
+    let kept: Vec<Uuid> = c
+        .query(
+            "SELECT instance_id FROM runner_instances WHERE client_id = 'host' ORDER BY seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(kept, ids[ids.len() - runners::KEPT_INSTANCES as usize..]);
+    // A remembered, replaced instance is refused.
+    assert_eq!(register_as(&db, kept[0]).await, Registered::Superseded);
+
+    // Rotation: no instance is current, none is remembered, and any new one registers.
+    runners::create(&c, "host", None, &[7u8; 32], true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(current(&db).await, None);
+    let left: i64 = c
+        .query_one(
+            "SELECT count(*) FROM runner_instances WHERE client_id = 'host'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+    assert_eq!(
+        register_as(&db, kept[0]).await,
+        Registered::Current { lost_work: 0 }
+    );
+}
+
 #[tokio::test]
 async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
     let db = TestDatabase::new().await;

@@ -18,9 +18,6 @@ use crate::AppState;
 use crate::auth::Principal;
 use crate::http::RequestId;
 
-/// Domain of the caller fingerprint used to find a caller's idle-open audit session.
-const CALLER_DOMAIN: &str = "wc.audit-caller.v1";
-
 /// The explicit audit session named by the request, if any (header first, then query).
 fn explicit_session(parts: &Parts) -> Option<String> {
     let from_header = ["x-action-session-id", "x-webcodex-session-id"]
@@ -67,7 +64,10 @@ fn prepare(state: &AppState, req: Request) -> (Request, Option<Pending>) {
     };
     let (parts, body) = req.into_parts();
     let affinity = match explicit_session(&parts) {
-        Some(id) => Affinity::Explicit(id),
+        Some(id) => Affinity::Explicit {
+            id,
+            idle: state.config.audit_idle_timeout,
+        },
         None => Affinity::Reuse {
             idle: state.config.audit_idle_timeout,
         },
@@ -108,7 +108,7 @@ async fn persist(state: &AppState, pending: &Pending, status: u16, note: Classif
             .as_ref()
             .and_then(|o| o.client_id.clone()),
     };
-    let fingerprint = pending.principal.fingerprint(CALLER_DOMAIN);
+    let fingerprint = super::caller_fingerprint(&pending.principal);
     match audit::record(&state.pool, &fingerprint, &pending.affinity, event).await {
         Ok(CasOutcome::Applied { .. }) => {}
         Ok(CasOutcome::Conflict { attempts }) => {

@@ -2,9 +2,15 @@
 //! becomes one `action_events` row in an audit session, with bounded metadata-only telemetry.
 //!
 //! The session is chosen by `x-action-session-id`, `x-webcodex-session-id` or
-//! `?action_session_id`, else the caller's most recent idle-open session, else a new UUID.
-//! Audit persistence is failure-isolated: if the write fails, the response (and the tool's
-//! result and effect) are exactly what they would have been.
+//! `?action_session_id`, else the caller's most recent idle-open session, else a new UUID. A
+//! named session belongs to the caller that opened it: another caller naming it is recorded in
+//! its own session, as if it had named none. Audit persistence is failure-isolated: if the
+//! write fails, the response (and the tool's result and effect) are exactly what they would
+//! have been.
+//!
+//! Who reads what: a shared key with `audit:read` reads every caller's sessions; any other
+//! caller with `audit:read` reads only the sessions it opened (others look unknown). Closing a
+//! session also takes `audit:write`.
 
 mod middleware;
 pub mod routes;
@@ -12,6 +18,30 @@ mod slot;
 
 pub use middleware::{audit_mcp, audit_rest};
 pub use slot::{AuditNote, AuditSlot};
+
+use wc_store::audit::Visibility;
+
+use crate::auth::{Principal, PrincipalKind};
+
+/// Domain of the caller fingerprint: the opener stored on an audit session.
+const CALLER_DOMAIN: &str = "wc.audit-caller.v1";
+
+/// The caller as an audit session's opener: a domain-separated fingerprint of its kind,
+/// authority group and credential (an OAuth caller's credential is its subject).
+pub fn caller_fingerprint(principal: &Principal) -> String {
+    principal.fingerprint(CALLER_DOMAIN)
+}
+
+/// Which audit sessions `principal` may read: all of them for an operator's shared key, else
+/// the ones it opened (`fingerprint`, its [`caller_fingerprint`]).
+pub fn visibility<'a>(principal: &Principal, fingerprint: &'a str) -> Visibility<'a> {
+    match principal.kind {
+        PrincipalKind::SharedKey => Visibility::All,
+        PrincipalKind::ProjectCredential | PrincipalKind::OAuth | PrincipalKind::Anonymous => {
+            Visibility::OpenedBy(fingerprint)
+        }
+    }
+}
 
 /// Longest explicit audit session id accepted.
 pub const MAX_SESSION_ID_LEN: usize = 128;

@@ -1,5 +1,7 @@
-//! Operator routes under `/api/audit/*` (scope `audit:read`). Not part of the OpenAPI document
-//! or the MCP surface.
+//! Operator routes under `/api/audit/*`. Reading takes `audit:read` and closing also
+//! `audit:write`; what a caller sees is [`super::visibility`]: every session for a shared key,
+//! else only the sessions it opened, and a session it may not see answers as unknown. Not part
+//! of the OpenAPI document or the MCP surface.
 
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -13,7 +15,7 @@ use serde_json::json;
 use wc_store::audit::{self, Closing};
 use wc_store::cas::CasOutcome;
 
-use super::valid_session_id;
+use super::{caller_fingerprint, valid_session_id, visibility};
 use crate::AppState;
 use crate::auth::{AuthError, Principal, Scope};
 use crate::http::ApiError;
@@ -86,8 +88,10 @@ impl IntoResponse for RouteError {
     }
 }
 
-fn authorize(principal: &Principal) -> Result<(), RouteError> {
-    Ok(principal.require(Scope::AuditRead)?)
+/// Checks that the caller may read audit sessions; its fingerprint, for [`visibility`].
+fn authorize(principal: &Principal) -> Result<String, RouteError> {
+    principal.require(Scope::AuditRead)?;
+    Ok(caller_fingerprint(principal))
 }
 
 #[derive(Deserialize)]
@@ -114,7 +118,7 @@ async fn list_sessions(
     Extension(principal): Extension<Principal>,
     body: axum::body::Bytes,
 ) -> Result<Response, RouteError> {
-    authorize(&principal)?;
+    let caller = authorize(&principal)?;
     let args: ListSessions = parse(&body).map_err(RouteError::from)?;
     let limit = args.limit.unwrap_or(50);
     if !(1..=MAX_SESSIONS_PAGE).contains(&limit) {
@@ -131,8 +135,14 @@ async fn list_sessions(
         None => None,
     };
     let client = state.pool.get().await?;
-    let mut sessions =
-        audit::list_sessions(&client, args.status.as_deref(), before, limit + 1).await?;
+    let mut sessions = audit::list_sessions(
+        &client,
+        visibility(&principal, &caller),
+        args.status.as_deref(),
+        before,
+        limit + 1,
+    )
+    .await?;
     let has_more = sessions.len() as i64 > limit;
     sessions.truncate(limit as usize);
     let next_cursor = if has_more {
@@ -161,7 +171,7 @@ async fn get_session(
     Extension(principal): Extension<Principal>,
     body: axum::body::Bytes,
 ) -> Result<Response, RouteError> {
-    authorize(&principal)?;
+    let caller = authorize(&principal)?;
     let args: GetSession = parse(&body).map_err(RouteError::from)?;
     if !valid_session_id(&args.session_id) {
         return Err(bad("session_id must be 1-128 characters of A-Z a-z 0-9 . _ : -").into());
@@ -172,7 +182,9 @@ async fn get_session(
     }
     let after = args.after_seq.unwrap_or(0).max(0);
     let client = state.pool.get().await?;
-    let Some(session) = audit::get_session(&client, &args.session_id).await? else {
+    // The events are read only once the session was found visible (its opener never changes).
+    let visible = visibility(&principal, &caller);
+    let Some(session) = audit::get_session(&client, visible, &args.session_id).await? else {
         return Err(ApiError::client(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -203,12 +215,19 @@ async fn close_session(
     Extension(principal): Extension<Principal>,
     body: axum::body::Bytes,
 ) -> Result<Response, RouteError> {
-    authorize(&principal)?;
+    let caller = authorize(&principal)?;
+    principal.require(Scope::AuditWrite)?;
     let args: CloseSession = parse(&body).map_err(RouteError::from)?;
     if !valid_session_id(&args.session_id) {
         return Err(bad("session_id must be 1-128 characters of A-Z a-z 0-9 . _ : -").into());
     }
-    match audit::close_session(&state.pool, &args.session_id).await? {
+    match audit::close_session(
+        &state.pool,
+        visibility(&principal, &caller),
+        &args.session_id,
+    )
+    .await?
+    {
         CasOutcome::Applied {
             value: Closing::Closed(s),
             ..
@@ -247,7 +266,7 @@ async fn stats(
     Extension(principal): Extension<Principal>,
     body: axum::body::Bytes,
 ) -> Result<Response, RouteError> {
-    authorize(&principal)?;
+    let caller = authorize(&principal)?;
     let args: Stats = parse(&body).map_err(RouteError::from)?;
     let since_seconds = args.since_seconds.unwrap_or(24 * 3600);
     if !(1..=366 * 24 * 3600).contains(&since_seconds) {
@@ -260,7 +279,7 @@ async fn stats(
     let since = Utc::now() - ChronoDuration::seconds(since_seconds);
     let client = state.pool.get().await?;
     // A read error fails the request: a partial aggregate is never presented as complete.
-    let stats = audit::stats(&client, since, max_scan).await?;
+    let stats = audit::stats(&client, visibility(&principal, &caller), since, max_scan).await?;
     let pairs = |v: &[(String, i64)]| -> serde_json::Map<String, serde_json::Value> {
         v.iter().map(|(k, n)| (k.clone(), json!(n))).collect()
     };

@@ -32,6 +32,11 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Princ
     let cred = credentials::find_active_by_digest(&client, &token::digest(token))
         .await?
         .ok_or(AuthError::Invalid)?;
+    Ok(principal_of(cred))
+}
+
+/// The principal a stored credential admits.
+fn principal_of(cred: credentials::Credential) -> Principal {
     // Scopes were validated when the credential was made; an unknown one now means a newer
     // server wrote it, and an unknown scope grants nothing here.
     let scopes: ScopeSet = cred.scopes.iter().filter_map(|s| s.parse().ok()).collect();
@@ -42,14 +47,32 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Princ
             ProjectGrants::Only(cred.projects.iter().cloned().collect::<BTreeSet<_>>()),
         ),
     };
-    Ok(Principal {
+    Principal {
         kind,
         credential_id: cred.id,
         authority_group: cred.authority_group,
         scopes,
         projects,
         oauth: None,
-    })
+    }
+}
+
+/// The caller of a request admitted earlier, as its credential admits it now: a call that
+/// waited (a long poll) answers only what the next request could see. A stored credential
+/// revoked meanwhile is [`AuthError::Invalid`], as the next request's would be. An OAuth
+/// access token was verified on admission and cannot be revoked at this server, and the
+/// anonymous principal is admitted by configuration: both stand as admitted.
+pub async fn readmit(state: &AppState, principal: &Principal) -> Result<Principal, AuthError> {
+    match principal.kind {
+        PrincipalKind::SharedKey | PrincipalKind::ProjectCredential => {
+            let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+            let cred = credentials::find_active_by_id(&client, principal.credential_id)
+                .await?
+                .ok_or(AuthError::Invalid)?;
+            Ok(principal_of(cred))
+        }
+        PrincipalKind::OAuth | PrincipalKind::Anonymous => Ok(principal.clone()),
+    }
 }
 
 /// Route middleware: authenticates the caller and puts the [`Principal`] in the request

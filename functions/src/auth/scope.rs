@@ -14,19 +14,22 @@ pub enum Scope {
     MemoryManage,
     /// Inspect plugins.
     PluginInspect,
-    /// Read Action Audit Sessions (operators).
+    /// Read Action Audit Sessions: every caller's with a shared key, else the caller's own.
     AuditRead,
+    /// Change Action Audit Sessions (close them), among those the caller may read.
+    AuditWrite,
 }
 
 impl Scope {
     /// Every scope, in canonical order.
-    pub const ALL: [Scope; 6] = [
+    pub const ALL: [Scope; 7] = [
         Scope::ProjectRead,
         Scope::ProjectWrite,
         Scope::MemoryRead,
         Scope::MemoryManage,
         Scope::PluginInspect,
         Scope::AuditRead,
+        Scope::AuditWrite,
     ];
 
     /// The wire spelling, e.g. `project:read`.
@@ -38,6 +41,7 @@ impl Scope {
             Scope::MemoryManage => "memory:manage",
             Scope::PluginInspect => "plugin:inspect",
             Scope::AuditRead => "audit:read",
+            Scope::AuditWrite => "audit:write",
         }
     }
 
@@ -49,7 +53,7 @@ impl Scope {
 /// A scope string that names no scope.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown scope {0:?} (known: project:read, project:write, memory:read, memory:manage, plugin:inspect, audit:read)"
+    "unknown scope {0:?} (known: project:read, project:write, memory:read, memory:manage, plugin:inspect, audit:read, audit:write)"
 )]
 pub struct UnknownScope(pub String);
 

@@ -75,6 +75,23 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
+    /// The caller as its credential admits it now, for a call that waited before answering:
+    /// a credential revoked meanwhile is `invalid_token`, the refusal its next request gets.
+    pub async fn readmitted(&self) -> Result<Principal, crate::kernel::result::ToolError> {
+        use crate::auth::AuthError;
+        use crate::kernel::result::{ErrorKind, ToolError};
+        crate::auth::readmit(&self.state, &self.principal)
+            .await
+            .map_err(|e| match e {
+                AuthError::Missing | AuthError::Invalid => ToolError::new(
+                    ErrorKind::InvalidToken,
+                    "the credential of this call was revoked while it waited",
+                ),
+                AuthError::Store(e) => ToolError::from(e),
+                other => ToolError::internal(other),
+            })
+    }
+
     /// The board actor of this call: its invocation, and the business pair to write inside
     /// the change's transaction when the kernel handed one over.
     pub fn board_actor(&self, tool: &str) -> wc_store::board::Actor {

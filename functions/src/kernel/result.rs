@@ -53,6 +53,9 @@ pub enum ErrorKind {
     InvalidObservationToken,
     /// The assignment fence is malformed, altered, or for another todo or session.
     InvalidAssignmentFence,
+    /// The caller's credential stopped admitting it (revoked) while the call waited; the next
+    /// request with it is refused the same way.
+    InvalidToken,
 }
 
 impl ErrorKind {
@@ -80,6 +83,7 @@ impl ErrorKind {
             ErrorKind::CompletionPersistenceUncertain => "completion_persistence_uncertain",
             ErrorKind::InvalidObservationToken => "invalid_observation_token",
             ErrorKind::InvalidAssignmentFence => "invalid_assignment_fence",
+            ErrorKind::InvalidToken => "invalid_token",
         }
     }
 
@@ -105,6 +109,7 @@ impl ErrorKind {
             ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => {
                 "invalid_request"
             }
+            ErrorKind::InvalidToken => "permission",
         }
     }
 
@@ -129,6 +134,7 @@ impl ErrorKind {
             ErrorKind::CompletionPersistenceUncertain => "retry_same_key",
             ErrorKind::InvalidObservationToken => "observe_without_token",
             ErrorKind::InvalidAssignmentFence => "get_assignment",
+            ErrorKind::InvalidToken => "request_access",
         }
     }
 
@@ -153,11 +159,12 @@ impl ErrorKind {
             ErrorKind::CompletionKeyConflict => 409,
             ErrorKind::CompletionPersistenceUncertain => 503,
             ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => 400,
+            ErrorKind::InvalidToken => 401,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 21] = [
+    pub const ALL: [ErrorKind; 22] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -179,6 +186,7 @@ impl ErrorKind {
         ErrorKind::CompletionPersistenceUncertain,
         ErrorKind::InvalidObservationToken,
         ErrorKind::InvalidAssignmentFence,
+        ErrorKind::InvalidToken,
     ];
 }
 

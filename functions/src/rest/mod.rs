@@ -62,13 +62,19 @@ fn respond_invoked(invoked: crate::kernel::Invoked) -> Response {
 }
 
 /// A 403 `insufficient_scope` carries the bearer challenge naming the scope (RFC 6750 §3), so
-/// an OAuth client can ask for it.
+/// an OAuth client can ask for it; a 401 `invalid_token` the challenge a refused token gets.
 fn with_challenge(result: &ToolResult, mut resp: Response) -> Response {
-    if let Some(e) = &result.error
-        && e.kind == ErrorKind::InsufficientScope
-        && let Some(scope) = e.details.get("scope").and_then(Value::as_str)
-        && let Ok(scope) = scope.parse::<crate::auth::Scope>()
-        && let Some(challenge) = crate::auth::AuthError::InsufficientScope(scope).challenge(None)
+    let refusal = match &result.error {
+        Some(e) if e.kind == ErrorKind::InsufficientScope => e
+            .details
+            .get("scope")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<crate::auth::Scope>().ok())
+            .map(crate::auth::AuthError::InsufficientScope),
+        Some(e) if e.kind == ErrorKind::InvalidToken => Some(crate::auth::AuthError::Invalid),
+        _ => None,
+    };
+    if let Some(challenge) = refusal.and_then(|r| r.challenge(None))
         && let Ok(v) = axum::http::HeaderValue::from_str(&challenge)
     {
         resp.headers_mut()

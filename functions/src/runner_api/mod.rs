@@ -2,8 +2,8 @@
 //! stream output and report results. Runner tokens only ([`auth`]); every transition is a
 //! guarded statement in `wc_store::work`, checked against the caller's current instance and
 //! lease token. Wire types are `wc_runner_protocol`'s; errors are the usual
-//! `{"error": {"kind", "message"}}` body with kinds `invalid_request`, `instance_replaced`,
-//! `unknown_work`, `output_beyond_limit`, `unauthorized`.
+//! `{"error": {"kind", "message"}}` body with kinds `invalid_request`, `invalid_instance_id`,
+//! `instance_replaced`, `unknown_work`, `output_beyond_limit`, `unauthorized`.
 
 pub mod auth;
 
@@ -117,6 +117,16 @@ async fn register(
             "agent_version ≤ 64 bytes and max_concurrency 1-256",
         ));
     }
+    // The server's clock, not the database's: both are kept by NTP, and this check needs no
+    // round trip.
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    req.check_instance_id(now_ms).map_err(|e| {
+        ApiError::client(
+            StatusCode::BAD_REQUEST,
+            "invalid_instance_id",
+            e.to_string(),
+        )
+    })?;
     let queue = match req.queue {
         proto::QueueKind::ApiPoll => "api_poll",
         proto::QueueKind::Sqs => "sqs",

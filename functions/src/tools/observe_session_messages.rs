@@ -6,7 +6,9 @@
 //! change returned while `has_more`. `history_lost` says the cursor predates changes retention
 //! removed. An optional bounded wait re-reads durable state (woken early by a hint when
 //! notifications are on) and holds no lock or transaction while it waits; a wait that ends with
-//! nothing new is a successful, unchanged result.
+//! nothing new is a successful, unchanged result. A call that waited answers only once its
+//! caller's credential was checked again: one revoked, or no longer granted the session,
+//! during the wait gets the refusal its next request would get instead of the messages.
 
 use std::time::{Duration, Instant};
 
@@ -118,6 +120,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let started = Instant::now();
     // Registered before the first read, so a change committed in between still wakes it.
     let mut waiter = (!wait.is_zero()).then(|| ctx.state.wake.on_board(&session.id));
+    let mut waited = false;
     let changes = loop {
         let changes = board::changes(&ctx.state.pool, &session.id, cursor, limit)
             .await?
@@ -131,10 +134,24 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         }
         let left = wait.saturating_sub(started.elapsed());
         match &mut waiter {
-            Some(w) if current(&changes) == cursor && !left.is_zero() => w.wait(left).await,
+            Some(w) if current(&changes) == cursor && !left.is_zero() => {
+                waited = true;
+                w.wait(left).await;
+            }
             _ => break changes,
         }
     };
+    if waited {
+        let caller = ctx.readmitted().await?;
+        if !caller.scopes.contains(Scope::ProjectRead) {
+            return Err(ToolError::new(
+                ErrorKind::InsufficientScope,
+                "observe_session_messages needs the project:read scope",
+            )
+            .with("scope", Scope::ProjectRead.as_str()));
+        }
+        crate::workflow::authority::require_usable(&caller, &session, "session_id")?;
+    }
     let next = match (changes.has_more, changes.messages.last()) {
         (true, Some(last)) => last.observation_revision,
         _ => current(&changes),

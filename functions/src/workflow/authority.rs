@@ -47,12 +47,24 @@ pub async fn load(
     let row = sessions::get(&client, id.as_str())
         .await?
         .ok_or_else(|| unknown(field))?;
+    require_usable(principal, &row, field)?;
+    Ok(Arc::new(row))
+}
+
+/// `unknown_session_id` unless `principal` may use the session: same authority group, and its
+/// project reachable. [`load`] checks it; a call that waited checks it again with the caller
+/// as its credential admits it then.
+pub fn require_usable(
+    principal: &Principal,
+    row: &SessionRow,
+    field: &'static str,
+) -> Result<(), ToolError> {
     if row.owner_authority_fingerprint != fingerprint(principal)
         || !principal.projects.allows(&row.project)
     {
         return Err(unknown(field));
     }
-    Ok(Arc::new(row))
+    Ok(())
 }
 
 /// `session_closed` unless the session is active.

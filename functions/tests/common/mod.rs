@@ -25,13 +25,14 @@ pub const LEGACY: [&str; 2] = ["2025-11-25", "2025-06-18"];
 pub const VERSIONS: [&str; 3] = ["2025-06-18", "2025-11-25", "2026-07-28"];
 
 /// Every scope a credential can hold.
-pub const ALL_SCOPES: [&str; 6] = [
+pub const ALL_SCOPES: [&str; 7] = [
     "project:read",
     "project:write",
     "memory:read",
     "memory:manage",
     "plugin:inspect",
     "audit:read",
+    "audit:write",
 ];
 
 /// One HTTP reply, fully read.

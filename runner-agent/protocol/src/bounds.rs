@@ -28,6 +28,9 @@ pub const MAX_POLL_WAIT_MS: u64 = 20_000;
 pub const MAX_POLL_ITEMS: u32 = 16;
 /// Leases named in one heartbeat or inventory.
 pub const MAX_HELD_LEASES: usize = 256;
+/// How far a registering instance id's UUIDv7 time may run ahead of the server's clock
+/// (clock skew between hosts); a later one is refused.
+pub const MAX_INSTANCE_CLOCK_AHEAD_MS: u64 = 120_000;
 /// Runner-local projects announced by one runner.
 pub const MAX_PROJECTS: usize = 256;
 /// Largest SQS message body (a [`crate::QueueEnvelope`]) either side sends or accepts.

@@ -315,7 +315,9 @@ pub fn check_relative_path(what: &str, p: &str) -> Result<(), ProtocolError> {
 pub struct RegisterRequest {
     /// Protocol version of the runner.
     pub protocol_version: u32,
-    /// A fresh id for this process; a newer instance replaces older ones.
+    /// A UUIDv7 minted when this process started ([`RegisterRequest::check_instance_id`]).
+    /// The server orders instances by their first registration: a newly registered one
+    /// replaces the older ones.
     pub instance_id: Uuid,
     /// Runner-local project ids this host serves.
     pub projects: Vec<String>,
@@ -325,6 +327,36 @@ pub struct RegisterRequest {
     pub queue: QueueKind,
     /// Work items this instance runs at once.
     pub max_concurrency: u32,
+}
+
+impl RegisterRequest {
+    /// Checks the instance id against the receiver's clock (`now_unix_ms`): it must be a
+    /// UUIDv7 whose timestamp is at most [`MAX_INSTANCE_CLOCK_AHEAD_MS`] ahead. Instances are
+    /// ordered by the server, so the id's time orders nothing; an id from the future is refused
+    /// because it can only come from a forged request or a host whose clock is wrong.
+    pub fn check_instance_id(&self, now_unix_ms: u64) -> Result<(), ProtocolError> {
+        if self.instance_id.get_version_num() != 7 {
+            return refuse("instance_id must be a UUIDv7 minted when the process started");
+        }
+        let (secs, nanos) = self
+            .instance_id
+            .get_timestamp()
+            .map(|t| t.to_unix())
+            .unwrap_or_default();
+        let minted_ms = secs
+            .saturating_mul(1000)
+            .saturating_add(u64::from(nanos / 1_000_000));
+        let ahead_ms = minted_ms.saturating_sub(now_unix_ms);
+        if ahead_ms > MAX_INSTANCE_CLOCK_AHEAD_MS {
+            return refuse(format!(
+                "instance_id is from the future: its time is {} s ahead of the server's clock \
+                 (at most {} s allowed); check the host's clock",
+                ahead_ms / 1000,
+                MAX_INSTANCE_CLOCK_AHEAD_MS / 1000
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How a runner instance receives work.
@@ -848,6 +880,51 @@ mod tests {
             claim,
             serde_json::json!({"status": "already_claimed", "state": "leased"})
         );
+    }
+
+    fn registration(instance_id: Uuid) -> RegisterRequest {
+        RegisterRequest {
+            protocol_version: PROTOCOL_VERSION,
+            instance_id,
+            projects: Vec::new(),
+            agent_version: "test".into(),
+            queue: QueueKind::ApiPoll,
+            max_concurrency: 1,
+        }
+    }
+
+    fn v7_at(unix_ms: u64) -> Uuid {
+        let ts = uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            unix_ms / 1000,
+            (unix_ms % 1000) as u32 * 1_000_000,
+        );
+        Uuid::new_v7(ts)
+    }
+
+    #[test]
+    fn instance_ids_from_the_future_or_of_another_version_are_refused() {
+        let now = 1_800_000_000_000;
+        for ok in [now, now - 86_400_000, now + MAX_INSTANCE_CLOCK_AHEAD_MS] {
+            assert_eq!(
+                registration(v7_at(ok)).check_instance_id(now),
+                Ok(()),
+                "{ok}"
+            );
+        }
+        let err = registration(v7_at(now + MAX_INSTANCE_CLOCK_AHEAD_MS + 1_000))
+            .check_instance_id(now)
+            .unwrap_err();
+        assert!(err.0.contains("from the future"), "{err}");
+        // The far future a forger would pick, and ids that carry no time at all.
+        for bad in [
+            v7_at(now + 100 * 365 * 86_400_000),
+            Uuid::max(),
+            Uuid::nil(),
+            Uuid::new_v4(),
+        ] {
+            assert!(registration(bad).check_instance_id(now).is_err(), "{bad}");
+        }
     }
 
     #[test]
