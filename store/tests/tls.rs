@@ -90,8 +90,19 @@ impl TlsServer {
 
     /// A configuration for this server as `localhost` with `sslmode` and the CA bundle `ca`.
     fn config(&self, sslmode: &str, ca: Option<&Path>) -> DatabaseConfig {
+        let password = self
+            .cluster
+            .as_ref()
+            .and_then(|c| {
+                c.url("postgres")
+                    .pg_config()
+                    .get_password()
+                    .map(<[u8]>::to_vec)
+            })
+            .expect("the cluster has a password");
         let url = DatabaseUrl::parse(&format!(
-            "postgres://postgres@localhost:{}/postgres?sslmode={sslmode}",
+            "postgres://postgres:{}@localhost:{}/postgres?sslmode={sslmode}",
+            String::from_utf8(password).expect("hex password"),
             self.port()
         ))
         .expect("test url");
