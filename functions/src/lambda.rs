@@ -13,6 +13,7 @@ use wc_store::connect::Connector;
 pub async fn serve(surfaces: Surfaces) -> Result<(), lambda_http::Error> {
     let started = std::time::Instant::now();
     crate::telemetry::init();
+    crate::hardening::forbid_inspection()?;
     let db = DatabaseConfig::from_env()?;
     let connector = Connector::new(&db)?;
     let pool = wc_store::pool::build_pool_with(&db, connector.clone())?;

@@ -18,6 +18,7 @@ pub mod board;
 pub mod config;
 pub mod docs;
 pub mod execution;
+pub mod hardening;
 pub mod health;
 pub mod http;
 pub mod kernel;

@@ -1,14 +1,18 @@
 //! `wc-local`: the whole of wc on one machine.
 //!
 //! One process serves every HTTP surface on one listener, over the database given by
-//! `--database-url`/`DATABASE_URL` or, failing both, a private PostgreSQL cluster kept under
-//! `.wc/postgres/` in the working directory (created on first run, reused afterwards, stopped
-//! on exit). Projects given with `--project` are registered as `agent:local:NAME`.
+//! `DATABASE_URL`/`--database-url-file` or, failing both, a private PostgreSQL cluster kept
+//! under `.wc/postgres/` in the working directory (created on first run, reused afterwards,
+//! stopped on exit). Projects given with `--project` are registered as `agent:local:NAME`.
+//!
+//! Secrets never travel in argv (`/proc/<pid>/cmdline` is readable by every local user): the
+//! token and the database URL come from the environment or from files, and the value-taking
+//! `--token`/`--database-url` of earlier versions are refused with the replacement named.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -43,13 +47,21 @@ pub struct LocalCli {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8787")]
     pub listen: SocketAddr,
-    /// PostgreSQL URL; without it (and without DATABASE_URL) an embedded cluster is used.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
-    /// Bearer token to accept (at least 20 visible ASCII characters); without it (and without
-    /// WC_LOCAL_TOKEN) a shared key is generated and printed.
-    #[arg(long, env = "WC_LOCAL_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    /// File holding the PostgreSQL URL (or set DATABASE_URL); without either an embedded
+    /// cluster is used.
+    #[arg(long, value_name = "PATH")]
+    pub database_url_file: Option<PathBuf>,
+    /// File holding the bearer token to accept, at least 20 visible ASCII characters (or set
+    /// WC_LOCAL_TOKEN); without either a shared key is generated and printed.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Refused: a value on the command line is readable by every local user. Kept only to
+    /// name the replacement.
+    #[arg(long = "token", value_name = "TOKEN", hide = true)]
+    pub token_in_argv: Option<String>,
+    /// Refused, like `--token`.
+    #[arg(long = "database-url", value_name = "URL", hide = true)]
+    pub database_url_in_argv: Option<String>,
     /// Serve callers without a token as the Open Anonymous principal (no scopes, no projects).
     /// Never on by default; logged loudly.
     #[arg(long)]
@@ -133,15 +145,17 @@ pub fn resolve_projects(args: &[String]) -> anyhow::Result<Vec<LocalProject>> {
 /// Runs wc-local until SIGINT or SIGTERM; `out` receives the banner.
 pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result<()> {
     let projects = resolve_projects(&cli.projects)?;
-    if let Some(t) = &cli.token
+    let token = given_token(&cli)?;
+    if let Some((t, source)) = &token
         && !token::is_plausible(t)
     {
         bail!(
-            "the token must be {}-{} visible ASCII characters",
+            "the token from {source} must be {}-{} visible ASCII characters",
             token::MIN_TOKEN_LEN,
             token::MAX_TOKEN_LEN
         );
     }
+    let database_url = given_database_url(&cli)?;
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cli.listen))?;
@@ -151,16 +165,16 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
         // A runner with nothing to serve would only displace another wc-local's runner.
         embedded_runner: !cli.no_runner && !cli.projects.is_empty(),
     };
-    match cli.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
-        Some(url) => {
-            let url = DatabaseUrl::parse(url)?;
+    match database_url {
+        Some((url, source)) => {
+            let url = DatabaseUrl::parse(&url).with_context(|| format!("the URL from {source}"))?;
             serve(
                 listener,
                 url,
                 &projects,
-                cli.token,
+                token,
                 switches,
-                "the given database".into(),
+                format!("the one from {source}"),
                 out,
             )
             .await
@@ -187,7 +201,7 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
                     listener,
                     cluster.url("wc"),
                     &projects,
-                    cli.token,
+                    token,
                     switches,
                     described,
                     out,
@@ -203,6 +217,102 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
     }
 }
 
+/// Where a secret given to wc-local came from (it is never printed; its source is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SecretSource {
+    /// An environment variable.
+    Env(&'static str),
+    /// A file named by a flag.
+    File(&'static str, PathBuf),
+}
+
+impl std::fmt::Display for SecretSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretSource::Env(var) => write!(f, "{var}"),
+            SecretSource::File(flag, path) => write!(f, "{flag} {}", path.display()),
+        }
+    }
+}
+
+/// The secret named by the file flag `flag` or the environment variable `var` (one of them at
+/// most). `in_argv` is the refused value-taking flag `refused`, if it was used.
+fn given_secret(
+    in_argv: bool,
+    refused: &str,
+    flag: &'static str,
+    file: Option<&Path>,
+    var: &'static str,
+) -> anyhow::Result<Option<(String, SecretSource)>> {
+    if in_argv {
+        bail!(
+            "{refused} VALUE is not accepted: a value on the command line is readable by every \
+             local user (/proc/PID/cmdline); put it in a file only you can read and pass \
+             {flag} PATH, or set {var}"
+        );
+    }
+    let from_env = match std::env::var(var) {
+        Ok(v) if v.trim().is_empty() => None,
+        Ok(v) => Some(v),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => bail!("{var} is not valid UTF-8"),
+    };
+    match (file, from_env) {
+        (Some(path), Some(_)) => bail!(
+            "both {var} and {flag} {} are given: give one",
+            path.display()
+        ),
+        (Some(path), None) => Ok(Some((
+            read_secret_file(flag, path)?,
+            SecretSource::File(flag, path.to_owned()),
+        ))),
+        (None, Some(v)) => Ok(Some((v, SecretSource::Env(var)))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The first line of the secret file `path`, refused when every local user may read it.
+fn read_secret_file(flag: &str, path: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("{flag} {}: cannot read", path.display()))?;
+    if meta.permissions().mode() & 0o007 != 0 {
+        bail!(
+            "{flag} {}: the file is accessible to every local user; restrict it (chmod 600)",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{flag} {}: cannot read", path.display()))?;
+    let secret = text.lines().next().unwrap_or_default().trim();
+    if secret.is_empty() {
+        bail!("{flag} {}: the file is empty", path.display());
+    }
+    Ok(secret.to_owned())
+}
+
+/// The token the operator gave, if any.
+fn given_token(cli: &LocalCli) -> anyhow::Result<Option<(String, SecretSource)>> {
+    given_secret(
+        cli.token_in_argv.is_some(),
+        "--token",
+        "--token-file",
+        cli.token_file.as_deref(),
+        "WC_LOCAL_TOKEN",
+    )
+}
+
+/// The database URL the operator gave, if any.
+fn given_database_url(cli: &LocalCli) -> anyhow::Result<Option<(String, SecretSource)>> {
+    given_secret(
+        cli.database_url_in_argv.is_some(),
+        "--database-url",
+        "--database-url-file",
+        cli.database_url_file.as_deref(),
+        "DATABASE_URL",
+    )
+}
+
 /// Test-only switches given on the command line.
 #[derive(Debug, Clone, Copy)]
 struct Switches {
@@ -215,7 +325,7 @@ async fn serve(
     listener: tokio::net::TcpListener,
     url: DatabaseUrl,
     projects: &[LocalProject],
-    token: Option<String>,
+    token: Option<(String, SecretSource)>,
     switches: Switches,
     database: String,
     out: &mut (impl Write + Send),
@@ -229,7 +339,7 @@ async fn serve(
     }
     let connector = Connector::new(&db)?;
     let pool = pool::build_pool_with(&db, connector.clone())?;
-    let (token, generated) = ensure_token(&pool, token).await?;
+    let token = ensure_token(&pool, token).await?;
     {
         let client = pool.get().await?;
         for p in projects {
@@ -306,7 +416,6 @@ async fn serve(
         addr,
         projects,
         &token,
-        generated,
         &database,
         switches.embedded_runner,
     )?;
@@ -425,15 +534,27 @@ async fn shutdown_signal() {
     }
 }
 
+/// The token wc-local accepts.
+#[derive(Debug)]
+enum AcceptedToken {
+    /// Made by this start: the banner prints it, since nobody else knows it.
+    Generated(String),
+    /// The operator's: never printed, only where it came from.
+    Given(SecretSource),
+}
+
 /// The token wc-local accepts: the given one (registered as a shared key if new), or a fresh one.
 async fn ensure_token(
     pool: &wc_store::Pool,
-    given: Option<String>,
-) -> anyhow::Result<(String, bool)> {
+    given: Option<(String, SecretSource)>,
+) -> anyhow::Result<AcceptedToken> {
     let client = pool.get().await?;
-    let (secret, generated) = match given {
-        Some(t) => (t, false),
-        None => (token::generate(CredentialKind::SharedKey), true),
+    let (secret, accepted) = match given {
+        Some((t, source)) => (t, AcceptedToken::Given(source)),
+        None => {
+            let t = token::generate(CredentialKind::SharedKey);
+            (t.clone(), AcceptedToken::Generated(t))
+        }
     };
     let digest = token::digest(&secret);
     if credentials::find_active_by_digest(&client, &digest)
@@ -458,15 +579,14 @@ async fn ensure_token(
             Err(e) => return Err(e.into()),
         }
     }
-    Ok((secret, generated))
+    Ok(accepted)
 }
 
 fn print_banner(
     out: &mut impl Write,
     addr: SocketAddr,
     projects: &[LocalProject],
-    token: &str,
-    generated: bool,
+    token: &AcceptedToken,
     database: &str,
     embedded_runner: bool,
 ) -> std::io::Result<()> {
@@ -493,20 +613,25 @@ fn print_banner(
             "  Runner:        none (no --project, or --no-runner); connect wc-runner with a token from `wc-admin runner create`"
         )?;
     }
-    if generated {
-        writeln!(
-            out,
-            "  Token:         {token}  (generated; pass --token or WC_LOCAL_TOKEN to keep one)"
-        )?;
-    } else {
-        writeln!(out, "  Token:         the one given")?;
-    }
+    let bearer = match token {
+        AcceptedToken::Generated(t) => {
+            writeln!(
+                out,
+                "  Token:         {t}  (generated; set WC_LOCAL_TOKEN or pass --token-file PATH to keep one)"
+            )?;
+            t.as_str()
+        }
+        AcceptedToken::Given(source) => {
+            writeln!(out, "  Token:         the one from {source} (not shown)")?;
+            "<your token>"
+        }
+    };
     let config = json!({
         "mcpServers": {
             "wc": {
                 "type": "http",
                 "url": format!("{base}/mcp"),
-                "headers": { "Authorization": format!("Bearer {token}") },
+                "headers": { "Authorization": format!("Bearer {bearer}") },
             }
         }
     });

@@ -58,9 +58,63 @@ where
         .finish()
 }
 
+/// Most characters of a caller-chosen value (a path, a tool name, a header) a log line
+/// carries; the rest is cut.
+pub const MAX_LOGGED_CHARS: usize = 200;
+
+/// `text`, chosen by a caller, as a log line may carry it: at most [`MAX_LOGGED_CHARS`]
+/// characters (a cut value ends with `…(N more bytes)`), and control characters, invisible
+/// formatting characters (zero-width, bidirectional overrides) and backslashes escaped
+/// (`\u{1b}`, `\\`), so a value can neither flood the logs nor forge or disguise what a
+/// reader or a terminal shows. Every caller-chosen value that reaches a log goes through here.
+pub fn loggable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_LOGGED_CHARS + 24));
+    for (taken, (i, c)) in text.char_indices().enumerate() {
+        if taken == MAX_LOGGED_CHARS {
+            out.push_str(&format!("…({} more bytes)", text.len() - i));
+            break;
+        }
+        if c == '\\' {
+            out.push_str("\\\\");
+        } else if c.is_control() || invisible(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Characters that change how text reads without being seen.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caller_text_is_bounded_and_its_control_characters_escaped() {
+        assert_eq!(loggable("/api/tools/list"), "/api/tools/list");
+        assert_eq!(loggable("a\nb\u{1b}[31m"), "a\\u{a}b\\u{1b}[31m");
+        assert_eq!(loggable("x\u{202e}y\\z"), "x\\u{202e}y\\\\z");
+        let long = "é".repeat(1000);
+        let cut = loggable(&long);
+        assert!(cut.starts_with(&"é".repeat(MAX_LOGGED_CHARS)), "{cut}");
+        assert!(cut.ends_with(&format!("…({} more bytes)", 2 * (1000 - MAX_LOGGED_CHARS))));
+        assert_eq!(
+            loggable(&"a".repeat(MAX_LOGGED_CHARS)),
+            "a".repeat(MAX_LOGGED_CHARS)
+        );
+    }
 
     #[test]
     fn a_filter_quieter_than_the_cap_is_left_as_asked() {

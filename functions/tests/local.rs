@@ -134,8 +134,21 @@ async fn a_given_database_and_token_are_used_and_projects_registered() {
     ];
     let server = LocalServer::spawn(bin(), &opts).unwrap();
     assert!(
-        !server.banner.contains("a-caller-chosen-token-0123456789\n"),
-        "given token is not re-announced"
+        !server.banner.contains("a-caller-chosen-token-0123456789"),
+        "a given token is never printed:\n{}",
+        server.banner
+    );
+    assert!(
+        server
+            .banner
+            .contains("Token:         the one from WC_LOCAL_TOKEN (not shown)"),
+        "{}",
+        server.banner
+    );
+    assert!(
+        server.banner.contains("\"Bearer <your token>\""),
+        "the client configuration shows a placeholder:\n{}",
+        server.banner
     );
     let http = Client::new();
     let me = http
@@ -158,19 +171,114 @@ async fn a_given_database_and_token_are_used_and_projects_registered() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_given_as_files_are_used_and_the_token_is_not_printed() {
+    let db = TestDatabase::empty().await;
+    let dir = scratch();
+    let token = "a-token-kept-in-a-file-0123456789";
+    let mut opts = LocalOptions::in_dir(&dir);
+    opts.database_url = Some(db.url().expose().to_owned());
+    opts.token = Some(token.into());
+    opts.secrets_in_files = true;
+    let server = LocalServer::spawn(bin(), &opts).unwrap();
+    assert!(!server.banner.contains(token), "{}", server.banner);
+    assert!(
+        server
+            .banner
+            .contains("Token:         the one from --token-file "),
+        "{}",
+        server.banner
+    );
+    assert!(
+        server
+            .banner
+            .contains("Database:      the one from --database-url-file "),
+        "{}",
+        server.banner
+    );
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.pid())).unwrap();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    assert!(cmdline.contains("--token-file"), "{cmdline}");
+    assert!(!cmdline.contains(token), "{cmdline}");
+    assert!(!cmdline.contains(db.url().expose()), "{cmdline}");
+    let me = Client::new()
+        .get(&format!("{}/api/whoami", server.base_url), Some(token))
+        .await
+        .unwrap();
+    assert_eq!(me.status, 200);
+    assert!(server.interrupt().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bad_arguments_fail_before_anything_starts() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = scratch();
-    for (args, expect) in [
+    let open_file = dir.join("open-token");
+    std::fs::write(&open_file, "a-token-everyone-can-read-0123456789\n").unwrap();
+    std::fs::set_permissions(&open_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let short_file = dir.join("short-token");
+    std::fs::write(&short_file, "short\n").unwrap();
+    std::fs::set_permissions(&short_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let open_file = open_file.to_str().unwrap();
+    let short_file = short_file.to_str().unwrap();
+    let url = "postgres://postgres@127.0.0.1:1/x";
+    for (env, args, expect) in [
         (
+            vec![("DATABASE_URL", url)],
             vec!["--project", "/no/such/dir"],
             "cannot resolve directory",
         ),
-        (vec!["--token", "short"], "visible ASCII"),
+        (
+            vec![("DATABASE_URL", url), ("WC_LOCAL_TOKEN", "short")],
+            vec![],
+            "the token from WC_LOCAL_TOKEN must be 20-",
+        ),
+        (
+            vec![("DATABASE_URL", url)],
+            vec!["--token-file", short_file],
+            "visible ASCII",
+        ),
+        // Values on the command line are refused, naming what to use instead.
+        (
+            vec![("DATABASE_URL", url)],
+            vec!["--token", "a-token-on-the-command-line-0123456789"],
+            "--token VALUE is not accepted",
+        ),
+        (
+            vec![("DATABASE_URL", url)],
+            vec!["--token", "a-token-on-the-command-line-0123456789"],
+            "pass --token-file PATH, or set WC_LOCAL_TOKEN",
+        ),
+        (
+            vec![],
+            vec!["--database-url", url],
+            "pass --database-url-file PATH, or set DATABASE_URL",
+        ),
+        (
+            vec![("DATABASE_URL", url)],
+            vec!["--token-file", open_file],
+            "accessible to every local user",
+        ),
+        (
+            vec![
+                ("DATABASE_URL", url),
+                ("WC_LOCAL_TOKEN", "a-token-in-the-env-0123456789"),
+            ],
+            vec!["--token-file", short_file],
+            "both WC_LOCAL_TOKEN and --token-file",
+        ),
+        (
+            vec![],
+            vec!["--database-url-file", "/no/such/file"],
+            "--database-url-file /no/such/file: cannot read",
+        ),
     ] {
         let out = Command::new(bin())
             .current_dir(&dir)
-            .env("DATABASE_URL", "postgres://postgres@127.0.0.1:1/x")
+            .env_remove("DATABASE_URL")
+            .env_remove("WC_LOCAL_TOKEN")
+            .envs(env.iter().copied())
             .args(["--listen", "127.0.0.1:0"])
             .args(&args)
             .output()
@@ -180,6 +288,152 @@ fn bad_arguments_fail_before_anything_starts() {
         assert!(err.contains(expect), "{args:?}: {err}");
     }
     assert!(!dir.join(".wc").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Connects to the embedded cluster at `port` (or its socket directory) as `postgres`.
+async fn connect(
+    host: &str,
+    port: u16,
+    password: Option<&str>,
+) -> Result<(), tokio_postgres::Error> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(host).port(port).user("postgres").dbname("wc");
+    if let Some(p) = password {
+        cfg.password(p);
+    }
+    let (client, conn) = cfg.connect(tokio_postgres::NoTls).await?;
+    let task = tokio::spawn(conn);
+    let result = client.simple_query("SELECT 1").await.map(drop);
+    drop(client);
+    let _ = task.await;
+    result
+}
+
+/// The cluster's port and password as `dir/.wc/postgres` records them; the password file must
+/// be its owner's alone.
+fn cluster_secrets(dir: &Path) -> (u16, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let root = dir.join(".wc/postgres");
+    let port = std::fs::read_to_string(root.join("port"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let file = root.join("password");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the password file is {mode:o}");
+    (
+        port,
+        std::fs::read_to_string(file).unwrap().trim().to_owned(),
+    )
+}
+
+/// What a local process gets from the cluster: nothing without the password, on the port or
+/// the socket; everything with it.
+async fn assert_password_required(dir: &Path) {
+    let (port, password) = cluster_secrets(dir);
+    for (host, password) in [("127.0.0.1", None), ("127.0.0.1", Some("not-the-password"))] {
+        let err = connect(host, port, password)
+            .await
+            .expect_err("the cluster let a connection in without its password");
+        if password.is_some() {
+            assert_eq!(
+                err.code(),
+                Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD),
+                "{err}"
+            );
+        }
+    }
+    let socket = dir.join(".wc/postgres/run");
+    connect(socket.to_str().unwrap(), port, None)
+        .await
+        .expect_err("the cluster's socket let a connection in without the password");
+    connect("127.0.0.1", port, Some(&password))
+        .await
+        .expect("the password opens the cluster");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_cluster_refuses_local_connections_without_its_password() {
+    let dir = scratch();
+    let server = LocalServer::spawn(bin(), &LocalOptions::in_dir(&dir)).unwrap();
+    assert_password_required(&dir).await;
+    let hba = std::fs::read_to_string(dir.join(".wc/postgres/data/pg_hba.conf")).unwrap();
+    assert!(!hba.contains("trust"), "{hba}");
+    let logs_path = server.log_path.clone();
+    let (_, password) = cluster_secrets(&dir);
+    assert!(server.interrupt().unwrap().success());
+    let logs = std::fs::read_to_string(logs_path).unwrap();
+    assert!(
+        !logs.contains(&password),
+        "the cluster password reached the logs"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_trusted_local_connections_gets_a_password_on_its_next_start() {
+    let dir = scratch();
+    // A cluster as earlier versions made it: initdb with trust authentication, no password.
+    let root = dir.join(".wc/postgres");
+    std::fs::create_dir_all(&root).unwrap();
+    let owner = nix::unistd::geteuid()
+        .is_root()
+        .then(|| nix::unistd::User::from_name("postgres").unwrap().unwrap());
+    if let Some(user) = &owner {
+        nix::unistd::chown(&root, Some(user.uid), Some(user.gid)).unwrap();
+    }
+    let bins = wc_store::cluster::find_binaries().unwrap();
+    let mut initdb = Command::new(&bins.initdb);
+    initdb.arg("-D").arg(root.join("data")).args([
+        "-U",
+        "postgres",
+        "-A",
+        "trust",
+        "-E",
+        "UTF8",
+        "--no-locale",
+    ]);
+    if let Some(user) = &owner {
+        use std::os::unix::process::CommandExt;
+        initdb.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+    }
+    let out = initdb.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hba = std::fs::read_to_string(root.join("data/pg_hba.conf")).unwrap();
+    assert!(hba.contains("trust"), "the old cluster trusts: {hba}");
+    assert!(!root.join("password").exists());
+
+    let server = LocalServer::spawn(bin(), &LocalOptions::in_dir(&dir)).unwrap();
+    assert_password_required(&dir).await;
+    let hba = std::fs::read_to_string(root.join("data/pg_hba.conf")).unwrap();
+    assert!(!hba.contains("trust"), "{hba}");
+    assert!(
+        server.logs().contains("setting one and requiring it"),
+        "the upgrade is logged"
+    );
+    let me = Client::new()
+        .get(
+            &format!("{}/api/whoami", server.base_url),
+            Some(&server.token),
+        )
+        .await
+        .unwrap();
+    assert_eq!(me.status, 200);
+    assert!(server.interrupt().unwrap().success());
+
+    // The next start finds the cluster as it left it: nothing to upgrade, same password.
+    let (_, password) = cluster_secrets(&dir);
+    let server = LocalServer::spawn(bin(), &LocalOptions::in_dir(&dir)).unwrap();
+    assert!(!server.logs().contains("setting one and requiring it"));
+    assert_eq!(cluster_secrets(&dir).1, password);
+    assert_password_required(&dir).await;
+    assert!(server.interrupt().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -5,6 +5,13 @@
 //! (as the `postgres` user when running as root, since `initdb` refuses root), started on a free
 //! loopback port with a private socket directory, reused on later starts, and stopped with a
 //! fast shutdown. `root/lock` is held while a process owns the cluster.
+//!
+//! Every connection needs a password (SCRAM-SHA-256), on the loopback port and on the socket
+//! alike: jobs share the machine's network, so a cluster open to any local process would hand
+//! every tenant's data to any of them. The password is generated at creation and kept in
+//! `root/password` (mode 0600, readable by the owner of the process that runs the cluster);
+//! a cluster made by an earlier version with trust authentication gets a password and the
+//! password-only `pg_hba.conf` on its next start.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -27,13 +34,13 @@ pub enum ClusterError {
     #[error(
         "PostgreSQL server binaries (initdb, postgres) were not found on PATH or under \
          /usr/lib/postgresql/*/bin: install them (Debian/Ubuntu: `apt-get install postgresql`), \
-         point WC_PG_BIN at their directory, or set DATABASE_URL / --database-url to an existing server"
+         point WC_PG_BIN at their directory, or set DATABASE_URL (or wc-local --database-url-file) to an existing server"
     )]
     BinariesNotFound,
     /// Running as root without a `postgres` account to own the cluster.
     #[error(
         "running as root, but there is no `postgres` user to own the cluster (initdb refuses \
-         root): create one (`useradd --system postgres`) or set DATABASE_URL / --database-url"
+         root): create one (`useradd --system postgres`) or set DATABASE_URL (or wc-local --database-url-file)"
     )]
     NoPostgresUser,
     /// Another process owns this cluster.
@@ -55,6 +62,14 @@ pub enum ClusterError {
         /// What initdb printed.
         output: String,
     },
+    /// The superuser's password could not be set on an existing cluster.
+    #[error("cannot set the cluster's password for {dir}:\n{output}")]
+    SetPassword {
+        /// Data directory.
+        dir: PathBuf,
+        /// What the server printed (the password itself removed).
+        output: String,
+    },
     /// The server did not come up.
     #[error("postgres did not start (log {log}):\n{tail}")]
     Start {
@@ -68,6 +83,20 @@ pub enum ClusterError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClusterError {
     let what = what.into();
     move |source| ClusterError::Io { what, source }
+}
+
+/// A command running one of the server binaries with a clean environment: the server's
+/// processes are readable through `/proc` by whoever runs them (the `postgres` account, or
+/// our own user), so they must not inherit this process's secrets (`WC_LOCAL_TOKEN`,
+/// `DATABASE_URL`, cloud credentials). Only the search path, locale and time zone pass.
+fn server_command(program: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.env_clear()
+        .envs(std::env::vars_os().filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            matches!(name.as_ref(), "PATH" | "LANG" | "TZ") || name.starts_with("LC_")
+        }));
+    cmd
 }
 
 /// Paths of the server binaries.
@@ -159,6 +188,7 @@ impl std::fmt::Debug for ServerTls {
 pub struct LocalCluster {
     root: PathBuf,
     port: u16,
+    password: ClusterPassword,
     child: Option<tokio::process::Child>,
     _lock: File,
 }
@@ -190,10 +220,12 @@ impl LocalCluster {
             }
         }
         let data = root.join("data");
-        if !data.join("PG_VERSION").is_file() {
-            init_data_dir(&bins, root, &data, owner.as_ref()).await?;
-        }
         stop_orphan(&data).await;
+        let password = if data.join("PG_VERSION").is_file() {
+            require_password(&bins, root, &data, owner.as_ref()).await?
+        } else {
+            init_data_dir(&bins, root, &data, owner.as_ref()).await?
+        };
         let tls_settings = match &opts.server_tls {
             Some(tls) => write_server_tls(root, tls, owner.as_ref())?,
             None => Vec::new(),
@@ -209,7 +241,7 @@ impl LocalCluster {
                 .open(&log_path)
                 .map_err(io("cannot open the postgres log"))?;
             let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
-            let mut cmd = tokio::process::Command::new(&bins.postgres);
+            let mut cmd = server_command(&bins.postgres);
             cmd.arg("-D")
                 .arg(&data)
                 .arg("-p")
@@ -241,13 +273,14 @@ impl LocalCluster {
                 }
             }
             let mut child = cmd.spawn().map_err(io("cannot spawn postgres"))?;
-            match wait_ready(port, &mut child).await {
+            match wait_ready(port, &password, &mut child).await {
                 Ok(()) => {
                     fs::write(root.join("port"), port.to_string())
                         .map_err(io("cannot record the port"))?;
                     return Ok(LocalCluster {
                         root: root.to_owned(),
                         port,
+                        password,
                         child: Some(child),
                         _lock: lock,
                     });
@@ -280,10 +313,9 @@ impl LocalCluster {
         &self.root
     }
 
-    /// URL of database `db` as the superuser `postgres`.
+    /// URL of database `db` as the superuser `postgres`, with the cluster's password.
     pub fn url(&self, db: &str) -> DatabaseUrl {
-        DatabaseUrl::parse(&format!("postgres://postgres@127.0.0.1:{}/{db}", self.port))
-            .expect("well-formed loopback url")
+        loopback_url(self.port, Some(&self.password), db)
     }
 
     /// Leaves the server running after this process is done with it.
@@ -410,28 +442,47 @@ fn cluster_owner() -> Result<Option<User>, ClusterError> {
     }
 }
 
+/// Creates the data directory with password authentication, the superuser's password being a
+/// fresh one (also kept in `root/password`), and returns that password.
 async fn init_data_dir(
     bins: &PgBinaries,
     root: &Path,
     data: &Path,
     owner: Option<&User>,
-) -> Result<(), ClusterError> {
+) -> Result<ClusterPassword, ClusterError> {
     // initdb into a scratch directory and rename, so an interrupted run leaves nothing half-made.
     let scratch = root.join("data.init");
     if scratch.exists() {
         fs::remove_dir_all(&scratch).map_err(io("cannot clear a partial initdb"))?;
     }
-    let mut cmd = tokio::process::Command::new(&bins.initdb);
+    let password = ClusterPassword::load_or_create(root)?;
+    // initdb reads the password from a file (never argv); it runs as the cluster's owner, so
+    // the file is handed to that account for the moment initdb needs it.
+    let pwfile = root.join("password.initdb");
+    let _ = fs::remove_file(&pwfile);
+    write_private(&pwfile, password.as_str(), owner)?;
+    let mut cmd = server_command(&bins.initdb);
     cmd.arg("-D")
         .arg(&scratch)
-        .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale"])
+        .args([
+            "-U",
+            "postgres",
+            "-A",
+            "scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        ])
+        .arg(format!("--pwfile={}", pwfile.display()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(user) = owner {
         cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
     }
-    let out = cmd.output().await.map_err(io("cannot run initdb"))?;
+    let out = cmd.output().await;
+    let _ = fs::remove_file(&pwfile);
+    let out = out.map_err(io("cannot run initdb"))?;
     if !out.status.success() {
         let mut output = String::from_utf8_lossy(&out.stdout).into_owned();
         output.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -447,7 +498,189 @@ async fn init_data_dir(
             output,
         });
     }
-    fs::rename(&scratch, data).map_err(io("cannot move the new cluster into place"))
+    write_hba(&scratch, owner)?;
+    fs::rename(&scratch, data).map_err(io("cannot move the new cluster into place"))?;
+    Ok(password)
+}
+
+/// The client authentication of every cluster: the password, whatever the way in.
+const HBA: &str = "\
+# Written by wc: every connection needs the superuser's password (kept beside the data
+# directory, in ../password). Local processes must not reach the data without it.
+local   all   all                  scram-sha-256
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+";
+
+/// Writes [`HBA`] into `data`, owned by the cluster's account.
+fn write_hba(data: &Path, owner: Option<&User>) -> Result<(), ClusterError> {
+    let path = data.join("pg_hba.conf");
+    fs::write(&path, HBA).map_err(io(format!("cannot write {}", path.display())))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+        .map_err(io(format!("cannot restrict {}", path.display())))?;
+    if let Some(user) = owner {
+        nix::unistd::chown(path.as_path(), Some(user.uid), Some(user.gid))
+            .map_err(|e| io(format!("cannot hand {} to postgres", path.display()))(e.into()))?;
+    }
+    Ok(())
+}
+
+/// Makes an existing data directory require the password: when its `pg_hba.conf` is not the
+/// password-only one (a cluster made with trust authentication by an earlier version), the
+/// superuser's password is set (in single-user mode: no server listens meanwhile) and the file
+/// is rewritten. The server is not running: the caller holds the lock and stopped any orphan.
+async fn require_password(
+    bins: &PgBinaries,
+    root: &Path,
+    data: &Path,
+    owner: Option<&User>,
+) -> Result<ClusterPassword, ClusterError> {
+    let has_password_file = root.join(PASSWORD_FILE).is_file();
+    let password = ClusterPassword::load_or_create(root)?;
+    let hba = fs::read_to_string(data.join("pg_hba.conf")).unwrap_or_default();
+    if has_password_file && hba == HBA {
+        return Ok(password);
+    }
+    tracing::warn!(
+        cluster = %root.display(),
+        "this cluster accepted connections without a password; setting one and requiring it"
+    );
+    let mut cmd = server_command(&bins.postgres);
+    cmd.arg("--single")
+        .arg("-D")
+        .arg(data)
+        .args(["-c", "log_statement=none", "postgres"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(user) = owner {
+        cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+    }
+    let mut child = cmd.spawn().map_err(io("cannot run postgres --single"))?;
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        // The password is hex, so it needs no quoting; it travels on stdin, never argv.
+        let statement = format!(
+            "SET password_encryption = 'scram-sha-256'; ALTER ROLE postgres PASSWORD '{}'\n",
+            password.as_str()
+        );
+        stdin
+            .write_all(statement.as_bytes())
+            .await
+            .map_err(io("cannot talk to postgres --single"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(io("cannot wait for postgres --single"))?;
+    let mut output = String::from_utf8_lossy(&out.stdout).into_owned();
+    output.push_str(&String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() || output.contains("ERROR:") {
+        return Err(ClusterError::SetPassword {
+            dir: data.to_owned(),
+            output: output.replace(password.as_str(), "<redacted>"),
+        });
+    }
+    write_hba(data, owner)?;
+    Ok(password)
+}
+
+/// File under the cluster's root holding the superuser's password.
+const PASSWORD_FILE: &str = "password";
+
+/// The superuser's password of a local cluster: 256 random bits, hex. Never printed.
+#[derive(Clone)]
+struct ClusterPassword(String);
+
+impl std::fmt::Debug for ClusterPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterPassword(<redacted>)")
+    }
+}
+
+impl ClusterPassword {
+    /// The password kept in `root/password`, made (mode 0600, our own) when there is none.
+    fn load_or_create(root: &Path) -> Result<ClusterPassword, ClusterError> {
+        let path = root.join(PASSWORD_FILE);
+        match fs::read_to_string(&path) {
+            Ok(text) if is_password(text.trim()) => return Ok(ClusterPassword(text.trim().into())),
+            Ok(_) => {
+                return Err(ClusterError::Io {
+                    what: format!(
+                        "{} does not hold a cluster password (64 hex digits)",
+                        path.display()
+                    ),
+                    source: std::io::Error::from(std::io::ErrorKind::InvalidData),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(format!("cannot read {}", path.display()))(e)),
+        }
+        let mut bytes = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+        let password = ClusterPassword(hex::encode(bytes));
+        // Written under a temporary name and renamed: a crash never leaves half a password.
+        let tmp = root.join(format!("{PASSWORD_FILE}.new"));
+        let _ = fs::remove_file(&tmp);
+        write_private(&tmp, password.as_str(), None)?;
+        fs::rename(&tmp, &path).map_err(io(format!("cannot create {}", path.display())))?;
+        Ok(password)
+    }
+
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn is_password(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Creates `path` holding `text`, readable by its owner alone (`owner`, else ourselves).
+fn write_private(path: &Path, text: &str, owner: Option<&User>) -> Result<(), ClusterError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io(format!("cannot create {}", path.display())))?;
+    file.write_all(text.as_bytes())
+        .map_err(io(format!("cannot write {}", path.display())))?;
+    if let Some(user) = owner {
+        nix::unistd::chown(path, Some(user.uid), Some(user.gid))
+            .map_err(|e| io(format!("cannot hand {} to postgres", path.display()))(e.into()))?;
+    }
+    Ok(())
+}
+
+/// The loopback URL of database `db` on `port` as the superuser.
+fn loopback_url(port: u16, password: Option<&ClusterPassword>, db: &str) -> DatabaseUrl {
+    let auth = match password {
+        Some(p) => format!("postgres:{}", p.as_str()),
+        None => "postgres".to_owned(),
+    };
+    DatabaseUrl::parse(&format!("postgres://{auth}@127.0.0.1:{port}/{db}"))
+        .expect("well-formed loopback url")
+}
+
+/// The URL of database `db` of a cluster another process started under `root` (its port and
+/// password as recorded there), if it recorded a port.
+pub fn recorded_url(root: &Path, db: &str) -> Option<DatabaseUrl> {
+    let port = fs::read_to_string(root.join("port"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let password = fs::read_to_string(root.join(PASSWORD_FILE))
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| is_password(t))
+        .map(ClusterPassword);
+    Some(loopback_url(port, password.as_ref(), db))
 }
 
 /// Stops a server left running on `data` by a process that died without stopping it. The
@@ -491,12 +724,17 @@ fn free_port() -> Result<u16, ClusterError> {
         .port())
 }
 
-async fn wait_ready(port: u16, child: &mut tokio::process::Child) -> Result<(), ()> {
+async fn wait_ready(
+    port: u16,
+    password: &ClusterPassword,
+    child: &mut tokio::process::Child,
+) -> Result<(), ()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut cfg = tokio_postgres::Config::new();
     cfg.host("127.0.0.1")
         .port(port)
         .user("postgres")
+        .password(password.as_str())
         .dbname("postgres")
         .connect_timeout(Duration::from_secs(2));
     while Instant::now() < deadline {

@@ -56,8 +56,65 @@ impl StoreError {
         )
     }
 
+    /// True when the database could not serve the request for now, so a retry later may
+    /// succeed: no connection could be had (pool timeout, refused or failed connection), the
+    /// connection was lost while the request ran, the server is starting up, shutting down or
+    /// out of connections, or the schema this server needs is missing (an unmigrated or
+    /// partly migrated database: `undefined_table` and its kin). The one classification every
+    /// boundary (HTTP errors, authentication, tool results) uses to answer `unavailable`.
+    ///
+    /// A commit whose outcome is unknown ([`StoreError::CommitUncertain`]) is not among them:
+    /// retrying it blindly may apply a change twice.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Pool(_) | StoreError::Timeout(_) | StoreError::Connect(_) => true,
+            StoreError::Database(e) => match e.code() {
+                Some(code) => unavailable_state(code),
+                // No SQLSTATE: the connection closed or its I/O failed, or a value did not
+                // convert (a fault of ours).
+                None => e.is_closed() || io_failure(e),
+            },
+            StoreError::Migration(_)
+            | StoreError::Config(_)
+            | StoreError::CommitUncertain(_)
+            | StoreError::WriterLost
+            | StoreError::CorruptRow { .. } => false,
+        }
+    }
+
     /// True when the error is a unique-constraint violation.
     pub fn is_unique_violation(&self) -> bool {
         matches!(self.sqlstate(), Some(&SqlState::UNIQUE_VIOLATION))
     }
+}
+
+/// SQLSTATEs that mean "not now" rather than "not ever": connection exceptions (class 08),
+/// operator intervention (a server shutting down or starting up), too many connections, and
+/// the schema objects a migrated database has.
+fn unavailable_state(code: &SqlState) -> bool {
+    code.code().starts_with("08")
+        || [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+            SqlState::UNDEFINED_TABLE,
+            SqlState::UNDEFINED_COLUMN,
+            SqlState::UNDEFINED_FUNCTION,
+            SqlState::UNDEFINED_OBJECT,
+            SqlState::INVALID_SCHEMA_NAME,
+        ]
+        .contains(code)
+}
+
+/// Whether an I/O error lies under `error` (the socket to the server failed).
+fn io_failure(error: &tokio_postgres::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    while let Some(e) = cause {
+        if e.is::<std::io::Error>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }

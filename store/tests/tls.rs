@@ -90,8 +90,30 @@ impl TlsServer {
 
     /// A configuration for this server as `localhost` with `sslmode` and the CA bundle `ca`.
     fn config(&self, sslmode: &str, ca: Option<&Path>) -> DatabaseConfig {
+        let password = self
+            .cluster
+            .as_ref()
+            .and_then(|c| {
+                c.url("postgres")
+                    .pg_config()
+                    .get_password()
+                    .map(<[u8]>::to_vec)
+            })
+            .expect("the cluster has a password");
+        self.config_as(
+            &format!(
+                "postgres:{}",
+                String::from_utf8(password).expect("hex password")
+            ),
+            sslmode,
+            ca,
+        )
+    }
+
+    /// Like [`TlsServer::config`], as `userinfo` (`user` or `user:password`).
+    fn config_as(&self, userinfo: &str, sslmode: &str, ca: Option<&Path>) -> DatabaseConfig {
         let url = DatabaseUrl::parse(&format!(
-            "postgres://postgres@localhost:{}/postgres?sslmode={sslmode}",
+            "postgres://{userinfo}@localhost:{}/postgres?sslmode={sslmode}",
             self.port()
         ))
         .expect("test url");
@@ -99,6 +121,44 @@ impl TlsServer {
         cfg.tls.root_cert = ca.map(Path::to_owned);
         cfg.acquire_timeout = Duration::from_secs(5);
         cfg
+    }
+
+    /// Lets every loopback connection in without a password: the IAM path sends a fresh
+    /// token as the password, which no password check of this test server could know.
+    async fn trust_loopback(&self) {
+        let cluster = self.cluster.as_ref().expect("running");
+        let hba = cluster.root().join("data/pg_hba.conf");
+        std::fs::write(
+            &hba,
+            "host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n",
+        )
+        .expect("rewrite pg_hba.conf");
+        let (client, conn) = cluster
+            .url("postgres")
+            .pg_config()
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("connect with the cluster's password");
+        let task = tokio::spawn(conn);
+        client
+            .simple_query("SELECT pg_reload_conf()")
+            .await
+            .expect("reload the configuration");
+        drop(client);
+        let _ = task.await;
+        // The postmaster rereads the file when it handles the signal: wait until it has.
+        let mut bare = tokio_postgres::Config::new();
+        bare.host("127.0.0.1")
+            .port(self.port())
+            .user("postgres")
+            .dbname("postgres");
+        for _ in 0..500 {
+            if bare.connect(tokio_postgres::NoTls).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the cluster kept asking for a password after the reload");
     }
 
     async fn stop(mut self) {
@@ -215,8 +275,9 @@ async fn connections_use_verified_tls_as_sslmode_says() {
 
     // IAM auth forces TLS; the trusting server ignores the token, which proves nothing about
     // the token itself but exercises the whole path of a cloud connection.
+    server.trust_loopback().await;
     let iam = server
-        .config("prefer", Some(&ca_file))
+        .config_as("postgres", "prefer", Some(&ca_file))
         .with_iam_auth("eu-west-1")
         .expect("IAM auth config");
     let connector =

@@ -14,10 +14,14 @@ use nix::unistd::Pid;
 pub struct LocalOptions {
     /// Working directory (where `.wc/` lives).
     pub cwd: PathBuf,
-    /// `--database-url`; `None` means the embedded cluster (and `DATABASE_URL` is removed).
+    /// `DATABASE_URL` (secrets go in the environment, never argv); `None` means the embedded
+    /// cluster (and an inherited `DATABASE_URL` is removed).
     pub database_url: Option<String>,
-    /// `--token`; `None` lets wc-local generate one.
+    /// `WC_LOCAL_TOKEN`; `None` lets wc-local generate one.
     pub token: Option<String>,
+    /// Give the database URL and the token as files (`--database-url-file`, `--token-file`,
+    /// mode 0600 in `cwd`) instead of the environment.
+    pub secrets_in_files: bool,
     /// Extra arguments.
     pub args: Vec<String>,
     /// Extra environment.
@@ -31,6 +35,7 @@ impl LocalOptions {
             cwd: cwd.into(),
             database_url: None,
             token: None,
+            secrets_in_files: false,
             args: Vec::new(),
             env: Vec::new(),
         }
@@ -71,11 +76,22 @@ impl LocalServer {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log);
-        if let Some(url) = &opts.database_url {
-            cmd.arg("--database-url").arg(url);
-        }
-        if let Some(t) = &opts.token {
-            cmd.arg("--token").arg(t);
+        for (secret, var, flag) in [
+            (&opts.database_url, "DATABASE_URL", "--database-url-file"),
+            (&opts.token, "WC_LOCAL_TOKEN", "--token-file"),
+        ] {
+            let Some(value) = secret else { continue };
+            if opts.secrets_in_files {
+                let path = opts.cwd.join(format!(
+                    "{}-{}",
+                    var.to_lowercase(),
+                    uuid::Uuid::new_v4().simple()
+                ));
+                private_file(&path, value)?;
+                cmd.arg(flag).arg(path);
+            } else {
+                cmd.env(var, value);
+            }
         }
         let mut child = cmd.spawn()?;
         let stdout = child.stdout.take().expect("piped stdout");
@@ -170,6 +186,18 @@ impl Drop for LocalServer {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Writes `text` to a new file at `path` readable by its owner alone.
+fn private_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(format!("{text}\n").as_bytes())
 }
 
 fn field<'a>(banner: &'a str, label: &str) -> Option<&'a str> {

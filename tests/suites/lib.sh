@@ -70,7 +70,7 @@ start_local() {
     shift 2
     local dir="$SUITE_TMP/$name"
     mkdir -p "$dir"
-    "$WC_LOCAL" --listen 127.0.0.1:0 --database-url "$url" "$@" \
+    DATABASE_URL="$url" "$WC_LOCAL" --listen 127.0.0.1:0 "$@" \
         >"$dir/stdout" 2>"$dir/stderr" &
     local pid=$!
     SUITE_PIDS+=("$pid")

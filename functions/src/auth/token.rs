@@ -9,7 +9,7 @@ use wc_store::credentials::CredentialKind;
 
 /// Longest token accepted in a header; longer ones are refused without a lookup.
 pub const MAX_TOKEN_LEN: usize = 512;
-/// Shortest caller-chosen token (`wc-local --token`) accepted.
+/// Shortest caller-chosen token (`WC_LOCAL_TOKEN` or `wc-local --token-file`) accepted.
 pub const MIN_TOKEN_LEN: usize = 20;
 
 /// Prefix of generated tokens of each kind; it makes them recognisable to secret scanners

@@ -7,6 +7,10 @@ use wc_functions::admin::{AdminCli, run};
 async fn main() -> std::process::ExitCode {
     // An operator command prints its own report; logs are for warnings and failures.
     wc_functions::telemetry::init_with_default("warn");
+    if let Err(e) = wc_functions::hardening::forbid_inspection() {
+        eprintln!("wc-admin: cannot make the process non-dumpable: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
     let cli = AdminCli::parse();
     let mut stdout = std::io::stdout().lock();
     match run(cli, &mut stdout).await {

@@ -10,6 +10,10 @@ use wc_functions::local::{LocalCli, run};
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     wc_functions::telemetry::init();
+    if let Err(e) = wc_functions::hardening::forbid_inspection() {
+        eprintln!("wc-local: cannot make the process non-dumpable: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
     let cli = LocalCli::parse();
     let mut stdout = std::io::stdout();
     match run(cli, &mut stdout).await {

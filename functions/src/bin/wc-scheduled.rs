@@ -11,6 +11,7 @@ use wc_store::config::DatabaseConfig;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     wc_functions::telemetry::init();
+    wc_functions::hardening::forbid_inspection()?;
     let db = DatabaseConfig::from_env()?;
     let pool = wc_store::pool::build_pool(&db)?;
     let config = ServerConfig::from_env()?;

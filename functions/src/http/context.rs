@@ -37,6 +37,9 @@ impl RequestId {
     }
 }
 
+/// Longest `Host` or `Origin` accepted: a DNS name (253) with a scheme and a port fits.
+const MAX_HOST_HEADER_LEN: usize = 300;
+
 tokio::task_local! {
     static CURRENT: RequestId;
 }
@@ -49,11 +52,22 @@ pub fn current_request_id() -> Option<RequestId> {
 /// Outermost middleware: assigns the request id, opens the request span (so every log line of
 /// the request carries the id), logs one access line, and echoes the id on the response.
 /// Only the path is logged: query strings and headers may carry secrets.
+///
+/// A header that is not UTF-8, or a `Host`/`Origin` longer than any real one, is refused
+/// here: the MCP transport logs the `Host` and `Origin` it rejects, and they must stay short.
 pub async fn request_context(mut req: Request, next: Next) -> Response {
-    if let Some(name) = req.headers().iter().find_map(|(k, v)| {
-        std::str::from_utf8(v.as_bytes())
-            .is_err()
-            .then(|| k.clone())
+    if let Some(problem) = req.headers().iter().find_map(|(k, v)| {
+        if std::str::from_utf8(v.as_bytes()).is_err() {
+            Some(format!("header {k} is not valid UTF-8"))
+        } else if (k == axum::http::header::HOST || k == axum::http::header::ORIGIN)
+            && v.len() > MAX_HOST_HEADER_LEN
+        {
+            Some(format!(
+                "header {k} is longer than {MAX_HOST_HEADER_LEN} bytes"
+            ))
+        } else {
+            None
+        }
     }) {
         let id = RequestId::generate();
         return CURRENT
@@ -61,7 +75,7 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
                 let mut resp = super::ApiError::client(
                     axum::http::StatusCode::BAD_REQUEST,
                     "bad_request",
-                    format!("header {name} is not valid UTF-8"),
+                    problem,
                 )
                 .into_response();
                 if let Ok(v) = HeaderValue::from_str(id.as_str()) {
@@ -78,11 +92,12 @@ pub async fn request_context(mut req: Request, next: Next) -> Response {
         .and_then(RequestId::from_caller)
         .unwrap_or_else(RequestId::generate);
     req.extensions_mut().insert(id.clone());
+    // The path and a custom method are the caller's text: bounded and escaped.
     let span = tracing::info_span!(
         "request",
         request_id = %id.as_str(),
-        method = %req.method(),
-        path = %req.uri().path(),
+        method = %crate::telemetry::loggable(req.method().as_str()),
+        path = %crate::telemetry::loggable(req.uri().path()),
     );
     let started = Instant::now();
     let mut resp = CURRENT

@@ -67,11 +67,10 @@ impl ApiError {
 
 impl From<wc_store::StoreError> for ApiError {
     fn from(e: wc_store::StoreError) -> Self {
-        match e {
-            wc_store::StoreError::Pool(_) | wc_store::StoreError::Timeout(_) => {
-                ApiError::unavailable(e)
-            }
-            other => ApiError::internal(other),
+        if e.is_unavailable() {
+            ApiError::unavailable(e)
+        } else {
+            ApiError::internal(e)
         }
     }
 }

@@ -263,7 +263,7 @@ pub async fn end(
         duration_ms,
     };
     if let Err(e) = append(state, recording, spec, Some(&outcome), false).await {
-        tracing::warn!(tool = spec.meta.name, error = %e.message, "could not record tool_call_finished");
+        tracing::warn!(tool = spec.meta.name, error = %crate::telemetry::loggable(&e.message), "could not record tool_call_finished");
     }
 }
 

@@ -227,7 +227,7 @@ impl ToolError {
 impl From<wc_store::StoreError> for ToolError {
     fn from(e: wc_store::StoreError) -> Self {
         match e {
-            wc_store::StoreError::Pool(_) | wc_store::StoreError::Timeout(_) => {
+            e if e.is_unavailable() => {
                 tracing::warn!(error = %e, "database unavailable");
                 ToolError::new(
                     ErrorKind::Unavailable,

@@ -265,8 +265,9 @@ impl WcMcp {
         let who = principal(&ctx)?;
         let slot = audit_slot(&ctx);
         let Some(spec) = self.state.runtime.get(&params.name).cloned() else {
+            // The transport logs error answers: the caller's name goes out bounded and escaped.
             return Err(McpError::invalid_params(
-                format!("unknown tool: {}", params.name),
+                format!("unknown tool: {}", crate::telemetry::loggable(&params.name)),
                 None,
             ));
         };
@@ -292,8 +293,12 @@ impl WcMcp {
             )));
         }
         let mut args = params.arguments.clone().unwrap_or_default();
-        let wrapper = wrapper::split(&mut args)
-            .map_err(|e| reject(format!("invalid wrapper metadata: {e}")))?;
+        let wrapper = wrapper::split(&mut args).map_err(|e| {
+            reject(format!(
+                "invalid wrapper metadata: {}",
+                crate::telemetry::loggable(&e.to_string())
+            ))
+        })?;
         let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
         let call = ToolCall {
             name: spec.meta.name.to_owned(),

@@ -141,7 +141,10 @@ async fn run(
         }
         Err(UnknownTool(n)) => failure(
             ErrorKind::UnknownTool,
-            format!("no tool named {n:?}; POST /api/tools/list lists them"),
+            format!(
+                "no tool named \"{}\"; POST /api/tools/list lists them",
+                crate::telemetry::loggable(&n)
+            ),
         ),
     }
 }
@@ -161,7 +164,10 @@ async fn action(
     {
         return failure(
             ErrorKind::UnknownTool,
-            format!("no action named {tool:?}; use POST /api/tools/call"),
+            format!(
+                "no action named \"{}\"; use POST /api/tools/call",
+                crate::telemetry::loggable(&tool)
+            ),
         );
     }
     let mut args = match object_body(&body) {

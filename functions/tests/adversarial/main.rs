@@ -1,7 +1,8 @@
-//! End-to-end suites that keep the findings of an attacker's probe fixed, one module per
-//! finding.
+//! Adversarial end-to-end tests: each module keeps one class of attack, found by probing wc as
+//! an attacker would, fixed.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod identity;
+mod local;

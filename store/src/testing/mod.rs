@@ -51,15 +51,10 @@ async fn resolve_admin_url() -> Result<DatabaseUrl, String> {
         return Ok(default);
     }
     let root = std::env::temp_dir().join(format!("wc-test-pg-{}", nix::unistd::geteuid()));
-    if let Ok(port) = std::fs::read_to_string(root.join("port")) {
-        let url = DatabaseUrl::parse(&format!(
-            "postgres://postgres@127.0.0.1:{}/postgres",
-            port.trim()
-        ))
-        .map_err(|e| e.to_string())?;
-        if answers(&url).await {
-            return Ok(url);
-        }
+    if let Some(url) = crate::cluster::recorded_url(&root, "postgres")
+        && answers(&url).await
+    {
+        return Ok(url);
     }
     let opts = ClusterOptions {
         die_with_parent: false,

@@ -2,7 +2,9 @@
 //! the server commit and swallow its answer ([`Break::ReplyLost`]), or close both sockets
 //! instead of forwarding it ([`Break::CommitLost`]). The client sees a connection failure
 //! either way and cannot know the outcome. A transaction is chosen by the prepared statements
-//! it executed ([`PgProxy::arm`]); everything else is relayed untouched.
+//! it executed ([`PgProxy::arm`]); everything else is relayed untouched. It can also drop a
+//! connection the moment a chosen statement is executed ([`Break::StatementLost`]): the
+//! database going away in the middle of a request.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -26,6 +28,9 @@ pub enum Break {
     /// Close both sockets instead of forwarding the COMMIT: the server rolls the transaction
     /// back, the client cannot know either.
     CommitLost,
+    /// Close both sockets instead of forwarding the `at_least`-th execution of a marked
+    /// statement, in or out of a transaction: the connection is lost mid-request.
+    StatementLost,
 }
 
 /// What the proxy did when a sabotage fired.
@@ -39,6 +44,8 @@ pub enum Fired {
     },
     /// The COMMIT was never sent.
     CommitLost,
+    /// A marked statement's execution was never sent; the connection was closed instead.
+    StatementLost,
 }
 
 /// A sabotage waiting for its transaction.
@@ -227,9 +234,17 @@ async fn relay(
                             let mut s = m.strings();
                             let _portal = s.next();
                             let name = s.next().unwrap_or_default();
-                            let marker = control.armed.lock().unwrap().map(|a| a.marker);
-                            if marker.is_some_and(|m| statements.get(&name).is_some_and(|q| q.contains(m))) {
+                            let armed = *control.armed.lock().unwrap();
+                            if armed.is_some_and(|a| statements.get(&name).is_some_and(|q| q.contains(a.marker))) {
                                 marked += 1;
+                                let cut = {
+                                    let mut a = control.armed.lock().unwrap();
+                                    a.take_if(|a| a.how == Break::StatementLost && a.at_least <= marked)
+                                };
+                                if cut.is_some() {
+                                    control.fired.lock().unwrap().push(Fired::StatementLost);
+                                    return Ok(());
+                                }
                             }
                         }
                         Some(b'Q') => {
@@ -239,15 +254,15 @@ async fn relay(
                             if query.eq_ignore_ascii_case("COMMIT") {
                                 let armed = {
                                     let mut a = control.armed.lock().unwrap();
-                                    if a.is_some_and(|a| a.at_least <= marked) { a.take() } else { None }
+                                    if a.is_some_and(|a| a.how != Break::StatementLost && a.at_least <= marked) { a.take() } else { None }
                                 };
                                 match armed.map(|a| a.how) {
+                                    Some(Break::StatementLost) | None => {}
                                     Some(Break::CommitLost) => {
                                         control.fired.lock().unwrap().push(Fired::CommitLost);
                                         return Ok(());
                                     }
                                     Some(Break::ReplyLost) => swallow = Some(requests_sent),
-                                    None => {}
                                 }
                             }
                             if transaction_boundary(query) {
