@@ -179,8 +179,13 @@ pub fn check(body: &Bytes) -> Result<(), Rejection> {
             "invalid request: expected one JSON-RPC 2.0 object (batches are not supported)",
         ));
     }
-    let msg: Envelope<'_> = serde_json::from_str(outer.get())
-        .map_err(|e| reject(Value::Null, INVALID_REQUEST, &format!("invalid request: {e}")))?;
+    let msg: Envelope<'_> = serde_json::from_str(outer.get()).map_err(|e| {
+        reject(
+            Value::Null,
+            INVALID_REQUEST,
+            &format!("invalid request: {e}"),
+        )
+    })?;
     let id = match msg.id {
         None => Value::Null,
         Some(raw) => request_id(raw).ok_or_else(|| {
@@ -217,8 +222,13 @@ pub fn check(body: &Bytes) -> Result<(), Rejection> {
         ));
     }
     for member in [msg.result, msg.error].into_iter().flatten() {
-        walk(member.get())
-            .map_err(|e| reject(id.clone(), INVALID_REQUEST, &format!("invalid request: {e}")))?;
+        walk(member.get()).map_err(|e| {
+            reject(
+                id.clone(),
+                INVALID_REQUEST,
+                &format!("invalid request: {e}"),
+            )
+        })?;
     }
     let Some(params) = msg.params else {
         if method.as_deref() == Some("tools/call") {
@@ -406,7 +416,9 @@ mod tests {
             None
         );
         assert_eq!(
-            code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":null}}"#),
+            code(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":null}}"#
+            ),
             None
         );
     }

@@ -232,7 +232,11 @@ pub(super) fn innocent_key(name: &str) -> bool {
     static KEY: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!("(?i){SECRET_KEY}")).expect("valid key rule"));
     let counting = |p: &&str| p.contains("tokens") || p.contains("tokeniz");
-    parts.iter().any(counting) && !parts.iter().filter(|p| !counting(p)).any(|p| KEY.is_match(p))
+    parts.iter().any(counting)
+        && !parts
+            .iter()
+            .filter(|p| !counting(p))
+            .any(|p| KEY.is_match(p))
 }
 
 /// Where a value given to a secret-naming flag or key is itself a secret: `None` when it only

@@ -54,7 +54,11 @@ fn bare_secret(c: &Captures<'_>) -> String {
         && marks >= 3
         && slashes <= 3
         && pluses <= 3;
-    if secret { MARK.to_owned() } else { s.to_owned() }
+    if secret {
+        MARK.to_owned()
+    } else {
+        s.to_owned()
+    }
 }
 
 /// "my password is X": the value when it reads as a secret (quoted, or with a digit, a capital
@@ -354,7 +358,10 @@ fn redact_words(items: &mut [Value]) {
     let mut changed: Vec<(usize, String)> = Vec::new();
     for h in hides {
         let word = list[h.word];
-        changed.push((h.word, format!("{}{MARK}{}", &word[..h.from], &word[h.to..])));
+        changed.push((
+            h.word,
+            format!("{}{MARK}{}", &word[..h.from], &word[h.to..]),
+        ));
     }
     for (i, text) in changed {
         items[i] = Value::String(text);

@@ -1,0 +1,3 @@
+#[path = "../common/mod.rs"]
+mod common;
+mod redact;
