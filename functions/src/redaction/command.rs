@@ -186,8 +186,8 @@ pub(super) fn trigger_patterns() -> Vec<String> {
         .collect();
     vec![
         format!(r"(?i)-[A-Za-z0-9_.-]*{SECRET_KEY}"),
-        format!(r"(?i)\b(?:{})\b", names.join("|")),
-        r"(?i)\b(?:set|config)\b".to_owned(),
+        format!(r"(?i)(?-u:\b)(?:{})(?-u:\b)", names.join("|")),
+        r"(?i)(?-u:\b)(?:set|config)(?-u:\b)".to_owned(),
     ]
 }
 

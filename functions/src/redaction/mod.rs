@@ -95,8 +95,9 @@ fn sas_signature(c: &Captures<'_>) -> String {
     if !(lower.contains("sv=") && (lower.contains("se=") || lower.contains("sp="))) {
         return text.to_owned();
     }
-    static SIG: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?i)(\bsig=)[^&\s\x22'<>#;]+").expect("valid sig rule"));
+    static SIG: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)((?-u:\b)sig=)[^&\s\x22'<>#;]+").expect("valid sig rule")
+    });
     SIG.replace_all(text, |s: &Captures<'_>| {
         if &s[0][4..] == MARK {
             s[0].to_owned()
@@ -118,86 +119,99 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)",
             whole,
         ),
-        r(r"\bAGE-SECRET-KEY-1[0-9A-Z]{50,}\b", whole),
+        r(r"(?-u:\b)AGE-SECRET-KEY-1[0-9A-Z]{50,}(?-u:\b)", whole),
         // Credentials inside URLs: scheme://user:password@host → keep user, drop password.
-        r(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)", |c| {
-            format!("{}{MARK}{}", &c[1], &c[2])
-        }),
+        r(
+            r"(?i)(?-u:\b)([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)",
+            |c| format!("{}{MARK}{}", &c[1], &c[2]),
+        ),
         // Webhook URLs are their own credential: keep the host and the kind, drop the rest.
         r(
-            r"(?i)\b(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/-]{8,}",
+            r"(?i)(?-u:\b)(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/-]{8,}",
             keep_first,
         ),
         r(
-            r"(?i)\b((?:discord|discordapp)\.com/api/webhooks/\d+/)[A-Za-z0-9_-]{20,}",
+            r"(?i)(?-u:\b)((?:discord|discordapp)\.com/api/webhooks/\d+/)[A-Za-z0-9_-]{20,}",
             keep_first,
         ),
         r(
-            r"(?i)\b(outlook\.office(?:365)?\.com/webhook(?:b2)?/)[A-Za-z0-9@/_-]{20,}",
+            r"(?i)(?-u:\b)(outlook\.office(?:365)?\.com/webhook(?:b2)?/)[A-Za-z0-9@/_-]{20,}",
             keep_first,
         ),
         // Azure SAS tokens (their `sig=`), in URLs and connection strings.
-        r(r"[^\s\x22'<>]*\bsig=[^\s\x22'<>]+", sas_signature),
+        r(r"[^\s\x22'<>]*(?-u:\b)sig=[^\s\x22'<>]+", sas_signature),
         // Authorization headers and bare bearer/basic credentials.
         r(
-            r"(?i)\b((?:authorization|proxy-authorization)\s*[:=]\s*(?:bearer|basic|token|digest)?\s*)[^\s,;]+",
+            r"(?i)(?-u:\b)((?:authorization|proxy-authorization)\s*[:=]\s*(?:bearer|basic|token|digest)?\s*)[^\s,;]+",
             keep_first,
         ),
         r(
-            r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}",
+            r"(?i)(?-u:\b)((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}",
             keep_first,
         ),
         // JSON Web Tokens.
         r(
-            r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+",
+            r"(?-u:\b)eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+",
             whole,
         ),
         // Well-known token shapes.
         r(
-            r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
+            r"(?-u:\b)(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}(?-u:\b)",
             whole,
         ),
-        r(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b", whole),
-        r(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b", whole),
-        r(r"\bglpat-[A-Za-z0-9_-]{20,}\b", whole),
+        r(r"(?-u:\b)gh[pousr]_[A-Za-z0-9]{30,}(?-u:\b)", whole),
+        r(r"(?-u:\b)github_pat_[A-Za-z0-9_]{20,}(?-u:\b)", whole),
+        r(r"(?-u:\b)glpat-[A-Za-z0-9_-]{20,}(?-u:\b)", whole),
         r(
-            r"\bgl(?:dt|rt|ptt|cbt|imt|agent|oas|sa|c)[-_][A-Za-z0-9_-]{20,}\b",
+            r"(?-u:\b)gl(?:dt|rt|ptt|cbt|imt|agent|oas|sa|c)[-_][A-Za-z0-9_-]{20,}(?-u:\b)",
             whole,
         ),
-        r(r"\bxox[abposre]-[A-Za-z0-9-]{10,}\b", whole),
-        r(r"\bxapp-[0-9]-[A-Za-z0-9-]{10,}\b", whole),
-        r(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b", whole),
-        r(r"\bwhsec_[A-Za-z0-9+/=]{20,}", whole),
+        r(r"(?-u:\b)xox[abposre]-[A-Za-z0-9-]{10,}(?-u:\b)", whole),
+        r(r"(?-u:\b)xapp-[0-9]-[A-Za-z0-9-]{10,}(?-u:\b)", whole),
         r(
-            r"\bsk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_-]{20,}\b",
+            r"(?-u:\b)(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}(?-u:\b)",
             whole,
         ),
-        r(r"\bAIza[0-9A-Za-z_-]{35}\b", whole),
+        r(r"(?-u:\b)whsec_[A-Za-z0-9+/=]{20,}", whole),
+        r(
+            r"(?-u:\b)sk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_-]{20,}(?-u:\b)",
+            whole,
+        ),
+        r(r"(?-u:\b)AIza[0-9A-Za-z_-]{35}(?-u:\b)", whole),
         // Google OAuth access and refresh tokens.
-        r(r"\bya29\.[0-9A-Za-z_-]{20,}", whole),
-        r(r"\b1//0[0-9A-Za-z_-]{20,}", whole),
-        r(r"\bnpm_[A-Za-z0-9]{36}\b", whole),
-        r(r"\bpypi-[A-Za-z0-9_-]{40,}\b", whole),
-        r(r"\bhf_[A-Za-z0-9]{30,}\b", whole),
-        r(r"\bwc[spr]k_[A-Za-z0-9_-]{20,}\b", whole),
-        r(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}\b", whole),
-        r(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b", whole),
-        r(r"\bdo[opr]_v1_[a-f0-9]{64}\b", whole),
-        r(r"\bdapi[a-f0-9]{32}(?:-\d)?\b", whole),
-        r(r"\bsq0(?:atp|csp)-[0-9A-Za-z_-]{22,}\b", whole),
-        r(r"\bSK[0-9a-f]{32}\b", whole),
-        r(r"\bkey-[0-9a-f]{32}\b", whole),
-        r(r"\blin_api_[A-Za-z0-9]{40}\b", whole),
-        r(r"\bPMAK-[0-9a-f]{24}-[0-9a-f]{34}\b", whole),
-        r(r"\bntn_[A-Za-z0-9]{40,}\b", whole),
-        r(r"\bsntry[su]_[A-Za-z0-9+/=_-]{40,}", whole),
-        r(r"\bpul-[a-f0-9]{40}\b", whole),
-        r(r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_-]{60,}", whole),
-        r(r"\bdp\.(?:st|ct|sa|scim|audit)\.[A-Za-z0-9_.-]{40,}", whole),
-        r(r"\bATATT3[A-Za-z0-9_=-]{40,}", whole),
-        r(r"\bEAA[A-Za-z0-9]{90,}", whole),
+        r(r"(?-u:\b)ya29\.[0-9A-Za-z_-]{20,}", whole),
+        r(r"(?-u:\b)1//0[0-9A-Za-z_-]{20,}", whole),
+        r(r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)", whole),
+        r(r"(?-u:\b)pypi-[A-Za-z0-9_-]{40,}(?-u:\b)", whole),
+        r(r"(?-u:\b)hf_[A-Za-z0-9]{30,}(?-u:\b)", whole),
+        r(r"(?-u:\b)wc[spr]k_[A-Za-z0-9_-]{20,}(?-u:\b)", whole),
         r(
-            r"(?i)\b((?:AccountKey|SharedAccessKey|SharedSecret)=)[A-Za-z0-9+/=]{20,}",
+            r"(?-u:\b)SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}(?-u:\b)",
+            whole,
+        ),
+        r(r"(?-u:\b)shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}(?-u:\b)", whole),
+        r(r"(?-u:\b)do[opr]_v1_[a-f0-9]{64}(?-u:\b)", whole),
+        r(r"(?-u:\b)dapi[a-f0-9]{32}(?:-\d)?(?-u:\b)", whole),
+        r(r"(?-u:\b)sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}(?-u:\b)", whole),
+        r(r"(?-u:\b)SK[0-9a-f]{32}(?-u:\b)", whole),
+        r(r"(?-u:\b)key-[0-9a-f]{32}(?-u:\b)", whole),
+        r(r"(?-u:\b)lin_api_[A-Za-z0-9]{40}(?-u:\b)", whole),
+        r(r"(?-u:\b)PMAK-[0-9a-f]{24}-[0-9a-f]{34}(?-u:\b)", whole),
+        r(r"(?-u:\b)ntn_[A-Za-z0-9]{40,}(?-u:\b)", whole),
+        r(r"(?-u:\b)sntry[su]_[A-Za-z0-9+/=_-]{40,}", whole),
+        r(r"(?-u:\b)pul-[a-f0-9]{40}(?-u:\b)", whole),
+        r(
+            r"(?-u:\b)[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_-]{60,}",
+            whole,
+        ),
+        r(
+            r"(?-u:\b)dp\.(?:st|ct|sa|scim|audit)\.[A-Za-z0-9_.-]{40,}",
+            whole,
+        ),
+        r(r"(?-u:\b)ATATT3[A-Za-z0-9_=-]{40,}", whole),
+        r(r"(?-u:\b)EAA[A-Za-z0-9]{90,}", whole),
+        r(
+            r"(?i)(?-u:\b)((?:AccountKey|SharedAccessKey|SharedSecret)=)[A-Za-z0-9+/=]{20,}",
             keep_first,
         ),
         // key=value / key: value / "key": "value" assignments whose key names a secret. A value
@@ -234,7 +248,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         ),
         // "my api key is X", "the password was X".
         r(
-            r#"(?i)\b((?:api[ _-]?key|password|passphrase|passwd|passcode|secret(?: key)?|token|access[ _-]?key|pin|credentials?)\s+(?:is|was|are)\s+)("[^"\n]+"|'[^'\n]+'|[^\s"'<>]+)"#,
+            r#"(?i)(?-u:\b)((?:api[ _-]?key|password|passphrase|passwd|passcode|secret(?: key)?|token|access[ _-]?key|pin|credentials?)\s+(?:is|was|are)\s+)("[^"\n]+"|'[^'\n]+'|[^\s"'<>]+)"#,
             prose_secret,
         ),
         // Bare 40-character secret keys (judged by [`bare_secret`]).
@@ -351,6 +365,17 @@ fn redact_command_text(text: &str) -> Option<String> {
 fn redact_words(items: &mut [Value]) {
     items.iter_mut().for_each(redact_json);
     if items.len() < 2 || !items.iter().all(Value::is_string) {
+        return;
+    }
+    // Each way [`command::secret_words`] can hide a word needs some word to match one of its
+    // triggers (a secret-naming flag, a known tool, `set`/`config`).
+    static TRIGGER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(&command::trigger_patterns().join("|")).expect("valid trigger rules")
+    });
+    if !items
+        .iter()
+        .any(|v| v.as_str().is_some_and(|s| TRIGGER.is_match(s)))
+    {
         return;
     }
     let list: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
