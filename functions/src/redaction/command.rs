@@ -152,7 +152,7 @@ const TOOLS: &[Tool] = &[
         takes: &[Takes::SlashColon("/p:")],
     },
     Tool {
-        names: &["sqlplus", "sqlldr", "expdp", "impdp", "exp", "imp", "rman"],
+        names: &["sqlplus", "sqlldr", "expdp", "impdp", "rman"],
         takes: &[Takes::Connect],
     },
     Tool {
@@ -160,7 +160,7 @@ const TOOLS: &[Tool] = &[
         takes: &[Takes::LastPositionalInBatch],
     },
     Tool {
-        names: &["vault", "bao"],
+        names: &["vault"],
         takes: &[Takes::AfterLogin],
     },
     Tool {
@@ -227,16 +227,30 @@ pub(super) fn innocent_key(name: &str) -> bool {
     if LAST.contains(last) || FIRST.contains(first) || SUFFIX.iter().any(|x| last.ends_with(x)) {
         return true;
     }
-    // `max_tokens`, `tokenizer`: counts and text processing, unless another part names a
-    // secret (`tokenizer_secret`).
+    // Words that only contain a secret's name (`max_tokens`, `tokenizer`, `--bypass-cache`,
+    // `passthrough`): without them, does the name still name a secret (`tokenizer_secret`)?
     static KEY: LazyLock<Regex> =
         LazyLock::new(|| Regex::new(&format!("(?i){SECRET_KEY}")).expect("valid key rule"));
-    let counting = |p: &&str| p.contains("tokens") || p.contains("tokeniz");
-    parts.iter().any(counting)
-        && !parts
-            .iter()
-            .filter(|p| !counting(p))
-            .any(|p| KEY.is_match(p))
+    const NOT_SECRETS: &[&str] = &[
+        "tokens",
+        "tokeniz",
+        "bypass",
+        "passthrough",
+        "passenger",
+        "passive",
+        "compass",
+        "passage",
+        "surpass",
+        "passport",
+    ];
+    if !NOT_SECRETS.iter().any(|w| lower.contains(w)) {
+        return false;
+    }
+    let mut rest = lower.clone();
+    for w in NOT_SECRETS {
+        rest = rest.replace(w, " ");
+    }
+    !KEY.is_match(&rest)
 }
 
 /// Where a value given to a secret-naming flag or key is itself a secret: `None` when it only
@@ -447,18 +461,6 @@ fn tool_word(
                 }
                 return Some(1);
             }
-            Takes::Connect if !w.starts_with('-') && !w.starts_with('/') => {
-                if let Some(slash) = w.find('/') {
-                    let to = w[slash..].find('@').map_or(w.len(), |a| slash + a);
-                    if slash + 1 < to && &w[slash + 1..to] != MARK && !w.contains("://") {
-                        hides.push(Hide {
-                            word: i,
-                            from: slash + 1,
-                            to,
-                        });
-                    }
-                }
-            }
             Takes::BodyOfSecretSet
                 if matches!(w, "-b" | "--body")
                     && words[..i].contains(&"secret")
@@ -501,6 +503,24 @@ fn finish_tool(words: &[&str], at: usize, end: usize, t: &Tool, hides: &mut Vec<
                     });
                 }
             }
+            Takes::Connect => {
+                // Only the first positional word is a connect string (`scott/tiger@db`); a
+                // later one is a script (`@scripts/run.sql`).
+                if let Some(p) = args.iter().position(|a| !a.starts_with('-'))
+                    && !args[p].starts_with(['/', '@', '.'])
+                    && let Some(slash) = args[p].find('/')
+                {
+                    let w = args[p];
+                    let to = w[slash..].find('@').map_or(w.len(), |a| slash + a);
+                    if slash + 1 < to && &w[slash + 1..to] != MARK && !w.contains("://") {
+                        hides.push(Hide {
+                            word: at + 1 + p,
+                            from: slash + 1,
+                            to,
+                        });
+                    }
+                }
+            }
             Takes::AfterLogin => {
                 if let Some(l) = args.iter().position(|a| *a == "login")
                     && let Some(p) = args[l + 1..]
@@ -534,6 +554,11 @@ mod tests {
 
     #[test]
     fn a_flag_naming_a_secret_hides_the_next_word() {
+        assert_eq!(hidden(&["redis-cli", "--pass", "pw0"]), ["pw0"]);
+        assert_eq!(
+            hidden(&["tool", "--bypass-cache", "--passthrough", "x"]),
+            Vec::<String>::new()
+        );
         assert_eq!(hidden(&["tool", "--password", "pw1"]), ["pw1"]);
         assert_eq!(hidden(&["tool", "-storepass", "pw2"]), ["pw2"]);
         assert_eq!(
@@ -569,6 +594,10 @@ mod tests {
         assert_eq!(hidden(&["htpasswd", "-bc", "f", "u", "pw7"]), ["pw7"]);
         assert_eq!(hidden(&["vault", "login", "s.tok8"]), ["s.tok8"]);
         assert_eq!(hidden(&["sqlplus", "scott/tiger9@db"]), ["tiger9"]);
+        assert_eq!(
+            hidden(&["sqlplus", "-s", "/nolog", "@scripts/run.sql"]),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

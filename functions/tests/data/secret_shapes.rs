@@ -77,4 +77,6 @@
     (&["tokenizer_secret=TokSecretVal77"], "TokSecretVal77", &["tokenizer=bert-base-uncased9"], "tokenizer=bert-base-uncased9"),
     (&["curl -H 'X-Api-Key: HdrApiKeyVal88' https://x"], "HdrApiKeyVal88", &["curl -H 'X-Request-Id: req-88-abc' https://x"], "X-Request-Id: req-88-abc"),
     (&["bcrypt password=$2b$12$abcdefghijklmnopqrstuv"], "$2b$12$abcdefghijklmnopqrstuv", &["password=${DB_PASSWORD}"], "${DB_PASSWORD}"),
+    (&["sqlplus", "-s", "scott/TigerPw2x@orcl", "@scripts/run9.sql"], "TigerPw2x", &["sqlplus", "-s", "/nolog", "@scripts/run9.sql"], "@scripts/run9.sql"),
+    (&["redis-cli", "--pass", "RedisPassFlag9"], "RedisPassFlag9", &["kubectl", "proxy", "--passthrough-port", "18019"], "18019"),
 ]
