@@ -271,7 +271,7 @@ pub fn check(body: &Bytes) -> Result<(), Rejection> {
 fn check_call(params: &RawValue) -> Result<(), &'static str> {
     let call: CallParams<'_> = serde_json::from_str(params.get())
         .map_err(|_| "invalid params: tools/call params must be an object")?;
-    if !call.name.is_some_and(|n| first_byte(n) == b'"') {
+    if call.name.is_none_or(|n| first_byte(n) != b'"') {
         return Err("invalid params: tools/call needs name, a string naming the tool");
     }
     if let Some(args) = call.arguments

@@ -239,7 +239,7 @@ async fn malformed_messages_get_json_rpc_errors_with_their_code_and_id() {
                 StatusCode::OK,
             ),
             (
-                format!(r#"{{"jsonrpc":"2.0","id":13,"method":"tools/list","params":[]}}"#),
+                r#"{"jsonrpc":"2.0","id":13,"method":"tools/list","params":[]}"#.to_owned(),
                 "tools/list",
                 -32602,
                 json!(13),
