@@ -341,13 +341,13 @@ fn segment(words: &[&str], start: usize, end: usize, hides: &mut Vec<Hide>) {
         }
         if secret_flag(w) {
             hide_value(hides, i + 1);
-            i += 2;
+            i += past_value(words, i, end);
             continue;
         }
         let before = &words[start..i];
         if secret_setting(w) && before.iter().any(|b| matches!(*b, "set" | "config")) {
             hide_value(hides, i + 1);
-            i += 2;
+            i += past_value(words, i, end);
             continue;
         }
         if let Some((at, t)) = current {
@@ -361,6 +361,16 @@ fn segment(words: &[&str], start: usize, end: usize, hides: &mut Vec<Hide>) {
     }
     if let Some((at, t)) = current {
         finish_tool(words, at, end, t, hides);
+    }
+}
+
+/// How many words a flag at `words[i]` and its value take: one when the next word is itself a
+/// flag (the value was left out), so that flag is read too.
+fn past_value(words: &[&str], i: usize, end: usize) -> usize {
+    if i + 1 < end && looks_like_flag(words[i + 1]) {
+        1
+    } else {
+        2
     }
 }
 
@@ -395,7 +405,7 @@ fn tool_word(
                 {
                     hide_next(hides, 0, n.len());
                 }
-                return Some(2);
+                return Some(past_value(words, i, end));
             }
             Takes::NextInLogin(flag) if in_login && w == flag => {
                 if let Some(n) = next
@@ -403,7 +413,7 @@ fn tool_word(
                 {
                     hide_next(hides, 0, n.len());
                 }
-                return Some(2);
+                return Some(past_value(words, i, end));
             }
             Takes::Attached(flag) | Takes::NextOrAttached(flag)
                 if w.len() > flag.len() && w.starts_with(flag) && !w.starts_with("--") =>
@@ -430,7 +440,7 @@ fn tool_word(
                     {
                         hide_next(hides, at + 1, n.len());
                     }
-                    return Some(2);
+                    return Some(past_value(words, i, end));
                 }
                 let attached = if flag.starts_with("--") {
                     w.strip_prefix(flag).and_then(|r| r.strip_prefix('='))
@@ -469,7 +479,7 @@ fn tool_word(
                 if let Some(n) = next {
                     hide_next(hides, 0, n.len());
                 }
-                return Some(2);
+                return Some(past_value(words, i, end));
             }
             _ => {}
         }
@@ -610,6 +620,12 @@ mod tests {
             hidden(&["aws", "configure", "get", "aws_secret_access_key"]),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn a_flag_left_without_its_value_does_not_hide_the_next_flags_value() {
+        assert_eq!(hidden(&["tool", "--password", "--token", "t12"]), ["t12"]);
+        assert_eq!(hidden(&["sshpass", "-p", "--password", "p13"]), ["p13"]);
     }
 
     #[test]
