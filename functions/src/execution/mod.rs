@@ -303,7 +303,8 @@ async fn submit_as(
                 "tool": req.tool,
                 "mode": req.mode,
                 "kind": spec_kind(&req.spec),
-                "cwd": req.cwd,
+                // The argument summary is redacted; so is this copy of the cwd.
+                "cwd": req.cwd.as_deref().map(crate::redaction::redact),
                 "timeout_ms": req.timeout_ms,
                 "expectation": expectation,
             }),

@@ -6,3 +6,4 @@ mod common;
 
 mod identity;
 mod local;
+mod redact;
