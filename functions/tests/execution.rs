@@ -390,13 +390,16 @@ async fn run_tools_report_exit_codes_output_and_stdin_as_the_process_produced_th
 /// (execution_state, exit_code, matched, actionable) as a case expects it.
 type Verdict = (&'static str, i64, bool, bool);
 
+/// (argv, result_expectation, accepted_exit_codes, expected verdict, expected success).
+type ExpectationCase = (Value, Option<&'static str>, Option<Value>, Verdict, bool);
+
 #[tokio::test]
 async fn declared_expectations_classify_outcomes_without_rewriting_them() {
     let env = Env::start().await;
     let exit = |code: i32| json!(["sh", "-c", format!("exit {code}")]);
     // (argv, result_expectation, accepted_exit_codes) → (state, exit, matched, actionable) and
     // the result's success: exit 0 or an accepted code, whatever was declared.
-    let cases: Vec<(Value, Option<&str>, Option<Value>, Verdict, bool)> = vec![
+    let cases: Vec<ExpectationCase> = vec![
         (
             exit(1),
             Some("failure"),
