@@ -21,11 +21,31 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
     let _ = writeln!(
         out,
         "Generated from the tool registry by `wc-admin docs tools`; do not edit by hand.\n\n\
-         Every tool answers `{{success, output, error}}`: `output` (shaped as below) on success,\n\
-         `error` (`{{kind, message, …}}`, kinds in ERRORS.md) on failure. On MCP that object is the\n\
+         Every tool answers `{{success, output, error}}`: `output` (shaped as below) on success\n\
+         and on an execution that ended without success, `error` (`{{kind, message, …}}`, kinds in\n\
+         ERRORS.md) on failure. On MCP that object is the\n\
          `structuredContent` (and the one text block); on REST it is the response body. Every MCP\n\
          tool also accepts the wrapper metadata `recording_session_id`, `ack_session_message_ids`\n\
          and `context_request`; REST accepts `recording_session_id`.\n"
+    );
+    let _ = writeln!(
+        out,
+        "## Execution results\n\n\
+         `run_process`, `run_shell` and `run_script` (and `job_status` for an ended job) answer\n\
+         `success: true` only when the execution completed and its exit status counts as success:\n\
+         0, or one of the call's `accepted_exit_codes` (at most {max_codes}, each 0-255). Any other end is\n\
+         `success: false` with an `error.kind` naming it — `exit_nonzero`, `killed_by_signal`,\n\
+         `timed_out`, `cancelled`, `execution_rejected` (the runner refused to start it, e.g. a cwd\n\
+         that resolves outside the project root), `spawn_failed`, `lost` — and the same `output`\n\
+         as a success (exit code, signal, stdout/stderr, truncation flags, job id, duration). MCP\n\
+         marks such a result `isError: true`; REST answers it with HTTP 200, because the request was\n\
+         carried out. A run still going when the synchronous wait ends (about 20 s), and a\n\
+         `run_job` handle, are `success: true` with `execution_state` `queued` or `running`.\n\n\
+         `result_expectation` (`success`, `failure`, `observe`) never changes `success`: it is\n\
+         recorded before the run and only classifies the outcome (`output.expectation.matched` and\n\
+         `actionable`, and the ledger's evidence). An expected failure is still `success: false`;\n\
+         use `accepted_exit_codes` when an exit status is itself the answer.\n",
+        max_codes = crate::execution::MAX_ACCEPTED_EXIT_CODES,
     );
     let attention =
         serde_json::to_string_pretty(&Value::Object(crate::kernel::spec::schema_for::<
@@ -121,7 +141,12 @@ pub fn errors_markdown() -> String {
          `{{\"success\": false, \"error\": {{\"kind\", \"message\", …}}}}`. `kind` is one of the stable\n\
          strings below; new kinds may be added, existing ones are never renamed. The REST surface\n\
          answers with the HTTP status shown; MCP always carries the result in `structuredContent`\n\
-         with `isError: true`.\n"
+         with `isError: true`.\n\n\
+         The execution kinds (`execution_rejected`, `spawn_failed`, `exit_nonzero`,\n\
+         `killed_by_signal`, `timed_out`, `cancelled`, `lost`) say how an execution ended when it did\n\
+         not succeed. Their result still carries the execution's `output` (exit code, signal,\n\
+         stdout/stderr, truncation flags, job id, duration), and REST answers them with 200: the\n\
+         request was valid and carried out; the program's end is the answer.\n"
     );
     let _ = writeln!(out, "| kind | HTTP (REST) | failure class | what to do |");
     let _ = writeln!(out, "|---|---|---|---|");

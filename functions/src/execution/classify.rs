@@ -5,6 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_runner_protocol::{Termination, WorkOutcome};
 
+use super::ExecState;
+
 /// What the caller declared before execution.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -33,28 +35,27 @@ pub struct ExpectationView {
     pub actionable: bool,
 }
 
-/// Compares `outcome` (in caller-facing `state`) with the declaration.
+/// Compares `outcome` (in caller-facing `state`) with the declaration. The tool result's
+/// `success` never depends on this: a declaration classifies the outcome for the ledger and the
+/// caller, it does not turn a failed run into a successful call.
 pub fn classify(
     declared: ResultExpectation,
     accepted: &[i32],
-    state: &str,
+    state: ExecState,
     outcome: Option<&WorkOutcome>,
 ) -> ExpectationView {
-    let matched = match state {
-        "queued" | "running" => None,
-        _ => Some(match outcome {
-            Some(o) if o.termination == Termination::Exited => {
-                let ok = o.exit_code.is_some_and(|c| c == 0 || accepted.contains(&c));
-                match declared {
-                    ResultExpectation::Success => ok,
-                    ResultExpectation::Failure => !ok && o.exit_code.is_some(),
-                    ResultExpectation::Observe => true,
-                }
+    let matched = (!state.is_pending()).then(|| match outcome {
+        Some(o) if o.termination == Termination::Exited => {
+            let ok = o.exit_code.is_some_and(|c| c == 0 || accepted.contains(&c));
+            match declared {
+                ResultExpectation::Success => ok,
+                ResultExpectation::Failure => !ok && o.exit_code.is_some(),
+                ResultExpectation::Observe => true,
             }
-            // Killed by a signal, timed out, cancelled, rejected, not started, lost: fail closed.
-            _ => false,
-        }),
-    };
+        }
+        // Killed by a signal, timed out, cancelled, rejected, not started, lost: fail closed.
+        _ => false,
+    });
     ExpectationView {
         declared,
         accepted_exit_codes: accepted.to_vec(),
@@ -111,7 +112,7 @@ mod tests {
             (Observe, vec![], ended(Termination::Cancelled), Some(false)),
         ];
         for (declared, accepted, outcome, want) in cases {
-            let got = classify(declared, &accepted, "failed", Some(&outcome));
+            let got = classify(declared, &accepted, ExecState::Failed, Some(&outcome));
             assert_eq!(got.matched, want, "{declared:?} {accepted:?} {outcome:?}");
             assert_eq!(got.actionable, want == Some(false));
         }
@@ -119,9 +120,9 @@ mod tests {
 
     #[test]
     fn unknown_outcomes_fail_closed_and_pending_ones_are_undecided() {
-        let lost = classify(ResultExpectation::Observe, &[], "lost", None);
+        let lost = classify(ResultExpectation::Observe, &[], ExecState::Lost, None);
         assert_eq!((lost.matched, lost.actionable), (Some(false), true));
-        let running = classify(ResultExpectation::Success, &[], "running", None);
+        let running = classify(ResultExpectation::Success, &[], ExecState::Running, None);
         assert_eq!((running.matched, running.actionable), (None, false));
     }
 }

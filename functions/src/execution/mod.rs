@@ -41,6 +41,56 @@ pub const MAX_PURPOSE_CHARS: usize = 200;
 /// Most `accepted_exit_codes`.
 pub const MAX_ACCEPTED_EXIT_CODES: usize = 32;
 
+/// Exit codes a caller counts as success besides 0 (a boolean predicate's 1, say): at most
+/// [`MAX_ACCEPTED_EXIT_CODES`], each 0-255. Parsing is the check, so a value of this type is
+/// always within its bounds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<i32>", into = "Vec<i32>")]
+pub struct AcceptedExitCodes(Vec<i32>);
+
+impl AcceptedExitCodes {
+    /// The codes, in the caller's order.
+    pub fn as_slice(&self) -> &[i32] {
+        &self.0
+    }
+}
+
+impl TryFrom<Vec<i32>> for AcceptedExitCodes {
+    type Error = String;
+
+    fn try_from(codes: Vec<i32>) -> Result<Self, String> {
+        if codes.len() > MAX_ACCEPTED_EXIT_CODES {
+            return Err(format!(
+                "at most {MAX_ACCEPTED_EXIT_CODES} accepted exit codes"
+            ));
+        }
+        if let Some(c) = codes.iter().find(|c| !(0..=255).contains(*c)) {
+            return Err(format!("exit code {c} is outside 0-255"));
+        }
+        Ok(AcceptedExitCodes(codes))
+    }
+}
+
+impl From<AcceptedExitCodes> for Vec<i32> {
+    fn from(codes: AcceptedExitCodes) -> Vec<i32> {
+        codes.0
+    }
+}
+
+impl JsonSchema for AcceptedExitCodes {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AcceptedExitCodes".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "array",
+            "maxItems": MAX_ACCEPTED_EXIT_CODES,
+            "items": { "type": "integer", "minimum": 0, "maximum": 255 },
+        })
+    }
+}
+
 /// Where a project's work runs.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -216,8 +266,8 @@ pub struct Request {
     pub timeout_ms: u64,
     /// Declared expectation.
     pub expectation: ResultExpectation,
-    /// Exit codes that count as success (run_process).
-    pub accepted_exit_codes: Vec<i32>,
+    /// Exit codes that count as success besides 0.
+    pub accepted_exit_codes: AcceptedExitCodes,
     /// Caller's purpose (evidence metadata only).
     pub purpose: Option<String>,
 }
@@ -431,19 +481,93 @@ pub async fn load_job(ctx: &ToolContext, job_id: &str) -> Result<WorkRow, ToolEr
     Ok(row)
 }
 
-/// The caller-facing state of work: the queue state refined by how it ended.
-pub fn execution_state(row: &WorkRow, outcome: Option<&WorkOutcome>) -> &'static str {
+/// The caller-facing state of work: the queue state refined by how it ended. It states what
+/// happened to the process and is never rewritten by a declared expectation or by
+/// `accepted_exit_codes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecState {
+    /// Waiting for a runner.
+    Queued,
+    /// A runner runs it.
+    Running,
+    /// Exited with code 0.
+    Succeeded,
+    /// Exited with another code, or was killed by a signal.
+    Failed,
+    /// Ran past its timeout and was stopped.
+    TimedOut,
+    /// Stopped on request.
+    Cancelled,
+    /// Refused by the runner before start.
+    Rejected,
+    /// Could not be started.
+    SpawnFailed,
+    /// The runner vanished; the outcome is unknown and it is never re-run.
+    Lost,
+}
+
+impl ExecState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [ExecState; 9] = [
+        ExecState::Queued,
+        ExecState::Running,
+        ExecState::Succeeded,
+        ExecState::Failed,
+        ExecState::TimedOut,
+        ExecState::Cancelled,
+        ExecState::Rejected,
+        ExecState::SpawnFailed,
+        ExecState::Lost,
+    ];
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecState::Queued => "queued",
+            ExecState::Running => "running",
+            ExecState::Succeeded => "succeeded",
+            ExecState::Failed => "failed",
+            ExecState::TimedOut => "timed_out",
+            ExecState::Cancelled => "cancelled",
+            ExecState::Rejected => "rejected",
+            ExecState::SpawnFailed => "spawn_failed",
+            ExecState::Lost => "lost",
+        }
+    }
+
+    /// Whether the work has not ended yet.
+    pub fn is_pending(self) -> bool {
+        matches!(self, ExecState::Queued | ExecState::Running)
+    }
+}
+
+/// A plain string enum: the field that holds a state describes the values once, so every
+/// listing of every execution tool does not repeat a description per value.
+impl JsonSchema for ExecState {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ExecState".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let values: Vec<&str> = ExecState::ALL.iter().map(|s| s.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": values })
+    }
+}
+
+/// The caller-facing state of `row`, given its reported outcome.
+pub fn execution_state(row: &WorkRow, outcome: Option<&WorkOutcome>) -> ExecState {
     match (row.state.as_str(), outcome.map(|o| o.termination)) {
-        ("queued", _) => "queued",
-        ("leased", _) => "running",
-        ("lost", _) => "lost",
-        ("cancelled", _) => "cancelled",
-        (_, Some(Termination::TimedOut)) => "timed_out",
-        (_, Some(Termination::Rejected)) => "rejected",
-        (_, Some(Termination::SpawnFailed)) => "spawn_failed",
-        (_, Some(Termination::Cancelled)) => "cancelled",
-        ("succeeded", _) => "succeeded",
-        _ => "failed",
+        ("queued", _) => ExecState::Queued,
+        ("leased", _) => ExecState::Running,
+        ("lost", _) => ExecState::Lost,
+        ("cancelled", _) => ExecState::Cancelled,
+        (_, Some(Termination::TimedOut)) => ExecState::TimedOut,
+        (_, Some(Termination::Rejected)) => ExecState::Rejected,
+        (_, Some(Termination::SpawnFailed)) => ExecState::SpawnFailed,
+        (_, Some(Termination::Cancelled)) => ExecState::Cancelled,
+        ("succeeded", _) => ExecState::Succeeded,
+        _ => ExecState::Failed,
     }
 }
 
@@ -466,10 +590,12 @@ pub struct ExecOutput {
     pub project: String,
     /// Tool that started it.
     pub tool: String,
-    /// `queued`, `running`, `succeeded`, `failed`, `timed_out`, `cancelled`, `rejected`
-    /// (refused by the runner before start), `spawn_failed` or `lost` (the runner vanished;
-    /// the outcome is unknown and it is never re-run).
-    pub execution_state: String,
+    /// `queued`, `running`, `succeeded` (exit 0), `failed` (another exit code, or a signal),
+    /// `timed_out`, `cancelled`, `rejected` (refused by the runner before start),
+    /// `spawn_failed` or `lost` (the runner vanished; the outcome is unknown and it is never
+    /// re-run). The process's fact: an accepted exit code makes the result a success but
+    /// still reads `failed` here.
+    pub execution_state: ExecState,
     /// Exit code, when the process exited.
     pub exit_code: Option<i32>,
     /// Signal number, when a signal ended it.
@@ -543,7 +669,7 @@ pub async fn view(
         job_id: row.id.to_string(),
         project: row.project_id.clone(),
         tool: row.tool.clone(),
-        execution_state: state.to_owned(),
+        execution_state: state,
         exit_code: outcome.as_ref().and_then(|o| o.exit_code),
         signal: outcome.as_ref().and_then(|o| o.signal),
         stdout,
@@ -557,6 +683,80 @@ pub async fn view(
         expectation,
         purpose,
     })
+}
+
+/// The answer of a tool that reports one execution: the view itself while the work is pending
+/// or when it completed with an exit status that counts as success (0 or one of
+/// `accepted_exit_codes`); otherwise the typed failure naming how it ended, carrying the same
+/// view as its `output`. This is the one place an execution's outcome becomes `success`;
+/// `result_expectation` plays no part in it (it classifies, it does not excuse).
+pub fn settle(out: ExecOutput) -> Result<ExecOutput, ToolError> {
+    let Some(error) = failure(&out) else {
+        return Ok(out);
+    };
+    let output = serde_json::to_value(&out).map_err(ToolError::internal)?;
+    Err(error.with("job_id", out.job_id.clone()).with_output(output))
+}
+
+/// How `out` failed, when it did.
+fn failure(out: &ExecOutput) -> Option<ToolError> {
+    let reason = || {
+        out.error
+            .clone()
+            .unwrap_or_else(|| "no reason was reported".into())
+    };
+    let error = match out.execution_state {
+        ExecState::Queued | ExecState::Running | ExecState::Succeeded => return None,
+        ExecState::Failed => match (out.exit_code, out.signal) {
+            (Some(code), _) if out.expectation.accepted_exit_codes.contains(&code) => return None,
+            (Some(code), _) => {
+                let accepted = &out.expectation.accepted_exit_codes;
+                let counted = if accepted.is_empty() {
+                    "only 0 counts as success".to_owned()
+                } else {
+                    format!("0 and accepted_exit_codes {accepted:?} count as success")
+                };
+                ToolError::new(
+                    ErrorKind::ExitNonzero,
+                    format!("the process exited with code {code} ({counted}); output holds what it wrote"),
+                )
+                .with("exit_code", code)
+            }
+            (None, Some(signal)) => ToolError::new(
+                ErrorKind::KilledBySignal,
+                format!("the process was killed by signal {signal}; output holds what it wrote"),
+            )
+            .with("signal", signal),
+            (None, None) => ToolError::new(
+                ErrorKind::ExitNonzero,
+                "the process ended without an exit status",
+            ),
+        },
+        ExecState::TimedOut => ToolError::new(
+            ErrorKind::TimedOut,
+            "the process ran past its timeout_ms and was stopped with everything it started; output holds what it wrote before (raise timeout_ms, or use run_job for long work)",
+        ),
+        ExecState::Cancelled => ToolError::new(
+            ErrorKind::Cancelled,
+            "the execution was stopped on request before it ended",
+        ),
+        ExecState::Rejected => ToolError::new(
+            ErrorKind::ExecutionRejected,
+            format!("the runner refused to start it: {}; nothing ran", reason()),
+        ),
+        ExecState::SpawnFailed => ToolError::new(
+            ErrorKind::SpawnFailed,
+            format!("the runner could not start it: {}; nothing ran", reason()),
+        ),
+        ExecState::Lost => ToolError::new(
+            ErrorKind::Lost,
+            format!(
+                "{}; it is never run again by itself, so check the project before running it again",
+                reason()
+            ),
+        ),
+    };
+    Some(error.with("execution_state", out.execution_state.as_str()))
 }
 
 /// Appends the terminal evidence of `row` to its session, once (whoever observes the terminal
@@ -683,7 +883,8 @@ pub fn cwd(
 }
 
 /// Queues `req` and waits for its end up to the configured wait; past it the result is the
-/// job handle with `execution_state = running` (follow it with job_status / job_log).
+/// job handle with `execution_state = running` (follow it with job_status / job_log). An
+/// ended execution answers as [`settle`] says.
 pub async fn run_sync(
     ctx: &ToolContext,
     target: &Target,
@@ -697,7 +898,7 @@ pub async fn run_sync(
     let row = wait_with(ctx, id, waiter, ctx.state.config.exec_wait, true).await?;
     let out = view(ctx, &row, row.is_terminal()).await?;
     record_terminal(ctx, &row, &out).await;
-    Ok(out)
+    settle(out)
 }
 
 /// The timeout of a call: the argument, else the default; bounded by the protocol.
@@ -714,4 +915,91 @@ pub fn timeout(ms: Option<u64>) -> Result<u64, ToolError> {
         ));
     }
     Ok(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(state: ExecState, exit_code: Option<i32>, signal: Option<i32>) -> ExecOutput {
+        ExecOutput {
+            job_id: "0190b6a0-0000-7000-8000-000000000000".into(),
+            project: "agent:local:alpha".into(),
+            tool: "run_shell".into(),
+            execution_state: state,
+            exit_code,
+            signal,
+            stdout: Some("out".into()),
+            stderr: Some(String::new()),
+            stdout_truncated: true,
+            stderr_truncated: false,
+            stdout_bytes: 70_000,
+            stderr_bytes: 0,
+            duration_ms: Some(12),
+            error: None,
+            // A declared failure: whatever it classifies, only the exit status decides.
+            expectation: classify(ResultExpectation::Failure, &[3], state, None),
+            purpose: None,
+        }
+    }
+
+    #[test]
+    fn only_pending_runs_and_accepted_exits_are_successes_and_every_failure_keeps_the_view() {
+        use ExecState::*;
+        let cases = [
+            (Queued, None, None, None),
+            (Running, None, None, None),
+            (Succeeded, Some(0), None, None),
+            (Failed, Some(3), None, None),
+            (Failed, Some(7), None, Some(ErrorKind::ExitNonzero)),
+            (Failed, None, Some(9), Some(ErrorKind::KilledBySignal)),
+            (TimedOut, None, Some(9), Some(ErrorKind::TimedOut)),
+            (Cancelled, None, Some(2), Some(ErrorKind::Cancelled)),
+            (Rejected, None, None, Some(ErrorKind::ExecutionRejected)),
+            (SpawnFailed, None, None, Some(ErrorKind::SpawnFailed)),
+            (Lost, None, None, Some(ErrorKind::Lost)),
+        ];
+        for (state, code, signal, want) in cases {
+            let out = ended(state, code, signal);
+            match (settle(out.clone()), want) {
+                (Ok(back), None) => assert_eq!(back.job_id, out.job_id),
+                (Err(e), Some(kind)) => {
+                    assert_eq!(e.kind, kind, "{state:?}");
+                    assert!(kind.is_execution_outcome());
+                    assert_eq!(e.details["job_id"], out.job_id.as_str());
+                    assert_eq!(e.details["execution_state"], state.as_str());
+                    let carried = e.output.expect("a failed execution carries its view");
+                    assert_eq!(carried, serde_json::to_value(&out).unwrap(), "{state:?}");
+                    assert!(!e.message.is_empty() && !e.message.ends_with('.'));
+                }
+                (got, want) => panic!("{state:?} {code:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn state_strings_are_the_wire_strings_and_the_schema_lists_them_all() {
+        let schema = crate::kernel::spec::schema_for::<ExecState>();
+        let listed = schema["enum"].as_array().unwrap();
+        assert_eq!(listed.len(), ExecState::ALL.len());
+        for s in ExecState::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));
+            assert!(listed.contains(&json!(s.as_str())), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn accepted_exit_codes_parse_within_their_bounds_only() {
+        let parse = |v: Value| serde_json::from_value::<AcceptedExitCodes>(v);
+        assert_eq!(parse(json!([0, 1, 255])).unwrap().as_slice(), &[0, 1, 255]);
+        assert!(parse(json!([256])).is_err());
+        assert!(parse(json!([-1])).is_err());
+        assert!(parse(json!((0..33).collect::<Vec<i32>>())).is_err());
+        assert!(parse(json!((0..32).collect::<Vec<i32>>())).is_ok());
+        // The schema says the same as the parser.
+        let schema = crate::kernel::spec::schema_for::<AcceptedExitCodes>();
+        assert_eq!(schema["maxItems"], MAX_ACCEPTED_EXIT_CODES);
+        assert_eq!(schema["items"]["maximum"], 255);
+        assert_eq!(schema["items"]["minimum"], 0);
+    }
 }

@@ -56,6 +56,23 @@ pub enum ErrorKind {
     /// The caller's credential stopped admitting it (revoked) while the call waited; the next
     /// request with it is refused the same way.
     InvalidToken,
+    /// The runner refused the execution before starting it (its cwd resolves outside the
+    /// project root, the project is not served there, …); nothing ran.
+    ExecutionRejected,
+    /// The runner could not start the program (not found, not executable, …); nothing ran.
+    SpawnFailed,
+    /// The process ran and exited with a code that is neither 0 nor one of
+    /// `accepted_exit_codes`.
+    ExitNonzero,
+    /// The process was ended by a signal it did not choose to exit on.
+    KilledBySignal,
+    /// The process ran past its `timeout_ms` and was stopped with everything it started.
+    TimedOut,
+    /// The execution was stopped on request (`stop_job`) before it ended.
+    Cancelled,
+    /// The runner stopped reporting while the execution was in its hands; the outcome is
+    /// unknown and it is never run again by itself.
+    Lost,
 }
 
 impl ErrorKind {
@@ -84,7 +101,29 @@ impl ErrorKind {
             ErrorKind::InvalidObservationToken => "invalid_observation_token",
             ErrorKind::InvalidAssignmentFence => "invalid_assignment_fence",
             ErrorKind::InvalidToken => "invalid_token",
+            ErrorKind::ExecutionRejected => "execution_rejected",
+            ErrorKind::SpawnFailed => "spawn_failed",
+            ErrorKind::ExitNonzero => "exit_nonzero",
+            ErrorKind::KilledBySignal => "killed_by_signal",
+            ErrorKind::TimedOut => "timed_out",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Lost => "lost",
         }
+    }
+
+    /// Whether the kind reports how an execution ended (or that the runner would not start it)
+    /// rather than a refusal of the request: such a failure carries the execution's `output`.
+    pub fn is_execution_outcome(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::ExecutionRejected
+                | ErrorKind::SpawnFailed
+                | ErrorKind::ExitNonzero
+                | ErrorKind::KilledBySignal
+                | ErrorKind::TimedOut
+                | ErrorKind::Cancelled
+                | ErrorKind::Lost
+        )
     }
 
     /// Coarse failure class for telemetry.
@@ -110,6 +149,11 @@ impl ErrorKind {
                 "invalid_request"
             }
             ErrorKind::InvalidToken => "permission",
+            ErrorKind::ExecutionRejected | ErrorKind::SpawnFailed => "not_started",
+            ErrorKind::ExitNonzero | ErrorKind::KilledBySignal => "execution_failed",
+            ErrorKind::TimedOut => "timeout",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Lost => "outcome_unknown",
         }
     }
 
@@ -135,10 +179,17 @@ impl ErrorKind {
             ErrorKind::InvalidObservationToken => "observe_without_token",
             ErrorKind::InvalidAssignmentFence => "get_assignment",
             ErrorKind::InvalidToken => "request_access",
+            ErrorKind::ExecutionRejected | ErrorKind::SpawnFailed => "fix_arguments",
+            ErrorKind::ExitNonzero | ErrorKind::KilledBySignal => "read_output",
+            ErrorKind::TimedOut => "raise_timeout_or_run_job",
+            ErrorKind::Cancelled => "check_state",
+            ErrorKind::Lost => "check_state",
         }
     }
 
-    /// HTTP status on the REST surface.
+    /// HTTP status on the REST surface. An execution outcome answers 200: the request was
+    /// valid and carried out, and how the program ended is the result (`success: false`, the
+    /// kind and the execution's `output`), not a refusal of the request.
     pub fn http_status(self) -> u16 {
         match self {
             ErrorKind::InvalidArguments => 400,
@@ -160,11 +211,18 @@ impl ErrorKind {
             ErrorKind::CompletionPersistenceUncertain => 503,
             ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => 400,
             ErrorKind::InvalidToken => 401,
+            ErrorKind::ExecutionRejected
+            | ErrorKind::SpawnFailed
+            | ErrorKind::ExitNonzero
+            | ErrorKind::KilledBySignal
+            | ErrorKind::TimedOut
+            | ErrorKind::Cancelled
+            | ErrorKind::Lost => 200,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 22] = [
+    pub const ALL: [ErrorKind; 29] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -187,6 +245,13 @@ impl ErrorKind {
         ErrorKind::InvalidObservationToken,
         ErrorKind::InvalidAssignmentFence,
         ErrorKind::InvalidToken,
+        ErrorKind::ExecutionRejected,
+        ErrorKind::SpawnFailed,
+        ErrorKind::ExitNonzero,
+        ErrorKind::KilledBySignal,
+        ErrorKind::TimedOut,
+        ErrorKind::Cancelled,
+        ErrorKind::Lost,
     ];
 }
 
@@ -199,6 +264,10 @@ pub struct ToolError {
     pub message: String,
     /// Extra structured fields, flattened next to `kind` and `message`.
     pub details: Map<String, Value>,
+    /// What the tool still has to report although it failed (how an execution ended: exit
+    /// code, signal, output, truncation, duration). It becomes the result's `output`, never
+    /// part of the `error` object.
+    pub output: Option<Value>,
 }
 
 impl ToolError {
@@ -208,7 +277,14 @@ impl ToolError {
             kind,
             message: message.into(),
             details: Map::new(),
+            output: None,
         }
+    }
+
+    /// Attaches the output a failed result still carries.
+    pub fn with_output(mut self, output: Value) -> Self {
+        self.output = Some(output);
+        self
     }
 
     /// Adds a structured detail.
@@ -267,7 +343,8 @@ impl Serialize for ToolError {
 pub struct ToolResult {
     /// Whether the tool did what was asked.
     pub success: bool,
-    /// The tool's output, present on success.
+    /// The tool's output: present on success, and on a failure that still has something to
+    /// report (an execution that ran or was refused by its runner carries how it ended).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     /// The failure, present when `success` is false.
@@ -290,11 +367,11 @@ impl ToolResult {
         }
     }
 
-    /// A failed result.
-    pub fn err(error: ToolError) -> Self {
+    /// A failed result; the error's output, if any, is the result's `output`.
+    pub fn err(mut error: ToolError) -> Self {
         Self {
             success: false,
-            output: None,
+            output: error.output.take(),
             error: Some(error),
             session_attention: None,
         }
@@ -355,6 +432,34 @@ mod tests {
             ToolResult::err(err).to_value(),
             json!({"success": false, "error": {"kind": "invalid_arguments", "message": "bad", "pointer": "/x"}})
         );
+    }
+
+    #[test]
+    fn a_failure_with_output_carries_it_beside_the_error_not_inside_it() {
+        let err = ToolError::new(ErrorKind::ExitNonzero, "exited with code 7")
+            .with("exit_code", 7)
+            .with_output(json!({"exit_code": 7, "stdout": "x"}));
+        let value = ToolResult::err(err).into_value();
+        assert_eq!(
+            value,
+            json!({
+                "success": false,
+                "output": {"exit_code": 7, "stdout": "x"},
+                "error": {"kind": "exit_nonzero", "message": "exited with code 7", "exit_code": 7},
+            })
+        );
+    }
+
+    #[test]
+    fn execution_outcomes_answer_200_and_every_other_failure_an_error_status() {
+        for k in ErrorKind::ALL {
+            let status = k.http_status();
+            if k.is_execution_outcome() {
+                assert_eq!(status, 200, "{k:?}");
+            } else {
+                assert!((400..600).contains(&status), "{k:?} answers {status}");
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The REST / GPT Actions surface: `GET /openapi.json`, `POST /api/actions/{tool}` for the
 //! tools with a named operation, and `POST /api/tools/list` / `POST /api/tools/call` reaching
 //! every tool. Every call goes through the same kernel as MCP and answers the same
-//! `{success, output, error}` body, with an HTTP status chosen by the error kind.
+//! `{success, output, error}` body, with an HTTP status chosen by the error kind (an
+//! execution that ended without success is a carried-out request: 200 with `success: false`).
 
 pub mod openapi;
 

@@ -159,7 +159,7 @@ fn operation(
     let mut responses = error_responses();
     responses.insert(
         "200".into(),
-        json!({ "description": "The tool result", "content": { "application/json": { "schema": ok } } }),
+        json!({ "description": "The tool result. An execution that ran, or that its runner refused, but did not succeed also answers 200: success false, error.kind naming how it ended, and output with its exit code, signal and output", "content": { "application/json": { "schema": ok } } }),
     );
     json!({
         "post": {
@@ -302,6 +302,56 @@ mod tests {
                     "{path} {status}: error body"
                 );
             }
+        }
+    }
+
+    /// A run that exited non-zero answers 200 with `success: false`, its error and its
+    /// execution view: that body must be what the document promises for 200.
+    #[test]
+    fn a_failed_execution_answered_200_is_a_documented_200_body() {
+        use crate::execution::{self, ExecOutput, ExecState, ResultExpectation};
+        use crate::kernel::result::ToolResult;
+        let runtime = ToolRuntime::new(crate::tools::all(), Default::default());
+        let doc = document(&runtime, None);
+        let out = ExecOutput {
+            job_id: "0190b6a0-0000-7000-8000-000000000000".into(),
+            project: "agent:local:alpha".into(),
+            tool: "run_shell".into(),
+            execution_state: ExecState::Failed,
+            exit_code: Some(7),
+            signal: None,
+            stdout: Some("seven\n".into()),
+            stderr: Some(String::new()),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            stdout_bytes: 6,
+            stderr_bytes: 0,
+            duration_ms: Some(3),
+            error: None,
+            expectation: execution::classify(
+                ResultExpectation::Success,
+                &[],
+                ExecState::Failed,
+                None,
+            ),
+            purpose: None,
+        };
+        let error = execution::settle(out).expect_err("exit 7 is a failure");
+        assert_eq!(error.kind.http_status(), 200);
+        let body = ToolResult::err(error).into_value();
+        for path in [
+            "/api/actions/run_shell",
+            "/api/actions/run_process",
+            "/api/actions/job_status",
+            "/api/tools/call",
+        ] {
+            let mut at = doc.clone();
+            at["$ref"] = json!(format!(
+                "#/paths/{}/post/responses/200/content/application~1json/schema",
+                path.replace('/', "~1")
+            ));
+            let v = jsonschema::validator_for(&at).unwrap();
+            assert!(v.is_valid(&body), "{path}: {body}");
         }
     }
 

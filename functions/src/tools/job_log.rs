@@ -59,8 +59,9 @@ pub struct Output {
     pub next_offset: u64,
     /// Bytes kept so far for this stream.
     pub kept_bytes: u64,
-    /// The job's state.
-    pub execution_state: String,
+    /// The job's state: `queued`, `running`, `succeeded`, `failed`, `timed_out`, `cancelled`,
+    /// `rejected`, `spawn_failed` or `lost` (as in job_status).
+    pub execution_state: execution::ExecState,
     /// Whether the stream is complete: the job ended and everything kept was read.
     pub complete: bool,
     /// The job wrote more than was kept (the rest is counted, not stored).

@@ -1,4 +1,5 @@
-//! `job_status`: the state of one job (or synchronous run) by id, without its output.
+//! `job_status`: the state of one job (or synchronous run) by id, without its output. It
+//! answers an ended execution the way the run tools do: a success only when the run succeeded.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -24,7 +25,7 @@ pub fn spec() -> ToolSpec {
         ToolMeta {
             name: "job_status",
             title: "Job status",
-            description: "State of a job by job_id: queued, running or how it ended (exit code, byte counts, expectation match). Read its output with job_log.",
+            description: "State of a job by job_id: queued, running or how it ended (exit code, byte counts, expectation match). An ended job that did not succeed answers success false with error.kind, like run_shell. Read its output with job_log.",
             category: Category::Execution,
             scopes: &[Scope::ProjectRead],
             read_only: true,
@@ -39,5 +40,5 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
     let row = execution::load_job(&ctx, &args.job_id).await?;
     let out = execution::view(&ctx, &row, false).await?;
     execution::record_terminal(&ctx, &row, &out).await;
-    Ok(out)
+    execution::settle(out)
 }

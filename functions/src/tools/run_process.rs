@@ -6,7 +6,7 @@ use serde::Deserialize;
 use wc_runner_protocol::WorkSpec;
 
 use crate::auth::Scope;
-use crate::execution::{self, ExecOutput, Request, ResultExpectation};
+use crate::execution::{self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
@@ -47,9 +47,9 @@ pub struct Args {
     /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
     #[schemars(range(min = 1, max = 3600000))]
     pub timeout_ms: Option<u64>,
-    /// Exit codes that also count as success (e.g. 1 for a boolean predicate).
-    #[schemars(length(max = 32), inner(range(min = 0, max = 255)))]
-    pub accepted_exit_codes: Option<Vec<i32>>,
+    /// Exit codes that also count as success besides 0 (e.g. 1 for a boolean predicate such
+    /// as `git diff --quiet`); at most 32, each 0-255.
+    pub accepted_exit_codes: Option<AcceptedExitCodes>,
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
@@ -69,7 +69,7 @@ pub fn spec() -> ToolSpec {
         ToolMeta {
             name: "run_process",
             title: "Run process",
-            description: "Run a program with arguments (no shell) in a project on its build host and return exit code, stdout and stderr. Waits up to about 20 s; longer runs return a job_id with execution_state=running.",
+            description: "Run a program with arguments (no shell) in a project on its build host. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, and output always holds exit code, stdout and stderr. Waits about 20 s, then returns a running job_id.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
             read_only: false,
@@ -94,17 +94,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         args.purpose.as_deref(),
     )
     .await?;
-    let accepted = args.accepted_exit_codes.unwrap_or_default();
-    if accepted.len() > execution::MAX_ACCEPTED_EXIT_CODES {
-        return Err(execution::invalid(
-            "/accepted_exit_codes",
-            "maxItems",
-            format!(
-                "at most {} accepted exit codes",
-                execution::MAX_ACCEPTED_EXIT_CODES
-            ),
-        ));
-    }
     if let Some(i) = args.argv.iter().position(|a| a.contains('\0')) {
         return Err(execution::invalid(
             &format!("/argv/{i}"),
@@ -120,7 +109,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         stdin: args.stdin,
         timeout_ms: execution::timeout(args.timeout_ms)?,
         expectation: args.result_expectation.unwrap_or_default(),
-        accepted_exit_codes: accepted,
+        accepted_exit_codes: args.accepted_exit_codes.unwrap_or_default(),
         purpose: args.purpose,
     };
     execution::run_sync(&ctx, &target, session.as_ref(), req).await

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use wc_runner_protocol::WorkSpec;
 
 use crate::auth::Scope;
-use crate::execution::{self, ExecOutput, Request, ResultExpectation};
+use crate::execution::{self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
@@ -52,6 +52,9 @@ pub struct Args {
     /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
     #[schemars(range(min = 1, max = 3600000))]
     pub timeout_ms: Option<u64>,
+    /// Exit codes that also count as success besides 0 (e.g. 1 for `grep` finding nothing);
+    /// at most 32, each 0-255.
+    pub accepted_exit_codes: Option<AcceptedExitCodes>,
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
@@ -71,7 +74,7 @@ pub fn spec() -> ToolSpec {
         ToolMeta {
             name: "run_script",
             title: "Run script",
-            description: "Run a script body with an interpreter (sh, bash, python3, …) in a project on its build host and return exit code, stdout and stderr. Use it for programs too long or quote-heavy for run_shell.",
+            description: "Run a script body with an interpreter (sh, bash, python3, …) in a project on its build host; for programs too long or quote-heavy for run_shell. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, output holds exit code, stdout, stderr.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
             read_only: false,
@@ -115,7 +118,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         stdin: args.stdin,
         timeout_ms: execution::timeout(args.timeout_ms)?,
         expectation: args.result_expectation.unwrap_or_default(),
-        accepted_exit_codes: Vec::new(),
+        accepted_exit_codes: args.accepted_exit_codes.unwrap_or_default(),
         purpose: args.purpose,
     };
     execution::run_sync(&ctx, &target, session.as_ref(), req).await

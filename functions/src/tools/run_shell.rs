@@ -6,7 +6,9 @@ use serde::Deserialize;
 use wc_runner_protocol::WorkSpec;
 
 use crate::auth::Scope;
-use crate::execution::{self, ExecOutput, Request, ResultExpectation, ShellChoice};
+use crate::execution::{
+    self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation, ShellChoice,
+};
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
@@ -49,6 +51,9 @@ pub struct Args {
     /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
     #[schemars(range(min = 1, max = 3600000))]
     pub timeout_ms: Option<u64>,
+    /// Exit codes that also count as success besides 0 (e.g. 1 for `grep` finding nothing);
+    /// at most 32, each 0-255.
+    pub accepted_exit_codes: Option<AcceptedExitCodes>,
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
@@ -68,7 +73,7 @@ pub fn spec() -> ToolSpec {
         ToolMeta {
             name: "run_shell",
             title: "Run shell",
-            description: "Run shell text (sh or bash, at most 16,000 bytes) in a project on its build host and return exit code, stdout and stderr. Waits up to about 20 s; longer runs return a job_id with execution_state=running.",
+            description: "Run shell text (sh or bash, ≤ 16,000 bytes) in a project on its build host. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, and output always holds exit code, stdout and stderr. Waits about 20 s, then returns a running job_id.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
             read_only: false,
@@ -109,7 +114,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         stdin: args.stdin,
         timeout_ms: execution::timeout(args.timeout_ms)?,
         expectation: args.result_expectation.unwrap_or_default(),
-        accepted_exit_codes: Vec::new(),
+        accepted_exit_codes: args.accepted_exit_codes.unwrap_or_default(),
         purpose: args.purpose,
     };
     execution::run_sync(&ctx, &target, session.as_ref(), req).await

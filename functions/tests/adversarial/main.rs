@@ -7,3 +7,4 @@ mod common;
 mod identity;
 mod local;
 mod redact;
+mod results;
