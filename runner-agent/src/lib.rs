@@ -9,4 +9,5 @@ pub mod client;
 pub mod config;
 pub mod confine;
 pub mod exec;
+pub mod sandbox;
 pub mod sqs;
