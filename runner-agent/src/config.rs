@@ -92,10 +92,14 @@ impl EnvName {
                 .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
             && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !well_formed {
-            bail!("environment name {name:?} must be 1-128 of A-Z a-z 0-9 _, not starting with a digit");
+            bail!(
+                "environment name {name:?} must be 1-128 of A-Z a-z 0-9 _, not starting with a digit"
+            );
         }
         if name.to_ascii_uppercase().starts_with("WC_") {
-            bail!("environment name {name:?} is one of the runner's own settings (WC_…) and never passes to jobs");
+            bail!(
+                "environment name {name:?} is one of the runner's own settings (WC_…) and never passes to jobs"
+            );
         }
         Ok(Self(name.to_owned()))
     }

@@ -278,6 +278,10 @@ async fn run(
     drop(script_file);
 
     let (exit_code, signal, error) = match status {
+        Ok(status) if sandboxed => {
+            let (code, signal) = sandboxed_status(status);
+            (code, signal, None)
+        }
         Ok(status) => (status.code(), status.signal(), None),
         Err(e) => (
             None,
@@ -438,7 +442,10 @@ async fn spawn_sandboxed(
             // The status descriptor is close-on-exec like every descriptor the runner makes;
             // this child alone keeps it across its exec.
             let fd = std::os::fd::BorrowedFd::borrow_raw(status_fd);
-            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))?;
+            nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+            )?;
             Ok(())
         });
     }
@@ -448,9 +455,8 @@ async fn spawn_sandboxed(
     let leader = leader_pid(&child)?;
     // bwrap writes the status line once the namespaces exist, or closes the pipe on failure.
     let (ns, status) = tokio::task::spawn_blocking(move || {
-        let mut status = std::io::BufReader::new(std::fs::File::from(
-            std::os::fd::OwnedFd::from(status_read),
-        ));
+        let mut status =
+            std::io::BufReader::new(std::fs::File::from(std::os::fd::OwnedFd::from(status_read)));
         (NamespaceInit::read(&mut status), status)
     })
     .await
@@ -499,6 +505,18 @@ fn program_path(argv0: &str, cwd: &Path, search_path: Option<&std::ffi::OsStr>) 
 fn is_executable_file(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The exit of a sandboxed command from bwrap's. bwrap reports its command's end as a shell
+/// does: killed by signal N becomes exit status 128+N (N ≤ 64). Such a status is read back as the
+/// signal, so a stopped job reads the same sandboxed or not; a program that itself exits with
+/// 129-192 is therefore reported as killed by the signal that status conventionally means. A
+/// signal on bwrap itself (the final SIGKILL) is reported as it is.
+fn sandboxed_status(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+    match status.code() {
+        Some(code @ 129..=192) => (None, Some(code - 128)),
+        code => (code, status.signal()),
+    }
 }
 
 /// An outcome for work that never ran.
@@ -561,11 +579,7 @@ async fn stop_requested(cancel: &mut watch::Receiver<bool>) {
 
 /// SIGINT, then SIGTERM to every process of the job, each followed by the leader's grace period,
 /// then SIGKILL to all of them; answers the leader's exit status.
-async fn escalate(
-    child: &mut Child,
-    group: &Job,
-    policy: &StopPolicy,
-) -> io::Result<ExitStatus> {
+async fn escalate(child: &mut Child, group: &Job, policy: &StopPolicy) -> io::Result<ExitStatus> {
     for (signal, grace) in [
         (Signal::SIGINT, policy.interrupt_grace),
         (Signal::SIGTERM, policy.terminate_grace),
@@ -776,8 +790,7 @@ mod tests {
             assert!(!base_env(name), "{name} must be held back");
         }
         for name in [
-            "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ",
-            "TMPDIR",
+            "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ", "TMPDIR",
         ] {
             assert!(base_env(name), "{name} must be passed on");
         }
@@ -824,7 +837,10 @@ mod tests {
         // `set_var` with reads; the names are unique to this test.
         unsafe {
             std::env::set_var("DATABASE_URL", "postgres://secret@db/wc");
-            std::env::set_var("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T/B/x");
+            std::env::set_var(
+                "SLACK_WEBHOOK_URL",
+                "https://hooks.slack.com/services/T/B/x",
+            );
             std::env::set_var("DB_CONN", "secret");
             std::env::set_var("NPM_AUTH", "secret");
             std::env::set_var("WC_LOCAL_TOKEN", "secret");
@@ -846,10 +862,16 @@ mod tests {
             "WC_LOCAL_TOKEN",
             "EXEC_UNIT_CARGO_HOME",
         ] {
-            assert!(!api_names.iter().any(|n| n == secret), "{secret}: {api_names:?}");
+            assert!(
+                !api_names.iter().any(|n| n == secret),
+                "{secret}: {api_names:?}"
+            );
         }
         assert!(api.contains(&("BUILD".into(), "1".into())), "{api_names:?}");
-        assert!(api.contains(&("TMPDIR".into(), "/tmp".into())), "the private tmp");
+        assert!(
+            api.contains(&("TMPDIR".into(), "/tmp".into())),
+            "the private tmp"
+        );
         assert!(api_names.iter().any(|n| n == "PATH"), "{api_names:?}");
 
         // The project that passes names gets exactly those, and a work addition wins.
@@ -857,8 +879,16 @@ mod tests {
         assert!(web.contains(&("EXEC_UNIT_CARGO_HOME".into(), "/opt/cargo".into())));
         assert!(web.contains(&("NPM_AUTH".into(), "asked".into())));
         let web_names = names(&web);
-        for secret in ["DATABASE_URL", "SLACK_WEBHOOK_URL", "DB_CONN", "WC_LOCAL_TOKEN"] {
-            assert!(!web_names.iter().any(|n| n == secret), "{secret}: {web_names:?}");
+        for secret in [
+            "DATABASE_URL",
+            "SLACK_WEBHOOK_URL",
+            "DB_CONN",
+            "WC_LOCAL_TOKEN",
+        ] {
+            assert!(
+                !web_names.iter().any(|n| n == secret),
+                "{secret}: {web_names:?}"
+            );
         }
     }
 

@@ -198,9 +198,7 @@ impl Sandbox {
             (SandboxMode::Bubblewrap, false) => {
                 format!("bubblewrap ({}, the default)", self.bwrap.display())
             }
-            (SandboxMode::Off, _) => {
-                "off: jobs run with this runner user's full access".to_owned()
-            }
+            (SandboxMode::Off, _) => "off: jobs run with this runner user's full access".to_owned(),
         }
     }
 
@@ -360,12 +358,7 @@ impl Args {
         self.0.push(flag.into());
         self.0.push(value.as_ref().to_owned());
     }
-    fn pair(
-        &mut self,
-        flag: &str,
-        a: impl AsRef<std::ffi::OsStr>,
-        b: impl AsRef<std::ffi::OsStr>,
-    ) {
+    fn pair(&mut self, flag: &str, a: impl AsRef<std::ffi::OsStr>, b: impl AsRef<std::ffi::OsStr>) {
         self.one(flag, a);
         self.0.push(b.as_ref().to_owned());
     }
@@ -527,7 +520,9 @@ impl Containment {
 fn send(pid: Pid, signal: Signal) {
     match kill(pid, signal) {
         Ok(()) | Err(Errno::ESRCH) => {}
-        Err(e) => tracing::warn!(pid = pid.as_raw(), %signal, error = %e, "cannot signal a process"),
+        Err(e) => {
+            tracing::warn!(pid = pid.as_raw(), %signal, error = %e, "cannot signal a process")
+        }
     }
 }
 
@@ -778,7 +773,10 @@ mod tests {
             cgroup_dir(mountinfo, "0::/\n"),
             Some(PathBuf::from("/sys/fs/cgroup/unified"))
         );
-        assert_eq!(cgroup_dir("1 2 0:1 / / rw - ext4 /dev/x rw\n", cgroups), None);
+        assert_eq!(
+            cgroup_dir("1 2 0:1 / / rw - ext4 /dev/x rw\n", cgroups),
+            None
+        );
         assert_eq!(cgroup_dir(mountinfo, "4:memory:/x\n"), None);
     }
 
@@ -808,7 +806,11 @@ mod tests {
     fn the_default_mode_is_bubblewrap_on_linux_and_named_as_the_default() {
         let sandbox = Sandbox::from_settings(&SandboxSettings::default(), []).unwrap();
         assert_eq!(sandbox.mode(), SandboxMode::Bubblewrap);
-        assert!(sandbox.describe().contains("the default"), "{}", sandbox.describe());
+        assert!(
+            sandbox.describe().contains("the default"),
+            "{}",
+            sandbox.describe()
+        );
         let off = sandbox.with_mode(SandboxMode::Off);
         assert!(off.describe().starts_with("off"), "{}", off.describe());
         assert!(off.probe().is_ok(), "off needs nothing");
