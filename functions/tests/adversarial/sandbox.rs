@@ -1,0 +1,354 @@
+//! Jobs against the host: a job hunting for the control plane's secrets finds none, and a job's
+//! detached daemons die with it on stop, on timeout and when its runner is killed. Real router,
+//! real runner (in-process, and the `wc-runner` binary as a process), real bubblewrap.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+use wc_functions::AppState;
+use wc_functions::auth::token;
+use wc_store::testing::TestDatabase;
+
+use crate::common::*;
+
+/// The project every test runs in.
+const P: &str = "agent:local:alpha";
+
+/// `POST /api/actions/{tool}` with `key`; the response body.
+async fn call(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
+    rest(st, &format!("/api/actions/{tool}"), Some(key), args)
+        .await
+        .body
+}
+
+/// A `wc-runner` process serving project `alpha`; SIGKILLed when dropped.
+struct RunnerProcess {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    token_file: PathBuf,
+    config: PathBuf,
+}
+
+impl RunnerProcess {
+    /// Registers runner `local` and starts `wc-runner` against `base_url` with `env` set in its
+    /// environment and `extra` appended to its configuration file.
+    async fn start(
+        db: &TestDatabase,
+        base_url: &str,
+        root: &Path,
+        env: &[(&str, &str)],
+        extra: &str,
+    ) -> (RunnerProcess, String) {
+        let secret = wc_functions::runner_api::auth::generate();
+        {
+            let client = db.pool().get().await.unwrap();
+            wc_store::runners::create(&client, "local", None, &token::digest(&secret), true)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("runner.token");
+        std::fs::write(&token_file, &secret).unwrap();
+        let config = dir.path().join("runner.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "server_url = {base_url:?}\nclient_id = \"local\"\ntoken_file = {:?}\n\
+                 [projects]\nalpha = {:?}\n{extra}",
+                token_file.display().to_string(),
+                root.display().to_string(),
+            ),
+        )
+        .unwrap();
+        let bin = Path::new(env!("CARGO_BIN_EXE_wc-local")).with_file_name("wc-runner");
+        assert!(
+            bin.exists(),
+            "{} is missing; build it first: cargo build -p wc-runner-agent",
+            bin.display()
+        );
+        let before = instance(db).await;
+        let child = std::process::Command::new(bin)
+            .arg("--config")
+            .arg(&config)
+            .env_remove("WC_RUNNER_TOKEN")
+            .env("WC_RUNNER_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("start wc-runner");
+        let process = RunnerProcess {
+            child,
+            _dir: dir,
+            token_file,
+            config,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while instance(db).await == before {
+            assert!(Instant::now() < deadline, "wc-runner did not register");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (process, secret)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RunnerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn instance(db: &TestDatabase) -> Option<Uuid> {
+    let client = db.pool().get().await.unwrap();
+    wc_store::runners::get(&client, "local")
+        .await
+        .unwrap()
+        .and_then(|r| r.instance_id)
+}
+
+/// A database with project P, served over TCP, and a key.
+async fn server() -> (TestDatabase, AppState, String, String) {
+    let db = TestDatabase::new().await;
+    register_project(&db, P).await;
+    let st = state(&db);
+    let key = full_key(&db).await;
+    let base_url = serve(st.clone()).await;
+    (db, st, key, base_url)
+}
+
+/// A shell command that looks for secrets everywhere a job could: its environment, every
+/// readable `/proc/*/environ` and `/proc/*/cmdline` (keeping the lines that look like secrets),
+/// and the runner's own files. It starts a child carrying `HUNT_SELF` first, so a working hunt
+/// always finds that one.
+fn hunt(files: &[&Path]) -> String {
+    let files: Vec<String> = files.iter().map(|f| format!("'{}'", f.display())).collect();
+    let wanted = "-e DATABASE_URL -e TOKEN -e WEBHOOK -e DB_CONN -e NPM_AUTH -e HUNT_SELF \
+                  -e postgres: -e wcrk_ -e secret";
+    format!(
+        "HUNT_SELF=seen-by-the-hunt sleep 3 & sleep 0.2; \
+         echo hunt-start; env | grep {wanted}; \
+         for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do \
+           tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -a {wanted}; done; \
+         echo procs=$(ls -d /proc/[0-9]* | wc -l); \
+         for f in {}; do echo \"file $f:\"; cat \"$f\" 2>&1; echo; done; \
+         echo hunt-end",
+        files.join(" ")
+    )
+}
+
+#[tokio::test]
+async fn a_job_hunting_for_the_runners_and_servers_secrets_finds_none() {
+    let (db, st, key, base_url) = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let tag = Uuid::new_v4().simple().to_string();
+    let database_url = format!("postgres://wc:db-secret-{tag}@127.0.0.1:5432/wc");
+    let local_token = format!("wclocal-secret-{tag}");
+    let webhook = format!("https://hooks.slack.com/services/T0/B0/slack-secret-{tag}");
+    let secrets_env = [
+        ("DATABASE_URL", database_url.as_str()),
+        ("WC_LOCAL_TOKEN", local_token.as_str()),
+        ("SLACK_WEBHOOK_URL", webhook.as_str()),
+        ("DB_CONN", database_url.as_str()),
+        ("NPM_AUTH", local_token.as_str()),
+    ];
+
+    for sandboxed in [true, false] {
+        let extra = if sandboxed {
+            ""
+        } else {
+            "[sandbox]\nmode = \"off\"\n"
+        };
+        let (runner, runner_token) =
+            RunnerProcess::start(&db, &base_url, &root_path, &secrets_env, extra).await;
+        let command = hunt(&[&runner.token_file, &runner.config]);
+        let r = call(
+            &st,
+            &key,
+            "run_shell",
+            json!({ "project": P, "command": command, "timeout_ms": 20_000 }),
+        )
+        .await;
+        let out = r["output"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        // The hunt ran to its end and could read process environments: it found its own child.
+        assert!(
+            out.contains("hunt-start") && out.contains("hunt-end"),
+            "sandboxed={sandboxed}: the hunt did not run: {r}"
+        );
+        assert!(
+            out.contains("HUNT_SELF=seen-by-the-hunt"),
+            "sandboxed={sandboxed}: the hunt cannot read /proc/*/environ: {out}"
+        );
+        let found: Vec<&str> = [
+            database_url.as_str(),
+            local_token.as_str(),
+            webhook.as_str(),
+            runner_token.as_str(),
+        ]
+        .into_iter()
+        .filter(|s| out.contains(*s))
+        .collect();
+        if sandboxed {
+            assert!(found.is_empty(), "the sandboxed job found {found:?}: {out}");
+            let procs: usize = out
+                .lines()
+                .find_map(|l| l.strip_prefix("procs="))
+                .and_then(|n| n.parse().ok())
+                .unwrap();
+            assert!(procs <= 8, "the sandboxed job sees {procs} processes");
+        } else {
+            // The control: unsandboxed, the same hunt reads the runner's environment through
+            // /proc and its token file, so the assertions above can fail.
+            assert!(
+                found.contains(&database_url.as_str()) && found.contains(&runner_token.as_str()),
+                "the unsandboxed control found only {found:?}: {out}"
+            );
+        }
+        drop(runner);
+    }
+}
+
+/// Host pids of live processes whose command line contains `marker`.
+fn marked(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let live = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .is_some_and(|state| state != "Z" && state != "X")
+            });
+            live && cmdline
+                .windows(marker.len())
+                .any(|w| w == marker.as_bytes())
+        })
+        .collect()
+}
+
+/// A command that leaves two daemons ignoring SIGINT and SIGTERM, both marked with `marker` in
+/// their command lines: one that called `setsid`, one double-forked away from the job.
+fn daemons(marker: &str) -> String {
+    format!(
+        "setsid sh -c 'trap \"\" INT TERM; while :; do sleep 0.1; done' {marker}-setsid & \
+         sh -c \"(trap '' INT TERM; exec sh -c 'while :; do sleep 0.1; done' {marker}-forked) &\"; \
+         sleep 30"
+    )
+}
+
+async fn await_daemons(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while marked(marker).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the daemons {marker} never started"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn assert_daemons_die(marker: &str, when: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !marked(marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "{when}: daemons still run: {:?}",
+            marked(marker)
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn detached_daemons_die_when_their_job_is_stopped_or_times_out() {
+    let (db, st, key, base_url) = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let _runner = TestRunner::start_at(&db, &base_url, "local", &[("alpha", root.path())]).await;
+
+    let marker = format!("wc-stop-{}", Uuid::new_v4().simple());
+    let r = call(
+        &st,
+        &key,
+        "run_job",
+        json!({ "project": P, "command": daemons(&marker) }),
+    )
+    .await;
+    let job_id = r["output"]["job_id"].as_str().expect("a job id").to_owned();
+    await_daemons(&marker).await;
+    let r = call(&st, &key, "stop_job", json!({ "job_id": job_id })).await;
+    assert_eq!(r["output"]["stop_requested"], true, "{r}");
+    assert_daemons_die(&marker, "stop_job").await;
+
+    let marker = format!("wc-timeout-{}", Uuid::new_v4().simple());
+    let r = call(
+        &st,
+        &key,
+        "run_shell",
+        json!({ "project": P, "command": daemons(&marker), "timeout_ms": 2000 }),
+    )
+    .await;
+    let state = &r["output"]["execution_state"];
+    assert!(
+        *state == "timed_out" || r["error"]["kind"] == "timed_out",
+        "{r}"
+    );
+    assert_daemons_die(&marker, "timeout").await;
+}
+
+#[tokio::test]
+async fn detached_daemons_die_when_their_runner_is_killed() {
+    let (db, st, key, base_url) = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let (mut runner, _) = RunnerProcess::start(&db, &base_url, &root_path, &[], "").await;
+    let marker = format!("wc-kill9-{}", Uuid::new_v4().simple());
+    let r = call(
+        &st,
+        &key,
+        "run_job",
+        json!({ "project": P, "command": daemons(&marker) }),
+    )
+    .await;
+    assert!(r["output"]["job_id"].is_string(), "{r}");
+    await_daemons(&marker).await;
+    runner.kill();
+    assert_daemons_die(&marker, "runner SIGKILL").await;
+}
+
+#[tokio::test]
+async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts() {
+    let (db, st, key, base_url) = server().await;
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let off = "[sandbox]\nmode = \"off\"\n";
+    let (mut runner, _) = RunnerProcess::start(&db, &base_url, &root_path, &[], off).await;
+    let marker = format!("wc-kill9-off-{}", Uuid::new_v4().simple());
+    let r = call(
+        &st,
+        &key,
+        "run_job",
+        json!({ "project": P, "command": daemons(&marker) }),
+    )
+    .await;
+    assert!(r["output"]["job_id"].is_string(), "{r}");
+    await_daemons(&marker).await;
+    runner.kill();
+    // Without the sandbox only the job's leader has a death signal: the detached daemons run on
+    // (this is what the sandboxed test above would see without its PID namespace)…
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(marked(&marker).len(), 2, "the daemons died with the runner");
+    // …until the next runner starts and kills the cgroup the dead runner left behind.
+    let (_next, _) = RunnerProcess::start(&db, &base_url, &root_path, &[], off).await;
+    assert_daemons_die(&marker, "the next runner's sweep").await;
+}
