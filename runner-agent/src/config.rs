@@ -521,4 +521,89 @@ mod tests {
                 .contains("sqs_queue_url")
         );
     }
+
+    #[test]
+    fn projects_name_the_environment_their_jobs_receive() {
+        let tmp = std::env::temp_dir();
+        let cfg = parse(&format!(
+            "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n\
+             [projects]\nplain = \"{0}\"\n[projects.rust]\nroot = \"{0}\"\n\
+             env_pass = [\"CARGO_HOME\", \"_X1\"]\n",
+            tmp.display()
+        ))
+        .unwrap();
+        let names =
+            |p: &str| -> Vec<&str> { cfg.env_pass[p].iter().map(EnvName::as_str).collect() };
+        assert_eq!(names("rust"), ["CARGO_HOME", "_X1"]);
+        assert!(names("plain").is_empty());
+        assert_eq!(cfg.projects["rust"], std::fs::canonicalize(&tmp).unwrap());
+
+        for (pass, expect) in [
+            ("\"WC_RUNNER_TOKEN\"", "runner's own settings"),
+            ("\"wc_lower\"", "runner's own settings"),
+            ("\"1ABC\"", "not starting with a digit"),
+            ("\"A-B\"", "not starting with a digit"),
+            ("\"\"", "not starting with a digit"),
+        ] {
+            let text = format!(
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n\
+                 [projects.p]\nroot = \"{}\"\nenv_pass = [{pass}]\n",
+                tmp.display()
+            );
+            let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(
+                err.contains(expect) && err.contains("project p"),
+                "{pass}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sandbox_table_chooses_the_mode_and_always_hides_the_runners_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("runner.token");
+        std::fs::write(&token_file, "wcrk_x\n").unwrap();
+        let config = dir.path().join("runner.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken_file = {:?}\n\
+                 [sandbox]\nmode = \"off\"\nhide = [\"/etc/wc\"]\nwritable = [\"/var/cache/x\"]\n",
+                token_file.display().to_string()
+            ),
+        )
+        .unwrap();
+        let cfg = RunnerConfig::load(&config).unwrap();
+        assert_eq!(cfg.sandbox.mode(), SandboxMode::Off);
+        let hidden = cfg.sandbox.hidden();
+        for path in [Path::new("/etc/wc"), &token_file, &config] {
+            assert!(
+                hidden.iter().any(|h| h == path),
+                "{path:?} not in {hidden:?}"
+            );
+        }
+        assert_eq!(cfg.sandbox.writable(), [PathBuf::from("/var/cache/x")]);
+
+        for (table, expect) in [
+            ("mode = \"docker\"", "unknown variant"),
+            ("hide = [\"etc/wc\"]", "must be an absolute path"),
+            ("writable = [\"/\"]", "names the whole filesystem"),
+            ("surprise = 1", "unknown field"),
+        ] {
+            let text = format!(
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n[sandbox]\n{table}\n"
+            );
+            let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(err.contains(expect), "{table}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_sample_configuration_has_the_shape_the_runner_reads() {
+        let sample = include_str!("../../infra/runner/runner.toml.sample");
+        let raw: RawConfig = toml::from_str(sample).unwrap();
+        assert_eq!(raw.sandbox.mode, Some(SandboxMode::Bubblewrap));
+        assert!(matches!(raw.projects["api"], RawProject::Table(_)));
+        assert!(matches!(raw.projects["webapp"], RawProject::Root(_)));
+    }
 }
