@@ -352,3 +352,70 @@ async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts()
     let (_next, _) = RunnerProcess::start(&db, &base_url, &root_path, &[], off).await;
     assert_daemons_die(&marker, "the next runner's sweep").await;
 }
+
+/// `wc-local` serving its own working directory as a project (its `.wc/` state directory inside
+/// the project root), its token and database URL on its command line and a webhook in its
+/// environment: a job of its embedded runner finds none of them, nor the state directory's
+/// files. With `--no-sandbox` the same job reads the token from wc-local's command line and the
+/// state directory, so the check can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wc_local_job_sees_neither_its_token_nor_its_state_directory() {
+    use wc_e2e::client::Client;
+    use wc_e2e::server::{LocalOptions, LocalServer};
+
+    let tag = Uuid::new_v4().simple().to_string();
+    let token = format!("wclocal-secret-token-{tag}");
+    let cluster_secret = format!("cluster-secret-{tag}");
+    let webhook = format!("https://hooks.slack.com/services/T0/B0/webhook-{tag}");
+    for sandboxed in [true, false] {
+        let db = TestDatabase::empty().await;
+        let dir = std::env::temp_dir().join(format!("wc-adversarial-{}", Uuid::new_v4().simple()));
+        std::fs::create_dir_all(dir.join(".wc/postgres")).unwrap();
+        std::fs::write(dir.join(".wc/postgres/pg_hba.conf"), &cluster_secret).unwrap();
+        let mut opts = LocalOptions::in_dir(&dir);
+        opts.database_url = Some(db.url().expose().to_owned());
+        opts.token = Some(token.clone());
+        opts.args = vec!["--project".into(), format!("site={}", dir.display())];
+        if !sandboxed {
+            opts.args.push("--no-sandbox".into());
+        }
+        opts.env = vec![("SLACK_WEBHOOK_URL".into(), webhook.clone())];
+        let server = LocalServer::spawn(Path::new(env!("CARGO_BIN_EXE_wc-local")), &opts).unwrap();
+        let command = format!(
+            "{}; echo state=[$(ls -A .wc)]; cat .wc/postgres/pg_hba.conf",
+            hunt(&[])
+        );
+        let reply = Client::new()
+            .post_json(
+                &format!("{}/api/actions/run_shell", server.base_url),
+                Some(&token),
+                &json!({ "project": "agent:local:site", "command": command }),
+            )
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&reply.body).unwrap();
+        let out = body["output"]["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            out.contains("hunt-end") && out.contains("HUNT_SELF=seen-by-the-hunt"),
+            "sandboxed={sandboxed}: the hunt did not run: {body}"
+        );
+        let found: Vec<&str> = [token.as_str(), cluster_secret.as_str(), webhook.as_str()]
+            .into_iter()
+            .filter(|s| out.contains(*s))
+            .collect();
+        if sandboxed {
+            assert!(found.is_empty(), "the sandboxed job found {found:?}: {out}");
+            assert!(out.lines().any(|l| l == "state=[]"), "{out}");
+        } else {
+            assert!(
+                found.contains(&token.as_str()) && found.contains(&cluster_secret.as_str()),
+                "the unsandboxed control found only {found:?}: {out}"
+            );
+        }
+        assert!(server.interrupt().unwrap().success());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
