@@ -113,7 +113,10 @@ impl EnvName {
 /// One `[projects]` entry: a root directory, or a table with the root and the environment
 /// variables its jobs receive from the runner.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a project root directory, or a table with `root` and `env_pass` (no other keys)"
+)]
 enum RawProject {
     Root(PathBuf),
     Table(RawProjectTable),
@@ -544,6 +547,10 @@ mod tests {
             ("\"1ABC\"", "not starting with a digit"),
             ("\"A-B\"", "not starting with a digit"),
             ("\"\"", "not starting with a digit"),
+            (
+                "\"X\"]\nsurprise = [1",
+                "a table with `root` and `env_pass`",
+            ),
         ] {
             let text = format!(
                 "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n\
@@ -551,9 +558,10 @@ mod tests {
                 tmp.display()
             );
             let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(err.contains(expect), "{pass}: {err}");
             assert!(
-                err.contains(expect) && err.contains("project p"),
-                "{pass}: {err}"
+                err.contains("project p") || err.contains("[projects.p]"),
+                "{err}"
             );
         }
     }

@@ -730,7 +730,8 @@ impl Capture {
 }
 
 /// A script body in a private file (0600 in a fresh 0700 directory under the system temporary
-/// directory), removed with its directory when dropped.
+/// directory), removed with its directory when dropped. A sandboxed job gets a private `/tmp`,
+/// into which its own script directory alone is bound read-only.
 struct ScriptFile {
     dir: PathBuf,
     path: PathBuf,

@@ -746,20 +746,25 @@ async fn detached_daemons_die_on_timeout_and_when_the_leader_exits_in_both_modes
     }
 }
 
+/// The leader ignores SIGINT and SIGTERM and so lives until the SIGKILL: in the sandbox the
+/// namespace (and every process in it) ends the moment the leader does.
 #[tokio::test]
 async fn a_graceful_stop_signals_detached_processes_before_the_kill() {
     for p in [project(), unsandboxed()] {
         let marker = format!("wc-term-{}", Uuid::new_v4().simple());
+        // Each shell says it is ready once its traps are in place.
         let command = format!(
             "setsid sh -c 'trap \"echo term > term.txt; exit 0\" TERM; trap \"\" INT; \
-             while :; do sleep 0.05; done' {marker} & \
-             trap '' INT; while :; do sleep 0.05; done"
+             echo > daemon.ready; while :; do sleep 0.05; done' {marker} & \
+             trap '' INT TERM; echo > leader.ready; while :; do sleep 0.05; done"
         );
         let (stop, cancel) = watch::channel(false);
         let canceller = {
-            let marker = marker.clone();
+            let ready = [p.root.join("daemon.ready"), p.root.join("leader.ready")];
             tokio::spawn(async move {
-                await_marked(&marker, 1).await;
+                while !ready.iter().all(|f| f.exists()) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
                 stop.send(true).unwrap();
             })
         };
@@ -769,7 +774,8 @@ async fn a_graceful_stop_signals_detached_processes_before_the_kill() {
         assert_eq!(
             std::fs::read_to_string(p.root.join("term.txt")).unwrap_or_default(),
             "term\n",
-            "the detached process got SIGTERM"
+            "the detached process got SIGTERM ({:?})",
+            p.host.sandbox.mode()
         );
         assert_none_marked(&marker).await;
     }
@@ -778,17 +784,20 @@ async fn a_graceful_stop_signals_detached_processes_before_the_kill() {
 #[tokio::test]
 async fn a_sandboxed_job_sees_its_own_processes_a_read_only_system_and_a_private_tmp() {
     let p = project();
-    std::fs::write("/tmp/wc-exec-host-tmp-marker", "x").unwrap();
-    let command = concat!(
-        "echo procs=$(ls -d /proc/[0-9]* | wc -l); ",
-        "echo tmpdir=$TMPDIR; ",
-        "echo hosttmp=$(ls /tmp/wc-exec-host-tmp-marker 2>/dev/null | wc -l); ",
-        "touch in-root && echo root=writable; ",
-        "touch /tmp/x && echo tmp=writable; ",
-        "touch /etc/wc-exec-probe 2>/dev/null || echo etc=read-only; ",
-        "touch ../outside/x 2>/dev/null || echo outside=read-only; ",
-        "mount -o remount,rw / 2>/dev/null || echo remount=refused; ",
-        "grep CapEff /proc/self/status",
+    let host_tmp = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+    let command = &format!(
+        "echo procs=$(ls -d /proc/[0-9]* | wc -l); \
+         echo tmpdir=$TMPDIR; \
+         echo hosttmp=$(ls {} 2>/dev/null | wc -l); {}",
+        host_tmp.path().display(),
+        concat!(
+            "touch in-root && echo root=writable; ",
+            "touch /tmp/x && echo tmp=writable; ",
+            "touch /etc/wc-exec-probe 2>/dev/null || echo etc=read-only; ",
+            "touch ../outside/x 2>/dev/null || echo outside=read-only; ",
+            "mount -o remount,rw / 2>/dev/null || echo remount=refused; ",
+            "grep CapEff /proc/self/status",
+        )
     );
     let r = run(&item(sh(command)), &p).await;
     assert_eq!(
