@@ -419,3 +419,59 @@ async fn a_wc_local_job_sees_neither_its_token_nor_its_state_directory() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// `wc-runner` makes itself non-dumpable: started as an unprivileged user, its `/proc` entries
+/// (environment, memory) belong to root, so other processes of that user cannot read them. A
+/// plain process of the same user, the control, owns its entries.
+#[tokio::test]
+async fn the_runner_process_is_not_readable_by_other_processes_of_its_user() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    use std::os::unix::process::CommandExt as _;
+
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .expect("a nobody account");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.path().join("runner.toml");
+    // Nothing answers there: the runner keeps retrying its registration, alive.
+    std::fs::write(
+        &config,
+        "server_url = \"http://127.0.0.1:1\"\nclient_id = \"local\"\ntoken = \"wcrk_unused\"\n\
+         [sandbox]\nmode = \"off\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_wc-local")).with_file_name("wc-runner");
+    let spawn_as_nobody = |cmd: &mut std::process::Command| {
+        cmd.uid(nobody.uid.as_raw())
+            .gid(nobody.gid.as_raw())
+            .env_clear()
+            .env("HOME", "/nonexistent")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut runner = spawn_as_nobody(std::process::Command::new(bin).arg("--config").arg(&config));
+    let mut control = spawn_as_nobody(std::process::Command::new("sleep").arg("30"));
+    let owner = |pid: u32| {
+        std::fs::metadata(format!("/proc/{pid}/environ"))
+            .unwrap()
+            .uid()
+    };
+    // Let the runner get past its first instruction.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(runner.try_wait().unwrap().is_none(), "wc-runner exited");
+    assert_eq!(owner(control.id()), nobody.uid.as_raw(), "the control");
+    assert_eq!(
+        owner(runner.id()),
+        0,
+        "wc-runner is non-dumpable: its /proc entries belong to root"
+    );
+    for child in [&mut runner, &mut control] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
