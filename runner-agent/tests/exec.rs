@@ -667,11 +667,12 @@ fn marked(marker: &str) -> Vec<Pid> {
 
 /// A command that leaves two daemons carrying `marker` in their command lines: one that called
 /// `setsid`, one double-forked (its parent exits at once), both ignoring SIGINT and SIGTERM.
+/// Each ignores the signals before it execs the shell that carries the marker (ignored signals
+/// stay ignored across exec), so a daemon found by its marker can only end by SIGKILL.
 fn daemons(marker: &str) -> String {
     format!(
-        "setsid sh -c 'trap \"\" INT TERM; while :; do sleep 0.1; done' {marker}-setsid & \
-         sh -c \"(trap '' INT TERM; exec sh -c 'while :; do sleep 0.1; done' {marker}-forked) &\"; \
-         while [ $(ls /proc/*/cmdline | wc -l) -lt 0 ]; do :; done"
+        "setsid sh -c 'trap \"\" INT TERM; exec sh -c \"while :; do sleep 0.1; done\" {marker}-setsid' & \
+         sh -c \"(trap '' INT TERM; exec sh -c 'while :; do sleep 0.1; done' {marker}-forked) &\""
     )
 }
 

@@ -238,10 +238,12 @@ fn marked(marker: &str) -> Vec<i32> {
 }
 
 /// A command that leaves two daemons ignoring SIGINT and SIGTERM, both marked with `marker` in
-/// their command lines: one that called `setsid`, one double-forked away from the job.
+/// their command lines: one that called `setsid`, one double-forked away from the job. Each
+/// ignores the signals before it execs the shell that carries the marker (ignored signals stay
+/// ignored across exec), so a daemon found by its marker can only end by SIGKILL.
 fn daemons(marker: &str) -> String {
     format!(
-        "setsid sh -c 'trap \"\" INT TERM; while :; do sleep 0.1; done' {marker}-setsid & \
+        "setsid sh -c 'trap \"\" INT TERM; exec sh -c \"while :; do sleep 0.1; done\" {marker}-setsid' & \
          sh -c \"(trap '' INT TERM; exec sh -c 'while :; do sleep 0.1; done' {marker}-forked) &\"; \
          sleep 30"
     )
