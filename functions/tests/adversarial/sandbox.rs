@@ -41,6 +41,19 @@ impl RunnerProcess {
         env: &[(&str, &str)],
         extra: &str,
     ) -> (RunnerProcess, String) {
+        Self::start_in(db, base_url, root, env, extra, None).await
+    }
+
+    /// Like [`RunnerProcess::start`], the runner joining the cgroup v2 directory `cgroup`
+    /// before it runs (so the job cgroups it makes, and sweeps, are its own).
+    async fn start_in(
+        db: &TestDatabase,
+        base_url: &str,
+        root: &Path,
+        env: &[(&str, &str)],
+        extra: &str,
+        cgroup: Option<&TestCgroup>,
+    ) -> (RunnerProcess, String) {
         let secret = wc_functions::runner_api::auth::generate();
         {
             let client = db.pool().get().await.unwrap();
@@ -70,15 +83,27 @@ impl RunnerProcess {
             bin.display()
         );
         let before = instance(db).await;
-        let child = std::process::Command::new(bin)
+        let mut command = std::process::Command::new(bin);
+        command
             .arg("--config")
             .arg(&config)
             .env_remove("WC_RUNNER_TOKEN")
             .env("WC_RUNNER_LOG", "warn")
             .envs(env.iter().copied())
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .expect("start wc-runner");
+            .stdin(std::process::Stdio::null());
+        if let Some(cgroup) = cgroup {
+            use std::os::unix::process::CommandExt as _;
+            let procs = std::os::fd::AsRawFd::as_raw_fd(&cgroup.procs);
+            // SAFETY: between fork and exec the child only writes to an open descriptor.
+            unsafe {
+                command.pre_exec(move || {
+                    let fd = std::os::fd::BorrowedFd::borrow_raw(procs);
+                    nix::unistd::write(fd, b"0")?;
+                    Ok(())
+                });
+            }
+        }
+        let child = command.spawn().expect("start wc-runner");
         let process = RunnerProcess {
             child,
             _dir: dir,
@@ -328,13 +353,74 @@ async fn detached_daemons_die_when_their_runner_is_killed() {
     assert_daemons_die(&marker, "runner SIGKILL").await;
 }
 
+/// A cgroup v2 directory of this test's own, below this process's cgroup: runners started in it
+/// keep their job cgroups there, out of reach of the sweeps of runners other tests start.
+struct TestCgroup {
+    dir: PathBuf,
+    procs: std::fs::File,
+}
+
+impl TestCgroup {
+    fn create() -> TestCgroup {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = mountinfo
+            .lines()
+            .find_map(|line| {
+                let (left, right) = line.split_once(" - ")?;
+                (right.split_whitespace().next()? == "cgroup2")
+                    .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+            })
+            .expect("a cgroup2 mount");
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap()
+            .trim_start_matches('/');
+        let dir = mount
+            .join(own)
+            .join(format!("wc-test-{}", Uuid::new_v4().simple()));
+        std::fs::create_dir(&dir).unwrap();
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .unwrap();
+        TestCgroup { dir, procs }
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("cgroup.kill"), "1");
+        for _ in 0..100 {
+            let children: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.is_dir())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for child in children {
+                let _ = std::fs::remove_dir(child);
+            }
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 #[tokio::test]
 async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts() {
     let (db, st, key, base_url) = server().await;
     let root = tempfile::tempdir().unwrap();
     let root_path = root.path().canonicalize().unwrap();
     let off = "[sandbox]\nmode = \"off\"\n";
-    let (mut runner, _) = RunnerProcess::start(&db, &base_url, &root_path, &[], off).await;
+    let cgroup = TestCgroup::create();
+    let (mut runner, _) =
+        RunnerProcess::start_in(&db, &base_url, &root_path, &[], off, Some(&cgroup)).await;
     let marker = format!("wc-kill9-off-{}", Uuid::new_v4().simple());
     let r = call(
         &st,
@@ -351,8 +437,10 @@ async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts()
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(marked(&marker).len(), 2, "the daemons died with the runner");
     // …until the next runner starts and kills the cgroup the dead runner left behind.
-    let (_next, _) = RunnerProcess::start(&db, &base_url, &root_path, &[], off).await;
+    let (mut next, _) =
+        RunnerProcess::start_in(&db, &base_url, &root_path, &[], off, Some(&cgroup)).await;
     assert_daemons_die(&marker, "the next runner's sweep").await;
+    next.kill();
 }
 
 /// `wc-local` serving its own working directory as a project (its `.wc/` state directory inside
