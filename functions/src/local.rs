@@ -72,6 +72,10 @@ pub struct LocalCli {
     /// Do not start the embedded runner (run `wc-runner` separately, or serve no host).
     #[arg(long)]
     pub no_runner: bool,
+    /// Run the embedded runner's jobs without the bubblewrap sandbox: they get this user's full
+    /// access (its files, its other processes, this server's state directory).
+    #[arg(long, env = "WC_LOCAL_NO_SANDBOX")]
+    pub no_sandbox: bool,
 }
 
 /// A project served by this wc-local.
@@ -164,6 +168,7 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
         conformance_fixtures: cli.conformance_fixtures,
         // A runner with nothing to serve would only displace another wc-local's runner.
         embedded_runner: !cli.no_runner && !cli.projects.is_empty(),
+        sandbox: !cli.no_sandbox,
     };
     match database_url {
         Some((url, source)) => {
@@ -319,6 +324,8 @@ struct Switches {
     allow_anonymous: bool,
     conformance_fixtures: bool,
     embedded_runner: bool,
+    /// Whether the embedded runner's jobs are sandboxed.
+    sandbox: bool,
 }
 
 async fn serve(
@@ -397,7 +404,7 @@ async fn serve(
     });
     let runner = if switches.embedded_runner {
         let before = registered_instance(&pool).await;
-        let started = start_runner(&pool, addr, projects, runner_sqs).await?;
+        let started = start_runner(&pool, addr, projects, runner_sqs, switches.sandbox).await?;
         // Ready means ready to execute: the banner waits for the runner to register.
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
         while registered_instance(&pool).await == before {
@@ -462,6 +469,7 @@ async fn start_runner(
     addr: SocketAddr,
     projects: &[LocalProject],
     sqs: Option<(String, Option<String>, String)>,
+    sandbox: bool,
 ) -> anyhow::Result<(
     tokio::sync::watch::Sender<Stop>,
     tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
@@ -495,6 +503,12 @@ async fn start_runner(
     )?;
     if let Some((queue_url, endpoint_url, region)) = &sqs {
         cfg = cfg.with_sqs(queue_url, endpoint_url.as_deref(), Some(region))?;
+    }
+    if sandbox {
+        // The state directory (the embedded cluster's files) often sits in a project root.
+        cfg.sandbox.hide(&std::env::current_dir()?.join(".wc"));
+    } else {
+        cfg = cfg.with_sandbox_mode(wc_runner_agent::sandbox::SandboxMode::Off);
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
     let joined = tokio::spawn(wc_runner_agent::agent::run(

@@ -242,28 +242,59 @@ fn process_ended(pid: i32) -> bool {
     }
 }
 
-/// Waits (bounded) until `pid` has ended.
-async fn assert_process_ends(pid: i32, within: Duration) {
+/// Waits (bounded) until the process `pid` names has ended.
+async fn assert_process_ends(pid: JobPid, within: Duration) {
     let deadline = Instant::now() + within;
-    while !process_ended(pid) {
+    while let Some(host) = pid.on_host().filter(|&p| !process_ended(p)) {
         assert!(
             Instant::now() < deadline,
-            "process {pid} still runs: {:?}",
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            "process {pid:?} (host pid {host}) still runs: {:?}",
+            std::fs::read_to_string(format!("/proc/{host}/stat"))
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Reads a pid written by a command, waiting (bounded) for the file to be complete.
-async fn read_pid(path: &Path) -> i32 {
+/// A pid a job wrote (`$$`, `$!`): as the job saw it, in its own PID namespace when sandboxed,
+/// and the directory the process was started in.
+#[derive(Debug, Clone)]
+struct JobPid {
+    seen: i32,
+    cwd: PathBuf,
+}
+
+impl JobPid {
+    /// The host pid of the process while it runs: the one whose innermost pid (the last `NSpid`
+    /// entry, the only one outside a namespace) is `seen` and whose cwd is `cwd`.
+    fn on_host(&self) -> Option<i32> {
+        std::fs::read_dir("/proc")
+            .ok()?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .find(|pid| {
+                let innermost = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                    .ok()
+                    .and_then(|s| {
+                        s.lines()
+                            .find_map(|l| l.strip_prefix("NSpid:"))
+                            .and_then(|ids| ids.split_whitespace().last()?.parse::<i32>().ok())
+                    });
+                innermost == Some(self.seen)
+                    && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == self.cwd)
+            })
+    }
+}
+
+/// Reads a pid written by a command into a file in its cwd, waiting (bounded) for the file to
+/// be complete.
+async fn read_pid(path: &Path) -> JobPid {
+    let cwd = path.parent().unwrap().to_owned();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(text) = std::fs::read_to_string(path)
             && text.ends_with('\n')
-            && let Ok(pid) = text.trim().parse()
+            && let Ok(seen) = text.trim().parse()
         {
-            return pid;
+            return JobPid { seen, cwd };
         }
         assert!(
             Instant::now() < deadline,
@@ -1097,6 +1128,7 @@ async fn jobs_run_in_the_background_and_can_be_followed_read_stopped_and_listed(
     })
     .await;
     let pid = read_pid(&env.root().join("sleeper.pid")).await;
+    assert!(pid.on_host().is_some(), "the sleeper runs: {pid:?}");
     let asked = Instant::now();
     let r = env.call("stop_job", json!({ "job_id": sleeper })).await;
     let stop = output(&r);
@@ -1496,13 +1528,10 @@ async fn a_crashed_runners_work_becomes_lost_and_is_never_run_again() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let pid = read_pid(&root_path.join("job.pid")).await;
+    assert!(pid.on_host().is_some(), "the job runs: {pid:?}");
 
-    // The runner dies without a word; so does the job's process group, so nothing lingers.
+    // The runner dies without a word; its sandboxed job dies with it, so nothing lingers.
     first.kill();
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
     assert_process_ends(pid, Duration::from_secs(3)).await;
 
     let lost = await_job(&st, &key, &job_id, Duration::from_secs(6), terminal).await;

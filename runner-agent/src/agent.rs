@@ -111,6 +111,8 @@ struct Shared {
     /// The SQS queue, when work arrives that way.
     sqs: Option<SqsQueue>,
     cfg: RunnerConfig,
+    /// What every execution shares (projects, environment, sandbox).
+    host: Arc<exec::Host>,
     opts: AgentOptions,
     instance_id: Uuid,
     held: Held,
@@ -208,10 +210,21 @@ async fn register(
 
 /// Runs the agent until `stop` asks it to end (or a fatal condition).
 pub async fn run(
-    cfg: RunnerConfig,
+    mut cfg: RunnerConfig,
     opts: AgentOptions,
     mut stop: watch::Receiver<Stop>,
 ) -> Result<(), AgentError> {
+    // Jobs never run in a sandbox that does not work: refuse to start instead.
+    cfg.sandbox.prepare();
+    let sandbox = cfg.sandbox.clone();
+    tokio::task::spawn_blocking(move || sandbox.probe())
+        .await
+        .map_err(|e| AgentError::Setup(format!("cannot probe the sandbox: {e}")))?
+        .map_err(|e| AgentError::Setup(e.to_string()))?;
+    tracing::info!(sandbox = %cfg.sandbox.describe(), "jobs are confined");
+    tokio::task::spawn_blocking(crate::sandbox::sweep_orphaned_cgroups)
+        .await
+        .map_err(|e| AgentError::Setup(format!("cannot sweep old job cgroups: {e}")))?;
     let sqs = match cfg.queue {
         QueueBackend::Sqs => Some(SqsQueue::connect(&cfg, &opts).await?),
         QueueBackend::ApiPoll => None,
@@ -230,6 +243,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         api,
         sqs,
+        host: Arc::new(exec::Host::from_config(&cfg)),
         cfg,
         opts,
         instance_id,
@@ -546,11 +560,10 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
     let (out_tx, mut out_rx) = mpsc::channel::<OutputPiece>(64);
     let exec = {
         let item = lease.work.clone();
-        let projects = shared.cfg.projects.clone();
+        let host = shared.host.clone();
         let policy = shared.opts.stop_policy;
-        tokio::spawn(
-            async move { exec::execute(&item, &projects, cancel_rx, out_tx, &policy).await },
-        )
+        // On a runtime worker: the unsandboxed child's death signal follows the spawning thread.
+        tokio::spawn(async move { exec::execute(&item, &host, cancel_rx, out_tx, &policy).await })
     };
     let mut pending = Pending::default();
     let mut tick = tokio::time::interval(shared.opts.flush_interval);

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use crate::sandbox::{Sandbox, SandboxMode, SandboxSettings};
+
 /// The runner token. Never printed.
 #[derive(Clone, Deserialize)]
 #[serde(transparent)]
@@ -74,6 +76,60 @@ impl Default for Limits {
     }
 }
 
+/// The name of an environment variable the runner passes on to a project's jobs: a shell-style
+/// name (`[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes) that is not one of the runner's own
+/// settings (`WC_…`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct EnvName(String);
+
+impl EnvName {
+    /// Checks `name`.
+    pub fn parse(name: &str) -> anyhow::Result<Self> {
+        let mut bytes = name.bytes();
+        let well_formed = name.len() <= 128
+            && bytes
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !well_formed {
+            bail!(
+                "environment name {name:?} must be 1-128 of A-Z a-z 0-9 _, not starting with a digit"
+            );
+        }
+        if name.to_ascii_uppercase().starts_with("WC_") {
+            bail!(
+                "environment name {name:?} is one of the runner's own settings (WC_…) and never passes to jobs"
+            );
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One `[projects]` entry: a root directory, or a table with the root and the environment
+/// variables its jobs receive from the runner.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a project root directory, or a table with `root` and `env_pass` (no other keys)"
+)]
+enum RawProject {
+    Root(PathBuf),
+    Table(RawProjectTable),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProjectTable {
+    root: PathBuf,
+    #[serde(default)]
+    env_pass: Vec<String>,
+}
+
 /// The file format.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,9 +146,11 @@ struct RawConfig {
     #[serde(default)]
     allowed_roots: Vec<PathBuf>,
     #[serde(default)]
-    projects: BTreeMap<String, PathBuf>,
+    projects: BTreeMap<String, RawProject>,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    sandbox: SandboxSettings,
 }
 
 fn default_queue() -> QueueBackend {
@@ -119,8 +177,13 @@ pub struct RunnerConfig {
     pub sqs_region: Option<String>,
     /// Project id → canonical root.
     pub projects: BTreeMap<String, PathBuf>,
+    /// Project id → names of the runner's environment variables its jobs receive, besides the
+    /// base set every job gets (see `exec`).
+    pub env_pass: BTreeMap<String, Vec<EnvName>>,
     /// Limits.
     pub limits: Limits,
+    /// How jobs are confined.
+    pub sandbox: Sandbox,
 }
 
 fn valid_id(s: &str) -> bool {
@@ -190,11 +253,22 @@ impl RunnerConfig {
                 sqs_endpoint_url: None,
                 sqs_region: None,
                 allowed_roots: Vec::new(),
-                projects,
+                projects: projects
+                    .into_iter()
+                    .map(|(id, root)| (id, RawProject::Root(root)))
+                    .collect(),
                 limits,
+                sandbox: SandboxSettings::default(),
             },
             None,
+            None,
         )
+    }
+
+    /// The same configuration with jobs confined in `mode` (wc-local's `--no-sandbox`).
+    pub fn with_sandbox_mode(mut self, mode: SandboxMode) -> Self {
+        self.sandbox = self.sandbox.with_mode(mode);
+        self
     }
 
     /// The same configuration receiving work from the SQS queue `queue_url` (the runner
@@ -232,16 +306,29 @@ impl RunnerConfig {
         let raw: RawConfig =
             toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
         let env_token = std::env::var("WC_RUNNER_TOKEN").ok().map(Secret);
-        Self::validate(raw, env_token)
+        Self::validate(raw, env_token, Some(path))
     }
 
-    fn validate(raw: RawConfig, env_token: Option<Secret>) -> anyhow::Result<RunnerConfig> {
+    /// Checks `raw`; `path` is the file it came from (hidden from sandboxed jobs).
+    fn validate(
+        raw: RawConfig,
+        env_token: Option<Secret>,
+        path: Option<&Path>,
+    ) -> anyhow::Result<RunnerConfig> {
         if !(raw.server_url.starts_with("http://") || raw.server_url.starts_with("https://")) {
             bail!("server_url must be an http:// or https:// URL");
         }
         if !valid_id(&raw.client_id) {
             bail!("client_id must be 1-64 of A-Z a-z 0-9 . _ -");
         }
+        // Jobs never see the runner's own files.
+        let always_hidden: Vec<PathBuf> = raw
+            .token_file
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(path)
+            .map(PathBuf::from)
+            .collect();
         let token = match (env_token, raw.token, raw.token_file) {
             (Some(t), _, _) => t,
             (None, Some(t), None) => t,
@@ -282,7 +369,12 @@ impl RunnerConfig {
             })
             .collect::<anyhow::Result<_>>()?;
         let mut projects = BTreeMap::new();
-        for (id, root) in raw.projects {
+        let mut env_pass = BTreeMap::new();
+        for (id, entry) in raw.projects {
+            let (root, pass) = match entry {
+                RawProject::Root(root) => (root, Vec::new()),
+                RawProject::Table(t) => (t.root, t.env_pass),
+            };
             if !valid_id(&id) {
                 bail!("project id {id:?} must be 1-64 of A-Z a-z 0-9 . _ -");
             }
@@ -295,8 +387,15 @@ impl RunnerConfig {
             if !allowed.is_empty() && !allowed.iter().any(|a| canon.starts_with(a)) {
                 bail!("project {id}: {} is outside allowed_roots", canon.display());
             }
+            let pass = pass
+                .iter()
+                .map(|n| EnvName::parse(n))
+                .collect::<anyhow::Result<Vec<_>>>()
+                .with_context(|| format!("project {id}: env_pass"))?;
+            env_pass.insert(id.clone(), pass);
             projects.insert(id, canon);
         }
+        let sandbox = Sandbox::from_settings(&raw.sandbox, always_hidden)?;
         Ok(RunnerConfig {
             server_url: raw.server_url.trim_end_matches('/').to_owned(),
             client_id: raw.client_id,
@@ -306,7 +405,9 @@ impl RunnerConfig {
             sqs_endpoint_url: raw.sqs_endpoint_url,
             sqs_region: raw.sqs_region,
             projects,
+            env_pass,
             limits: raw.limits,
+            sandbox,
         })
     }
 }
@@ -316,7 +417,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> anyhow::Result<RunnerConfig> {
-        RunnerConfig::validate(toml::from_str(text)?, None)
+        RunnerConfig::validate(toml::from_str(text)?, None, None)
     }
 
     #[test]
@@ -422,5 +523,95 @@ mod tests {
                 .to_string()
                 .contains("sqs_queue_url")
         );
+    }
+
+    #[test]
+    fn projects_name_the_environment_their_jobs_receive() {
+        let tmp = std::env::temp_dir();
+        let cfg = parse(&format!(
+            "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n\
+             [projects]\nplain = \"{0}\"\n[projects.rust]\nroot = \"{0}\"\n\
+             env_pass = [\"CARGO_HOME\", \"_X1\"]\n",
+            tmp.display()
+        ))
+        .unwrap();
+        let names =
+            |p: &str| -> Vec<&str> { cfg.env_pass[p].iter().map(EnvName::as_str).collect() };
+        assert_eq!(names("rust"), ["CARGO_HOME", "_X1"]);
+        assert!(names("plain").is_empty());
+        assert_eq!(cfg.projects["rust"], std::fs::canonicalize(&tmp).unwrap());
+
+        for (pass, expect) in [
+            ("\"WC_RUNNER_TOKEN\"", "runner's own settings"),
+            ("\"wc_lower\"", "runner's own settings"),
+            ("\"1ABC\"", "not starting with a digit"),
+            ("\"A-B\"", "not starting with a digit"),
+            ("\"\"", "not starting with a digit"),
+            (
+                "\"X\"]\nsurprise = [1",
+                "a table with `root` and `env_pass`",
+            ),
+        ] {
+            let text = format!(
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n\
+                 [projects.p]\nroot = \"{}\"\nenv_pass = [{pass}]\n",
+                tmp.display()
+            );
+            let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(err.contains(expect), "{pass}: {err}");
+            assert!(
+                err.contains("project p") || err.contains("[projects.p]"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sandbox_table_chooses_the_mode_and_always_hides_the_runners_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("runner.token");
+        std::fs::write(&token_file, "wcrk_x\n").unwrap();
+        let config = dir.path().join("runner.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken_file = {:?}\n\
+                 [sandbox]\nmode = \"off\"\nhide = [\"/etc/wc\"]\nwritable = [\"/var/cache/x\"]\n",
+                token_file.display().to_string()
+            ),
+        )
+        .unwrap();
+        let cfg = RunnerConfig::load(&config).unwrap();
+        assert_eq!(cfg.sandbox.mode(), SandboxMode::Off);
+        let hidden = cfg.sandbox.hidden();
+        for path in [Path::new("/etc/wc"), &token_file, &config] {
+            assert!(
+                hidden.iter().any(|h| h == path),
+                "{path:?} not in {hidden:?}"
+            );
+        }
+        assert_eq!(cfg.sandbox.writable(), [PathBuf::from("/var/cache/x")]);
+
+        for (table, expect) in [
+            ("mode = \"docker\"", "unknown variant"),
+            ("hide = [\"etc/wc\"]", "must be an absolute path"),
+            ("writable = [\"/\"]", "names the whole filesystem"),
+            ("surprise = 1", "unknown field"),
+        ] {
+            let text = format!(
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n[sandbox]\n{table}\n"
+            );
+            let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(err.contains(expect), "{table}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_sample_configuration_has_the_shape_the_runner_reads() {
+        let sample = include_str!("../../infra/runner/runner.toml.sample");
+        let raw: RawConfig = toml::from_str(sample).unwrap();
+        assert_eq!(raw.sandbox.mode, Some(SandboxMode::Bubblewrap));
+        assert!(matches!(raw.projects["api"], RawProject::Table(_)));
+        assert!(matches!(raw.projects["webapp"], RawProject::Root(_)));
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! The check is made against the real filesystem: the joined path is canonicalized, so a
 //! symlink inside the project that points elsewhere resolves to where it points and is refused.
-//! Confinement decides only where a command *starts*; it is not a sandbox, and a started command
-//! can reach whatever the runner's user can.
+//! Confinement decides only where a command *starts*; what a started command can reach is the
+//! sandbox's business ([`crate::sandbox`]).
 
 use std::collections::BTreeMap;
 use std::io;

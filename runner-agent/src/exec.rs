@@ -4,12 +4,16 @@
 //! refusal or a failed start is an outcome too, never an error. Invariants:
 //!
 //! - nothing starts before [`WorkItem::validate`] and [`confine::resolve_cwd`] pass;
-//! - the runner's own secrets never reach a child (the rule is `inherited`);
-//! - each child leads its own process group, and every signal the runner sends goes to the
-//!   whole group, so the background processes of a command end with it;
+//! - a child's environment is an allow list (`child_env`): the base set every job gets, the
+//!   names the runner configuration passes for its project, and the work's own additions;
+//!   nothing else of the runner's environment reaches it;
+//! - each job is confined by the host's [`Sandbox`]; every signal the runner sends goes to all of
+//!   the job's processes ([`Containment`]), so the background processes of a command, detached
+//!   or not, end with it;
 //! - at most `output_bytes_per_stream` bytes of each stream are kept (its head); the rest is read,
 //!   counted and dropped, so a chatty child never blocks on a full pipe;
-//! - when [`execute`] returns, the leader has been reaped and the rest of its group killed.
+//! - when [`execute`] returns, the leader has been reaped and every other process of the job
+//!   killed.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -22,8 +26,7 @@ use std::pin::pin;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, ChildStdin, Command};
@@ -32,7 +35,9 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 use wc_runner_protocol::{MAX_CHUNK_BYTES, Stream, Termination, WorkItem, WorkOutcome, WorkSpec};
 
+use crate::config::{EnvName, RunnerConfig};
 use crate::confine;
+use crate::sandbox::{Containment, JobCgroup, NamespaceInit, Sandbox, SandboxMode};
 
 /// Longest `error` text an outcome carries, in bytes.
 const MAX_ERROR_BYTES: usize = 1000;
@@ -70,9 +75,33 @@ impl Default for StopPolicy {
     }
 }
 
+/// What every execution on this host shares: the projects, the environment they receive, and
+/// the sandbox they run in.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// Runner-local project id → canonical root.
+    pub projects: BTreeMap<String, PathBuf>,
+    /// Project id → the runner's environment variables its jobs receive besides the base set.
+    pub env_pass: BTreeMap<String, Vec<EnvName>>,
+    /// How jobs are confined.
+    pub sandbox: Sandbox,
+}
+
+impl Host {
+    /// The host a runner configuration describes.
+    pub fn from_config(cfg: &RunnerConfig) -> Self {
+        Self {
+            projects: cfg.projects.clone(),
+            env_pass: cfg.env_pass.clone(),
+            sandbox: cfg.sandbox.clone(),
+        }
+    }
+}
+
 /// Executes one work item to its end.
 ///
-/// `projects` maps runner-local project ids to their canonical roots. `cancel` turning `true`
+/// `host` names the projects (runner-local ids to canonical roots), what environment their jobs
+/// receive and the sandbox they run in. `cancel` turning `true`
 /// stops the work (a dropped sender never does; `true` before the start means it never starts).
 /// Kept output goes to `output` in order per stream; when the receiver is gone the work still
 /// runs and the pieces are dropped. The receiver should be drained concurrently: a full channel
@@ -82,13 +111,13 @@ impl Default for StopPolicy {
 /// failed start [`Termination::SpawnFailed`], each with `error` naming the problem.
 pub async fn execute(
     item: &WorkItem,
-    projects: &BTreeMap<String, PathBuf>,
+    host: &Host,
     cancel: watch::Receiver<bool>,
     output: mpsc::Sender<OutputPiece>,
     policy: &StopPolicy,
 ) -> WorkOutcome {
     let span = tracing::info_span!("execute", work_id = %item.work_id, project = %item.project);
-    let outcome = run(item, projects, cancel, output, policy)
+    let outcome = run(item, host, cancel, output, policy)
         .instrument(span.clone())
         .await;
     span.in_scope(|| {
@@ -106,7 +135,7 @@ pub async fn execute(
 
 async fn run(
     item: &WorkItem,
-    projects: &BTreeMap<String, PathBuf>,
+    host: &Host,
     mut cancel: watch::Receiver<bool>,
     output: mpsc::Sender<OutputPiece>,
     policy: &StopPolicy,
@@ -115,8 +144,13 @@ async fn run(
     if let Err(e) = item.validate() {
         return not_started(started, Termination::Rejected, Some(e.to_string()));
     }
-    let cwd = match confine::resolve_cwd(projects, &item.project, item.cwd.as_deref()) {
-        Ok(cwd) => cwd,
+    // The root is opened to the sandbox; the cwd is where the work starts, inside it.
+    let resolved = confine::resolve_cwd(&host.projects, &item.project, None).and_then(|root| {
+        let cwd = confine::resolve_cwd(&host.projects, &item.project, item.cwd.as_deref())?;
+        Ok((root, cwd))
+    });
+    let (root, cwd) = match resolved {
+        Ok(found) => found,
         Err(e) => return not_started(started, Termination::Rejected, Some(e.to_string())),
     };
     if *cancel.borrow() {
@@ -165,25 +199,25 @@ async fn run(
         }
     };
 
-    let mut command = Command::new(&program);
-    command
-        // The child sees the name it was given, not the resolved path.
-        .arg0(name)
-        .args(&args)
-        .current_dir(&cwd)
-        .env_clear()
-        .envs(std::env::vars_os().filter(|(k, _)| inherited(&k.to_string_lossy())))
-        .envs(&item.env)
-        .stdin(if item.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    let sandboxed = host.sandbox.mode() == SandboxMode::Bubblewrap;
+    let env = child_env(host, item, sandboxed);
+    let launch = Launch {
+        name,
+        program: &program,
+        args: &args,
+        root: &root,
+        cwd: &cwd,
+        env: &env,
+        stdin: item.stdin.is_some(),
+    };
+    let spawned = if sandboxed {
+        let script_dir = script_file.as_ref().map(|f| f.dir.as_path());
+        spawn_sandboxed(&host.sandbox, launch, script_dir).await
+    } else {
+        spawn_unsandboxed(launch)
+    };
+    let (mut child, mut group) = match spawned {
+        Ok(spawned) => spawned,
         Err(e) => {
             return not_started(
                 started,
@@ -192,15 +226,7 @@ async fn run(
             );
         }
     };
-    let Some(mut group) = ProcessGroup::of(&child) else {
-        // Only a child already reaped has no id, and nothing has waited for this one yet.
-        return not_started(
-            started,
-            Termination::SpawnFailed,
-            Some(format!("`{name}` started without a process id")),
-        );
-    };
-    tracing::debug!(pid = group.pgid.as_raw(), cwd = %cwd.display(), "work started");
+    tracing::debug!(pid = group.leader().as_raw(), cwd = %cwd.display(), sandboxed, "work started");
 
     let feeder = tokio::spawn(feed(child.stdin.take(), item.stdin.clone()));
     let limit = item.limits.output_bytes_per_stream;
@@ -226,7 +252,9 @@ async fn run(
         // The leader is reaped. Its pipes reach end-of-file once every process holding them
         // has gone, which a background process may never do on its own. Signalling the group
         // after the reap is sound: its id stays reserved while any member lives, and once none
-        // does, the kernel hands the id out again only after the pid space wraps around.
+        // does, the kernel hands the id out again only after the pid space wraps around. The
+        // leader's own pid is never signalled again.
+        group.leader_reaped();
         if !pumps_done {
             pumps_done = tokio::time::timeout(policy.drain_after_exit, &mut pumps)
                 .await
@@ -239,16 +267,21 @@ async fn run(
                 .is_err()
         {
             tracing::warn!(
-                "output pipes stayed open after the process group was killed; a process left \
-                 the group holding them, and its output is abandoned"
+                "output pipes stayed open after the job was killed; a process escaped it holding \
+                 them, and its output is abandoned"
             );
         }
         ended
     };
     feeder.abort();
+    group.release().await;
     drop(script_file);
 
     let (exit_code, signal, error) = match status {
+        Ok(status) if sandboxed => {
+            let (code, signal) = sandboxed_status(status);
+            (code, signal, None)
+        }
         Ok(status) => (status.code(), status.signal(), None),
         Err(e) => (
             None,
@@ -269,20 +302,180 @@ async fn run(
     }
 }
 
-/// Whether the runner passes its environment variable `name` on to the work it runs.
-///
-/// Names starting with `WC_` (the runner's own settings, its token among them) or `AWS_`, and
-/// names that look like they hold a secret (containing `TOKEN`, `SECRET`, `PASSWORD`,
-/// `CREDENTIAL` or `PRIVATE_KEY`, or ending in `_KEY`) stay with the runner. The test is on the
-/// upper-cased name, so `github_token` is held back like `GITHUB_TOKEN`. The work item's own
-/// `env` additions are not subject to this rule: they were asked for.
-fn inherited(name: &str) -> bool {
-    const SECRET_WORDS: [&str; 5] = ["TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "PRIVATE_KEY"];
-    let upper = name.to_ascii_uppercase();
-    !(upper.starts_with("WC_")
-        || upper.starts_with("AWS_")
-        || upper.ends_with("_KEY")
-        || SECRET_WORDS.iter().any(|word| upper.contains(word)))
+/// Whether the runner passes its environment variable `name` to every job: what programs need to
+/// find their tools, their home and temporary directory, and the user's language and time zone.
+/// Anything else (database URLs, webhooks, tokens under any name) stays with the runner unless
+/// the configuration passes it for the project.
+fn base_env(name: &str) -> bool {
+    matches!(
+        name,
+        "PATH" | "HOME" | "LANG" | "TERM" | "USER" | "LOGNAME" | "TZ" | "TMPDIR"
+    ) || name.starts_with("LC_")
+}
+
+/// The whole environment of a child: the runner's variables that [`base_env`] or the project's
+/// `env_pass` name, `TMPDIR=/tmp` (the private tmp) when sandboxed, then the work's own `env`
+/// additions, which were asked for.
+fn child_env(host: &Host, item: &WorkItem, sandboxed: bool) -> Vec<(OsString, OsString)> {
+    let pass = host.env_pass.get(&item.project);
+    let passed = |name: &str| {
+        base_env(name) || pass.is_some_and(|names| names.iter().any(|n| n.as_str() == name))
+    };
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
+        .filter(|(k, _)| k.to_str().is_some_and(passed))
+        .collect();
+    if sandboxed {
+        env.insert("TMPDIR".into(), "/tmp".into());
+    }
+    env.extend(
+        item.env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    env.into_iter().collect()
+}
+
+/// What to start for a job.
+struct Launch<'a> {
+    /// `argv[0]` as the work gave it (what the child sees as its name).
+    name: &'a str,
+    /// The program found for it on this host.
+    program: &'a OsString,
+    args: &'a [OsString],
+    root: &'a Path,
+    cwd: &'a Path,
+    env: &'a [(OsString, OsString)],
+    stdin: bool,
+}
+
+impl Launch<'_> {
+    /// The command with the job's environment and pipes, in a process group of its own.
+    fn command(&self, program: &OsString) -> Command {
+        let mut command = Command::new(program);
+        command
+            .current_dir(self.cwd)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(if self.stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        command
+    }
+}
+
+/// Starts the job unsandboxed: in a cgroup of its own where the host offers one, with
+/// `PR_SET_PDEATHSIG` so the runner's death kills it. The spawn runs on the calling thread, a
+/// runtime worker that lives as long as the runner (the death signal follows the thread that
+/// spawned the child, so never spawn from a blocking-pool thread that may retire).
+fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
+    let cgroup = JobCgroup::create();
+    let procs_fd = cgroup.as_ref().map(JobCgroup::procs_fd);
+    let parent = Pid::this();
+    let mut command = launch.command(launch.program);
+    // The child sees the name it was given, not the resolved path.
+    command.arg0(launch.name).args(launch.args);
+    // SAFETY: the closure runs in the child between fork and exec and only makes system calls
+    // (write, prctl, getppid, kill) that are async-signal-safe; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(fd) = procs_fd {
+                // Joining before the program runs: nothing it forks can start outside.
+                let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
+                nix::unistd::write(fd, b"0")?;
+            }
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // The runner died before the death signal was armed.
+            if nix::unistd::getppid() != parent {
+                let _ = nix::sys::signal::raise(Signal::SIGKILL);
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    let leader = leader_pid(&child)?;
+    let containment = match cgroup {
+        Some(cgroup) => Containment::Cgroup { leader, cgroup },
+        None => Containment::Group { leader },
+    };
+    Ok((child, Job::new(leader, containment)))
+}
+
+/// Starts the job in a bubblewrap sandbox (see [`crate::sandbox`]) and learns its PID namespace.
+/// `script_dir` is opened read-only inside it. The program is checked on this host first, so a
+/// missing or unexecutable one fails to start as it would unsandboxed.
+async fn spawn_sandboxed(
+    sandbox: &Sandbox,
+    launch: Launch<'_>,
+    script_dir: Option<&Path>,
+) -> io::Result<(Child, Job)> {
+    let found = Path::new(launch.program);
+    if !found.is_absolute() || !found.exists() {
+        return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
+    }
+    if !is_executable_file(found) {
+        return Err(io::Error::from_raw_os_error(nix::libc::EACCES));
+    }
+    let (status_read, status_write) = io::pipe()?;
+    let status_fd = std::os::fd::AsRawFd::as_raw_fd(&status_write);
+    let private: Vec<&Path> = script_dir.into_iter().collect();
+    // bwrap finds the program as the work named it (on the child's PATH, or relative to the cwd),
+    // so the child sees that name as its argv[0].
+    let args = sandbox.bwrap_args(
+        launch.root,
+        launch.cwd,
+        &private,
+        status_fd,
+        &OsString::from(launch.name),
+        launch.args,
+    );
+    let mut command = launch.command(&sandbox.program().as_os_str().to_owned());
+    command.args(args);
+    // SAFETY: runs in the child between fork and exec; fcntl is async-signal-safe and nothing
+    // is allocated.
+    unsafe {
+        command.pre_exec(move || {
+            // The status descriptor is close-on-exec like every descriptor the runner makes;
+            // this child alone keeps it across its exec.
+            let fd = std::os::fd::BorrowedFd::borrow_raw(status_fd);
+            nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+            )?;
+            Ok(())
+        });
+    }
+    let spawned = command.spawn();
+    drop(status_write);
+    let child = spawned?;
+    let leader = leader_pid(&child)?;
+    // bwrap writes the status line once the namespaces exist, or closes the pipe on failure.
+    let (ns, status) = tokio::task::spawn_blocking(move || {
+        let mut status =
+            std::io::BufReader::new(std::fs::File::from(std::os::fd::OwnedFd::from(status_read)));
+        (NamespaceInit::read(&mut status), status)
+    })
+    .await
+    .map_err(io::Error::other)?;
+    let containment = Containment::Namespace {
+        leader,
+        ns,
+        _status: status,
+    };
+    Ok((child, Job::new(leader, containment)))
+}
+
+fn leader_pid(child: &Child) -> io::Result<Pid> {
+    // Only a child already reaped has no id, and nothing has waited for this one yet.
+    child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw)
+        .ok_or_else(|| io::Error::other("the process started without a process id"))
 }
 
 /// The program to start for `argv[0]`: a relative path with a `/` is taken relative to the
@@ -312,6 +505,18 @@ fn program_path(argv0: &str, cwd: &Path, search_path: Option<&std::ffi::OsStr>) 
 fn is_executable_file(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The exit of a sandboxed command from bwrap's. bwrap reports its command's end as a shell
+/// does: killed by signal N becomes exit status 128+N (N ≤ 64). Such a status is read back as the
+/// signal, so a stopped job reads the same sandboxed or not; a program that itself exits with
+/// 129-192 is therefore reported as killed by the signal that status conventionally means. A
+/// signal on bwrap itself (the final SIGKILL) is reported as it is.
+fn sandboxed_status(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+    match status.code() {
+        Some(code @ 129..=192) => (None, Some(code - 128)),
+        code => (code, status.signal()),
+    }
 }
 
 /// An outcome for work that never ran.
@@ -349,7 +554,7 @@ fn millis(d: Duration) -> u64 {
 /// Waits for the leader to exit, stopping its group when the time runs out or a stop is asked.
 async fn supervise(
     child: &mut Child,
-    group: &ProcessGroup,
+    group: &Job,
     timeout: Duration,
     cancel: &mut watch::Receiver<bool>,
     policy: &StopPolicy,
@@ -361,7 +566,7 @@ async fn supervise(
         () = tokio::time::sleep(timeout) => Termination::TimedOut,
         () = stop_requested(cancel) => Termination::Cancelled,
     };
-    tracing::info!(reason = ?stop, "stopping the process group");
+    tracing::info!(reason = ?stop, "stopping the job");
     (stop, escalate(child, group, policy).await)
 }
 
@@ -372,13 +577,9 @@ async fn stop_requested(cancel: &mut watch::Receiver<bool>) {
     }
 }
 
-/// SIGINT, then SIGTERM, then SIGKILL to the whole group, each after the leader failed to exit
-/// within its grace period; answers the leader's exit status.
-async fn escalate(
-    child: &mut Child,
-    group: &ProcessGroup,
-    policy: &StopPolicy,
-) -> io::Result<ExitStatus> {
+/// SIGINT, then SIGTERM to every process of the job, each followed by the leader's grace period,
+/// then SIGKILL to all of them; answers the leader's exit status.
+async fn escalate(child: &mut Child, group: &Job, policy: &StopPolicy) -> io::Result<ExitStatus> {
     for (signal, grace) in [
         (Signal::SIGINT, policy.interrupt_grace),
         (Signal::SIGTERM, policy.terminate_grace),
@@ -388,48 +589,65 @@ async fn escalate(
             return status;
         }
     }
-    group.signal(Signal::SIGKILL);
+    group.kill_all();
     child.wait().await
 }
 
-/// The process group a child leads. Dropping it unfinished kills the group, so work whose
+/// The processes of a running job. Dropping it unfinished kills them all, so work whose
 /// [`execute`] future is abandoned mid-run leaves nothing running.
-struct ProcessGroup {
-    pgid: Pid,
-    armed: bool,
+struct Job {
+    leader: Pid,
+    reaped: bool,
+    containment: Option<Containment>,
 }
 
-impl ProcessGroup {
-    fn of(child: &Child) -> Option<Self> {
-        let pid = i32::try_from(child.id()?).ok()?;
-        Some(Self {
-            pgid: Pid::from_raw(pid),
-            armed: true,
-        })
+impl Job {
+    fn new(leader: Pid, containment: Containment) -> Self {
+        Self {
+            leader,
+            reaped: false,
+            containment: Some(containment),
+        }
+    }
+
+    fn leader(&self) -> Pid {
+        self.leader
+    }
+
+    /// Notes that the leader has been waited for: its pid may now belong to someone else.
+    fn leader_reaped(&mut self) {
+        self.reaped = true;
     }
 
     fn signal(&self, signal: Signal) {
-        match killpg(self.pgid, signal) {
-            // The group is already empty.
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => {
-                tracing::warn!(pgid = self.pgid.as_raw(), %signal, error = %e, "cannot signal the process group")
-            }
+        if let Some(c) = &self.containment {
+            c.signal(signal);
         }
     }
 
-    /// Kills what is left of the group; the group is finished afterwards.
+    fn kill_all(&self) {
+        if let Some(c) = &self.containment {
+            c.kill(self.reaped);
+        }
+    }
+
+    /// Kills what is left of the job.
     fn kill(&mut self) {
-        self.signal(Signal::SIGKILL);
-        self.armed = false;
+        self.kill_all();
+    }
+
+    /// Waits (bounded) for the job's processes to be gone and releases what held them.
+    async fn release(&mut self) {
+        if let Some(c) = self.containment.take() {
+            c.kill(self.reaped);
+            c.release().await;
+        }
     }
 }
 
-impl Drop for ProcessGroup {
+impl Drop for Job {
     fn drop(&mut self) {
-        if self.armed {
-            self.signal(Signal::SIGKILL);
-        }
+        self.kill_all();
     }
 }
 
@@ -512,7 +730,8 @@ impl Capture {
 }
 
 /// A script body in a private file (0600 in a fresh 0700 directory under the system temporary
-/// directory), removed with its directory when dropped.
+/// directory), removed with its directory when dropped. A sandboxed job gets a private `/tmp`,
+/// into which its own script directory alone is bound read-only.
 struct ScriptFile {
     dir: PathBuf,
     path: PathBuf,
@@ -552,40 +771,125 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secrets_and_runner_settings_are_not_inherited() {
+    fn only_the_base_set_passes_by_name() {
         let held_back = [
+            "DATABASE_URL",
+            "SLACK_WEBHOOK_URL",
+            "DB_CONN",
+            "NPM_AUTH",
+            "WC_LOCAL_TOKEN",
             "WC_RUNNER_TOKEN",
-            "WC_ANYTHING",
-            "wc_lower",
-            "AWS_REGION",
             "AWS_SECRET_ACCESS_KEY",
             "GITHUB_TOKEN",
-            "github_token",
-            "TOKENIZER_PATH",
-            "MY_SECRET",
-            "DB_PASSWORD",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-            "SSH_PRIVATE_KEY_PATH",
-            "STRIPE_API_KEY",
-            "api_key",
+            "path",
+            "PATHS",
+            "HOMEDIR",
+            "LD_PRELOAD",
+            "SSH_AUTH_SOCK",
         ];
         for name in held_back {
-            assert!(!inherited(name), "{name} must be held back");
+            assert!(!base_env(name), "{name} must be held back");
         }
-        let passed_on = [
-            "PATH",
-            "HOME",
-            "LANG",
-            "TERM",
-            "KEYBOARD",
-            "KEY",
-            "MONKEY",
-            "CARGO_HOME",
-            "SWC_MODE",
-            "XAWS_THING",
-        ];
-        for name in passed_on {
-            assert!(inherited(name), "{name} must be passed on");
+        for name in [
+            "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ", "TMPDIR",
+        ] {
+            assert!(base_env(name), "{name} must be passed on");
+        }
+    }
+
+    fn host(env_pass: &[(&str, &[&str])]) -> Host {
+        Host {
+            projects: BTreeMap::new(),
+            env_pass: env_pass
+                .iter()
+                .map(|(p, names)| {
+                    let names = names.iter().map(|n| EnvName::parse(n).unwrap()).collect();
+                    (p.to_string(), names)
+                })
+                .collect(),
+            sandbox: Sandbox::from_settings(&Default::default(), []).unwrap(),
+        }
+    }
+
+    fn work(project: &str, env: &[(&str, &str)]) -> WorkItem {
+        WorkItem {
+            protocol_version: wc_runner_protocol::PROTOCOL_VERSION,
+            work_id: Uuid::new_v4(),
+            project: project.into(),
+            cwd: None,
+            spec: WorkSpec::Process {
+                argv: vec!["env".into()],
+            },
+            stdin: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            limits: wc_runner_protocol::WorkLimits {
+                timeout_ms: 1000,
+                output_bytes_per_stream: 1024,
+            },
+        }
+    }
+
+    #[test]
+    fn a_childs_environment_is_the_allow_list_the_projects_names_and_the_works_additions() {
+        // SAFETY: this test binary's environment is touched only through std, which serializes
+        // `set_var` with reads; the names are unique to this test.
+        unsafe {
+            std::env::set_var("DATABASE_URL", "postgres://secret@db/wc");
+            std::env::set_var(
+                "SLACK_WEBHOOK_URL",
+                "https://hooks.slack.com/services/T/B/x",
+            );
+            std::env::set_var("DB_CONN", "secret");
+            std::env::set_var("NPM_AUTH", "secret");
+            std::env::set_var("WC_LOCAL_TOKEN", "secret");
+            std::env::set_var("EXEC_UNIT_CARGO_HOME", "/opt/cargo");
+        }
+        let host = host(&[("web", &["EXEC_UNIT_CARGO_HOME", "NPM_AUTH"])]);
+        let names = |env: &[(OsString, OsString)]| -> Vec<String> {
+            env.iter()
+                .map(|(k, _)| k.to_string_lossy().into_owned())
+                .collect()
+        };
+        let api = child_env(&host, &work("api", &[("BUILD", "1")]), true);
+        let api_names = names(&api);
+        for secret in [
+            "DATABASE_URL",
+            "SLACK_WEBHOOK_URL",
+            "DB_CONN",
+            "NPM_AUTH",
+            "WC_LOCAL_TOKEN",
+            "EXEC_UNIT_CARGO_HOME",
+        ] {
+            assert!(
+                !api_names.iter().any(|n| n == secret),
+                "{secret}: {api_names:?}"
+            );
+        }
+        assert!(api.contains(&("BUILD".into(), "1".into())), "{api_names:?}");
+        assert!(
+            api.contains(&("TMPDIR".into(), "/tmp".into())),
+            "the private tmp"
+        );
+        assert!(api_names.iter().any(|n| n == "PATH"), "{api_names:?}");
+
+        // The project that passes names gets exactly those, and a work addition wins.
+        let web = child_env(&host, &work("web", &[("NPM_AUTH", "asked")]), false);
+        assert!(web.contains(&("EXEC_UNIT_CARGO_HOME".into(), "/opt/cargo".into())));
+        assert!(web.contains(&("NPM_AUTH".into(), "asked".into())));
+        let web_names = names(&web);
+        for secret in [
+            "DATABASE_URL",
+            "SLACK_WEBHOOK_URL",
+            "DB_CONN",
+            "WC_LOCAL_TOKEN",
+        ] {
+            assert!(
+                !web_names.iter().any(|n| n == secret),
+                "{secret}: {web_names:?}"
+            );
         }
     }
 

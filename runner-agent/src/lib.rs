@@ -2,11 +2,13 @@
 //!
 //! `wc-runner` (the binary) and `wc-local` (its embedded runner) both run [`config`]-driven
 //! agents from this library; the agent speaks only the runner protocol: over HTTP, and through
-//! an SQS queue of work envelopes when configured with `queue = "sqs"` ([`sqs`]).
+//! an SQS queue of work envelopes when configured with `queue = "sqs"` ([`sqs`]). Jobs run in a
+//! bubblewrap sandbox by default, and every process a job starts ends with it ([`sandbox`]).
 
 pub mod agent;
 pub mod client;
 pub mod config;
 pub mod confine;
 pub mod exec;
+pub mod sandbox;
 pub mod sqs;

@@ -1,8 +1,11 @@
 //! `wc-runner`: the runner agent of one build host.
 //!
-//! `--check-config` validates the configuration and exits; otherwise the agent runs until
-//! SIGTERM or SIGINT (finish running work while heartbeating, then exit); a second signal, or
-//! SIGQUIT, cancels running work at once.
+//! `--check-config` validates the configuration, probes the sandbox, and exits; otherwise the
+//! agent runs until SIGTERM or SIGINT (finish running work while heartbeating, then exit); a
+//! second signal, or SIGQUIT, cancels running work at once.
+//!
+//! The process makes itself non-dumpable first: other processes of its user cannot read its
+//! memory or `/proc/<pid>/environ` (which hold the runner token), nor attach to it.
 
 use wc_runner_agent::config;
 
@@ -12,6 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use tokio::sync::watch;
 use wc_runner_agent::agent::{self, AgentOptions, Stop};
+use wc_runner_agent::sandbox::SandboxMode;
 
 /// Command line of `wc-runner`.
 #[derive(Debug, Parser)]
@@ -26,6 +30,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("wc-runner: cannot make the process non-dumpable: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     let cfg = match config::RunnerConfig::load(&cli.config) {
         Ok(cfg) => cfg,
@@ -59,7 +67,33 @@ fn main() -> ExitCode {
         );
         println!("  protocol: v{}", wc_runner_protocol::PROTOCOL_VERSION);
         for (id, root) in &cfg.projects {
-            println!("  project:  {id} -> {}", root.display());
+            let pass = cfg.env_pass.get(id).map(Vec::as_slice).unwrap_or_default();
+            if pass.is_empty() {
+                println!("  project:  {id} -> {}", root.display());
+            } else {
+                let names: Vec<&str> = pass.iter().map(|n| n.as_str()).collect();
+                println!(
+                    "  project:  {id} -> {} (passes {})",
+                    root.display(),
+                    names.join(", ")
+                );
+            }
+        }
+        println!("  sandbox:  {}", cfg.sandbox.describe());
+        if cfg.sandbox.mode() == SandboxMode::Bubblewrap {
+            for dir in cfg.sandbox.writable() {
+                println!("  writable: {}", dir.display());
+            }
+            for path in cfg.sandbox.hidden() {
+                println!("  hidden:   {}", path.display());
+            }
+        }
+        if let Err(e) = cfg.sandbox.probe() {
+            eprintln!("wc-runner: {e}");
+            return ExitCode::FAILURE;
+        }
+        if cfg.sandbox.mode() == SandboxMode::Bubblewrap {
+            println!("  probe:    a sandboxed `true` ran");
         }
         return ExitCode::SUCCESS;
     }

@@ -9,7 +9,8 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
-use wc_runner_agent::exec::{OutputPiece, StopPolicy, execute};
+use wc_runner_agent::exec::{Host, OutputPiece, StopPolicy, execute};
+use wc_runner_agent::sandbox::{Sandbox, SandboxMode, SandboxSettings};
 use wc_runner_protocol::{
     MAX_CHUNK_BYTES, PROTOCOL_VERSION, Shell, Stream, Termination, WorkItem, WorkLimits,
     WorkOutcome, WorkSpec,
@@ -22,26 +23,46 @@ const FAST: StopPolicy = StopPolicy {
     drain_after_exit: Duration::from_millis(300),
 };
 
-/// A project root in a fresh temporary directory, next to a directory outside it.
+/// A project root in a fresh temporary directory, next to a directory outside it, served by a
+/// host in some sandbox mode.
 struct Project {
     _tmp: tempfile::TempDir,
     base: PathBuf,
     root: PathBuf,
-    projects: BTreeMap<String, PathBuf>,
+    host: Host,
 }
 
+/// A project on a host with the default sandbox (bubblewrap).
 fn project() -> Project {
+    project_in(None)
+}
+
+/// A project on a host whose jobs are not sandboxed.
+fn unsandboxed() -> Project {
+    project_in(Some(SandboxMode::Off))
+}
+
+fn project_in(mode: Option<SandboxMode>) -> Project {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().canonicalize().unwrap();
     let root = base.join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::create_dir_all(base.join("outside")).unwrap();
     let projects = BTreeMap::from([("web".to_owned(), root.clone())]);
+    let settings = SandboxSettings {
+        mode,
+        ..Default::default()
+    };
+    let host = Host {
+        projects,
+        env_pass: BTreeMap::new(),
+        sandbox: Sandbox::from_settings(&settings, []).unwrap(),
+    };
     Project {
         _tmp: tmp,
         base,
         root,
-        projects,
+        host,
     }
 }
 
@@ -119,7 +140,7 @@ async fn run_with(
         (stdout, stderr, pieces)
     });
     let started = Instant::now();
-    let outcome = execute(item, &p.projects, cancel, tx, policy).await;
+    let outcome = execute(item, &p.host, cancel, tx, policy).await;
     let elapsed = started.elapsed();
     let (stdout, stderr, pieces) = collector.await.unwrap();
     Run {
@@ -131,9 +152,41 @@ async fn run_with(
     }
 }
 
-fn read_pid(path: &Path) -> Pid {
+/// A process a job wrote the pid of (`$$`, `$!`): the pid as the job saw it (in its own PID
+/// namespace when sandboxed), and the job's root, where the process was started.
+#[derive(Debug, Clone)]
+struct JobPid {
+    seen: i32,
+    root: PathBuf,
+}
+
+fn read_pid(path: &Path) -> JobPid {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Pid::from_raw(text.trim().parse().unwrap())
+    JobPid {
+        seen: text.trim().parse().unwrap(),
+        root: path.parent().unwrap().to_owned(),
+    }
+}
+
+impl JobPid {
+    /// The host pid of the process, while it runs: the one whose innermost pid (the last
+    /// `NSpid` entry, the only one outside a namespace) is `seen` and whose cwd is the root.
+    fn on_host(&self) -> Option<Pid> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .find(|pid| {
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status"));
+                let innermost = status.ok().and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("NSpid:"))
+                        .and_then(|ids| ids.split_whitespace().last()?.parse::<i32>().ok())
+                });
+                innermost == Some(self.seen)
+                    && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == self.root)
+            })
+            .map(Pid::from_raw)
+    }
 }
 
 /// Whether `pid` has ended. An orphan killed here is re-parented to PID 1, which in a container
@@ -148,14 +201,14 @@ fn ended(pid: Pid) -> bool {
     }
 }
 
-async fn assert_ended(pid: Pid) {
+async fn assert_ended(pid: JobPid) {
     for _ in 0..40 {
-        if ended(pid) {
+        if pid.on_host().is_none_or(ended) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("process {pid} is still running");
+    panic!("process {pid:?} is still running");
 }
 
 #[tokio::test]
@@ -174,6 +227,18 @@ async fn echo_prints_and_exits_zero() {
 
 #[tokio::test]
 async fn exit_codes_and_signals_are_reported() {
+    let p = unsandboxed();
+    let r = run(&item(sh("exit 3")), &p).await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!((r.outcome.exit_code, r.outcome.signal), (Some(3), None));
+
+    let r = run(&item(sh("kill -TERM $$")), &p).await;
+    assert_eq!(r.outcome.termination, Termination::Exited);
+    assert_eq!((r.outcome.exit_code, r.outcome.signal), (None, Some(15)));
+}
+
+#[tokio::test]
+async fn exit_codes_and_signals_are_reported_from_the_sandbox() {
     let p = project();
     let r = run(&item(sh("exit 3")), &p).await;
     assert_eq!(r.outcome.termination, Termination::Exited);
@@ -182,6 +247,21 @@ async fn exit_codes_and_signals_are_reported() {
     let r = run(&item(sh("kill -TERM $$")), &p).await;
     assert_eq!(r.outcome.termination, Termination::Exited);
     assert_eq!((r.outcome.exit_code, r.outcome.signal), (None, Some(15)));
+
+    // bubblewrap reports a signal N as status 128+N, so a program exiting with such a status
+    // itself reads as that signal (the documented limit of the sandbox); 128 and 193 do not.
+    for (code, expect) in [
+        (130, (None, Some(2))),
+        (128, (Some(128), None)),
+        (193, (Some(193), None)),
+    ] {
+        let r = run(&item(sh(&format!("exit {code}"))), &p).await;
+        assert_eq!(
+            (r.outcome.exit_code, r.outcome.signal),
+            expect,
+            "exit {code}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -334,9 +414,14 @@ async fn runner_secrets_stay_out_and_additions_go_in() {
     unsafe {
         std::env::set_var("WC_RUNNER_TOKEN", "xyz");
         std::env::set_var("MY_SECRET", "1");
-        std::env::set_var("EXEC_TEST_PLAIN", "kept");
+        std::env::set_var("EXEC_TEST_PLAIN", "held");
+        std::env::set_var("EXEC_TEST_PASSED", "kept");
     }
-    let p = project();
+    let mut p = project();
+    p.host.env_pass.insert(
+        "web".into(),
+        vec![wc_runner_agent::config::EnvName::parse("EXEC_TEST_PASSED").unwrap()],
+    );
     let mut work = item(argv(&["env"]));
     work.env = BTreeMap::from([("BUILD_MODE".to_owned(), "release".to_owned())]);
     let r = run(&work, &p).await;
@@ -348,8 +433,12 @@ async fn runner_secrets_stay_out_and_additions_go_in() {
         .collect();
     assert!(!names.contains(&"WC_RUNNER_TOKEN"), "{env}");
     assert!(!names.contains(&"MY_SECRET"), "{env}");
+    assert!(
+        !names.contains(&"EXEC_TEST_PLAIN"),
+        "only the allow list passes: {env}"
+    );
     assert!(env.lines().any(|l| l == "BUILD_MODE=release"), "{env}");
-    assert!(env.lines().any(|l| l == "EXEC_TEST_PLAIN=kept"), "{env}");
+    assert!(env.lines().any(|l| l == "EXEC_TEST_PASSED=kept"), "{env}");
     assert!(names.contains(&"PATH"), "{env}");
 }
 
@@ -394,6 +483,20 @@ const STUBBORN_GROUP: &str = concat!(
 
 #[tokio::test]
 async fn a_timeout_stops_the_whole_group() {
+    let p = unsandboxed();
+    let mut work = item(sh(STUBBORN_GROUP));
+    work.limits.timeout_ms = 300;
+    let r = run(&work, &p).await;
+    assert_eq!(r.outcome.termination, Termination::TimedOut);
+    assert_eq!(r.outcome.exit_code, None);
+    assert!(r.outcome.signal.is_some());
+    assert!(r.elapsed < Duration::from_secs(10), "{:?}", r.elapsed);
+    assert_ended(read_pid(&p.root.join("inner.pid"))).await;
+    assert_ended(read_pid(&p.root.join("sleep.pid"))).await;
+}
+
+#[tokio::test]
+async fn a_timeout_stops_the_whole_sandbox() {
     let p = project();
     let mut work = item(sh(STUBBORN_GROUP));
     work.limits.timeout_ms = 300;
@@ -527,7 +630,7 @@ async fn work_runs_on_when_nobody_listens_to_its_output() {
     drop(rx);
     let (_stop, cancel) = watch::channel(false);
     let work = item(sh("head -c 102400 /dev/zero; echo tail >&2"));
-    let outcome = execute(&work, &p.projects, cancel, tx, &FAST).await;
+    let outcome = execute(&work, &p.host, cancel, tx, &FAST).await;
     assert_eq!(outcome.termination, Termination::Exited);
     assert_eq!(outcome.exit_code, Some(0));
     assert_eq!((outcome.stdout_bytes, outcome.stderr_bytes), (102_400, 5));
@@ -541,6 +644,245 @@ fn the_execution_future_can_move_between_threads() {
     let (_stop, cancel) = watch::channel(false);
     let (tx, _rx) = mpsc::channel(1);
     let policy = StopPolicy::default();
-    let future = execute(&work, &p.projects, cancel, tx, &policy);
+    let future = execute(&work, &p.host, cancel, tx, &policy);
     assert_send(&future);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sandbox and containment of detached processes
+
+/// Host pids of live (not zombie) processes whose command line contains `marker`.
+fn marked(marker: &str) -> Vec<Pid> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .map(Pid::from_raw)
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(marker.len()).any(|w| w == marker.as_bytes()))
+                && !ended(pid)
+        })
+        .collect()
+}
+
+/// A command that leaves two daemons carrying `marker` in their command lines: one that called
+/// `setsid`, one double-forked (its parent exits at once), both ignoring SIGINT and SIGTERM.
+/// Each ignores the signals before it execs the shell that carries the marker (ignored signals
+/// stay ignored across exec), so a daemon found by its marker can only end by SIGKILL.
+fn daemons(marker: &str) -> String {
+    format!(
+        "setsid sh -c 'trap \"\" INT TERM; exec sh -c \"while :; do sleep 0.1; done\" {marker}-setsid' & \
+         sh -c \"(trap '' INT TERM; exec sh -c 'while :; do sleep 0.1; done' {marker}-forked) &\""
+    )
+}
+
+async fn await_marked(marker: &str, count: usize) {
+    for _ in 0..200 {
+        if marked(marker).len() >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the daemons marked {marker} never started");
+}
+
+async fn assert_none_marked(marker: &str) {
+    for _ in 0..80 {
+        if marked(marker).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("daemons still run: {:?}", marked(marker));
+}
+
+#[tokio::test]
+async fn detached_daemons_die_when_their_job_is_cancelled_in_both_modes() {
+    for p in [project(), unsandboxed()] {
+        let marker = format!("wc-daemon-{}", Uuid::new_v4().simple());
+        let work = item(sh(&format!("{}; sleep 30", daemons(&marker))));
+        let (stop, cancel) = watch::channel(false);
+        let canceller = {
+            let marker = marker.clone();
+            tokio::spawn(async move {
+                await_marked(&marker, 2).await;
+                stop.send(true).unwrap();
+            })
+        };
+        let r = run_with(&work, &p, cancel, &FAST).await;
+        canceller.await.unwrap();
+        assert_eq!(r.outcome.termination, Termination::Cancelled);
+        assert_none_marked(&marker).await;
+    }
+}
+
+#[tokio::test]
+async fn detached_daemons_die_on_timeout_and_when_the_leader_exits_in_both_modes() {
+    for p in [project(), unsandboxed()] {
+        let marker = format!("wc-daemon-{}", Uuid::new_v4().simple());
+        let mut work = item(sh(&format!("{}; sleep 30", daemons(&marker))));
+        work.limits.timeout_ms = 1500;
+        let r = run(&work, &p).await;
+        assert_eq!(r.outcome.termination, Termination::TimedOut);
+        assert_none_marked(&marker).await;
+
+        // The leader ends on its own once both daemons run; they end with it.
+        let marker = format!("wc-daemon-{}", Uuid::new_v4().simple());
+        let wait = format!(
+            "until [ $(grep -l {marker} /proc/[0-9]*/cmdline 2>/dev/null | wc -l) -ge 2 ]; do sleep 0.05; done"
+        );
+        let work = item(sh(&format!(
+            "{}; {wait}; echo leader done",
+            daemons(&marker)
+        )));
+        let r = run(&work, &p).await;
+        assert_eq!(
+            r.outcome.exit_code,
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(r.stdout(), "leader done\n");
+        assert_none_marked(&marker).await;
+    }
+}
+
+/// The leader ignores SIGINT and SIGTERM and so lives until the SIGKILL: in the sandbox the
+/// namespace (and every process in it) ends the moment the leader does.
+#[tokio::test]
+async fn a_graceful_stop_signals_detached_processes_before_the_kill() {
+    for p in [project(), unsandboxed()] {
+        let marker = format!("wc-term-{}", Uuid::new_v4().simple());
+        // Each shell says it is ready once its traps are in place.
+        let command = format!(
+            "setsid sh -c 'trap \"echo term > term.txt; exit 0\" TERM; trap \"\" INT; \
+             echo > daemon.ready; while :; do sleep 0.05; done' {marker} & \
+             trap '' INT TERM; echo > leader.ready; while :; do sleep 0.05; done"
+        );
+        let (stop, cancel) = watch::channel(false);
+        let canceller = {
+            let ready = [p.root.join("daemon.ready"), p.root.join("leader.ready")];
+            tokio::spawn(async move {
+                while !ready.iter().all(|f| f.exists()) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                stop.send(true).unwrap();
+            })
+        };
+        let r = run_with(&item(sh(&command)), &p, cancel, &FAST).await;
+        canceller.await.unwrap();
+        assert_eq!(r.outcome.termination, Termination::Cancelled);
+        assert_eq!(
+            std::fs::read_to_string(p.root.join("term.txt")).unwrap_or_default(),
+            "term\n",
+            "the detached process got SIGTERM ({:?})",
+            p.host.sandbox.mode()
+        );
+        assert_none_marked(&marker).await;
+    }
+}
+
+#[tokio::test]
+async fn a_sandboxed_job_sees_its_own_processes_a_read_only_system_and_a_private_tmp() {
+    let p = project();
+    let host_tmp = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+    let command = &format!(
+        "echo procs=$(ls -d /proc/[0-9]* | wc -l); \
+         echo tmpdir=$TMPDIR; \
+         echo hosttmp=$(ls {} 2>/dev/null | wc -l); {}",
+        host_tmp.path().display(),
+        concat!(
+            "touch in-root && echo root=writable; ",
+            "touch /tmp/x && echo tmp=writable; ",
+            "touch /etc/wc-exec-probe 2>/dev/null || echo etc=read-only; ",
+            "touch ../outside/x 2>/dev/null || echo outside=read-only; ",
+            "mount -o remount,rw / 2>/dev/null || echo remount=refused; ",
+            "grep CapEff /proc/self/status",
+        )
+    );
+    let r = run(&item(sh(command)), &p).await;
+    assert_eq!(
+        r.outcome.exit_code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let out = r.stdout();
+    let procs: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("procs="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(procs <= 8, "the job sees {procs} processes: {out}");
+    for line in [
+        "tmpdir=/tmp",
+        "hosttmp=0",
+        "root=writable",
+        "tmp=writable",
+        "etc=read-only",
+        "outside=read-only",
+        "remount=refused",
+        "CapEff:\t0000000000000000",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} missing from {out}");
+    }
+    assert!(p.root.join("in-root").exists());
+    assert!(!p.base.join("outside/x").exists());
+
+    // The same command unsandboxed shows the host: the check above can fail.
+    let r = run(&item(sh(command)), &unsandboxed()).await;
+    let out = r.stdout();
+    assert!(out.lines().any(|l| l == "hosttmp=1"), "{out}");
+}
+
+#[tokio::test]
+async fn hidden_paths_read_empty_and_caches_and_git_metadata_are_writable() {
+    let mut p = project();
+    let secret_file = p.base.join("runner.token");
+    let secret_dir = p.base.join("state");
+    let cache = p.base.join("cache");
+    let gitdir = p.base.join("main.git/worktrees/web");
+    std::fs::write(&secret_file, "wcrk_secret_token").unwrap();
+    std::fs::create_dir_all(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join("pg.conf"), "password").unwrap();
+    std::fs::create_dir_all(&gitdir).unwrap();
+    std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+    std::fs::write(
+        p.root.join(".git"),
+        format!("gitdir: {}\n", gitdir.display()),
+    )
+    .unwrap();
+    let settings = SandboxSettings {
+        writable: Some(vec![cache.display().to_string()]),
+        hide: vec![secret_dir.display().to_string()],
+        ..Default::default()
+    };
+    p.host.sandbox = Sandbox::from_settings(&settings, [secret_file.clone()]).unwrap();
+    p.host.sandbox.prepare();
+    assert!(cache.is_dir(), "a missing cache is created");
+    let command = format!(
+        "echo token=[$(cat {t})]; echo state=[$(ls -A {s})]; \
+         touch {c}/x && echo cache=writable; touch {g}/x && echo gitdir=writable; \
+         touch {m}/y && echo common=writable; touch {s}/z 2>/dev/null || echo state=read-only",
+        t = secret_file.display(),
+        s = secret_dir.display(),
+        c = cache.display(),
+        g = gitdir.display(),
+        m = p.base.join("main.git").display(),
+    );
+    let r = run(&item(sh(&command)), &p).await;
+    let out = r.stdout();
+    for line in [
+        "token=[]",
+        "state=[]",
+        "cache=writable",
+        "gitdir=writable",
+        "common=writable",
+        "state=read-only",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line} missing from {out}");
+    }
+    assert!(!out.contains("wcrk_secret_token"), "{out}");
+    assert!(cache.join("x").exists() && gitdir.join("x").exists());
 }

@@ -8,3 +8,4 @@ mod identity;
 mod local;
 mod redact;
 mod results;
+mod sandbox;

@@ -1,0 +1,856 @@
+//! Confinement of jobs on this host: what a job can see, and how every process it starts ends.
+//!
+//! Two modes, chosen by [`SandboxMode`]:
+//!
+//! - `bubblewrap` (the default on Linux): each job runs under `bwrap` in its own PID, mount and
+//!   IPC namespaces. The whole filesystem is read-only; the project root (and Git metadata it
+//!   points to), the configured toolchain caches and a private `/tmp` are writable; the runner's
+//!   token file, its configuration file and the configured `hide` list are replaced by empty,
+//!   read-only stand-ins; `/proc` shows only the job's own processes; every capability is
+//!   dropped. The network is shared. The namespace's pid 1 is killed when the job's sandbox
+//!   process (bwrap, the runner's direct child) ends or the runner dies (`--die-with-parent`),
+//!   and with it every process of the job, however it detached.
+//! - `off`: the job runs with the runner user's full access. Its processes are held in a cgroup
+//!   v2 of their own where the runner can create one ([`JobCgroup`]), else only in the process
+//!   group of the job's leader; the leader gets `PR_SET_PDEATHSIG` so a dead runner takes it
+//!   along.
+//!
+//! Invariants: a job never starts sandboxed with a sandbox that is not usable (the agent probes
+//! it at start and refuses to run otherwise); [`Containment::kill`] leaves no process of the job
+//! running in either mode, except a process of an unsandboxed job on a host without a usable
+//! cgroup v2 that left the leader's process group.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead as _, BufReader, Write as _};
+use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use serde::Deserialize;
+
+/// How jobs are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Each job in its own bubblewrap sandbox (PID, mount and IPC namespaces).
+    Bubblewrap,
+    /// No sandbox: jobs have the runner user's full access.
+    Off,
+}
+
+impl SandboxMode {
+    /// The mode when the configuration names none: bubblewrap on Linux, off elsewhere.
+    pub fn host_default() -> Self {
+        if cfg!(target_os = "linux") {
+            SandboxMode::Bubblewrap
+        } else {
+            SandboxMode::Off
+        }
+    }
+}
+
+/// The `[sandbox]` table of the runner configuration, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// `"bubblewrap"` or `"off"`; absent: [`SandboxMode::host_default`].
+    pub mode: Option<SandboxMode>,
+    /// The bubblewrap program; absent: `bwrap` on the runner's `PATH`.
+    pub bwrap: Option<PathBuf>,
+    /// Directories jobs may write besides the project root and their private tmp (toolchain
+    /// caches); a leading `~/` is the runner's home. Absent: [`DEFAULT_WRITABLE`].
+    pub writable: Option<Vec<String>>,
+    /// Files and directories jobs must not see, besides the token file and the configuration
+    /// file (always hidden). Absolute paths, or `~/…`.
+    #[serde(default)]
+    pub hide: Vec<String>,
+}
+
+/// The toolchain caches writable inside the sandbox unless the configuration lists its own.
+pub const DEFAULT_WRITABLE: [&str; 3] = ["~/.cargo", "~/.npm", "~/.cache"];
+
+/// Why a sandbox configuration was refused, or a sandbox cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// A configured path is not absolute (after `~/` expansion).
+    #[error("sandbox: {field} entry {path:?} must be an absolute path or start with ~/")]
+    NotAbsolute {
+        /// `writable` or `hide`.
+        field: &'static str,
+        /// The entry as written.
+        path: String,
+    },
+    /// A path names `/` itself, which would either open or hide everything.
+    #[error("sandbox: {field} entry {path:?} names the whole filesystem")]
+    WholeFilesystem {
+        /// `writable` or `hide`.
+        field: &'static str,
+        /// The entry as written.
+        path: String,
+    },
+    /// `~/` was used but the runner has no `HOME`.
+    #[error("sandbox: {path:?} starts with ~/ but HOME is not set")]
+    NoHome {
+        /// The entry as written.
+        path: String,
+    },
+    /// bubblewrap is not usable on this host.
+    #[error(
+        "jobs are sandboxed with bubblewrap (sandbox mode {mode}), but it cannot run here: \
+         {reason}; install bubblewrap (apt-get install bubblewrap) or set `mode = \"off\"` in \
+         the [sandbox] table (wc-local: --no-sandbox) to run jobs unsandboxed"
+    )]
+    Unusable {
+        /// `bubblewrap (default)` or `bubblewrap`.
+        mode: &'static str,
+        /// What the probe reported.
+        reason: String,
+    },
+}
+
+/// A validated sandbox: the mode and the paths it opens and hides.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    mode: SandboxMode,
+    /// Whether the mode was named in the configuration (rather than the host default).
+    chosen: bool,
+    bwrap: PathBuf,
+    writable: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
+}
+
+impl Sandbox {
+    /// Validates `settings`; `always_hidden` are added to its `hide` list (the runner's token and
+    /// configuration files).
+    pub fn from_settings(
+        settings: &SandboxSettings,
+        always_hidden: impl IntoIterator<Item = PathBuf>,
+    ) -> Result<Self, SandboxError> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let writable = match &settings.writable {
+            Some(list) => list.iter().map(String::as_str).collect::<Vec<_>>(),
+            None => DEFAULT_WRITABLE.to_vec(),
+        };
+        let writable = writable
+            .into_iter()
+            .map(|p| expand("writable", p, home.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut hidden = settings
+            .hide
+            .iter()
+            .map(|p| expand("hide", p, home.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        hidden.extend(always_hidden.into_iter().map(|p| absolute(&p)));
+        Ok(Self {
+            mode: settings.mode.unwrap_or_else(SandboxMode::host_default),
+            chosen: settings.mode.is_some(),
+            bwrap: settings
+                .bwrap
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("bwrap")),
+            writable,
+            hidden,
+        })
+    }
+
+    /// The mode in force.
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    /// The same sandbox in `mode`, as if the configuration had named it.
+    pub fn with_mode(mut self, mode: SandboxMode) -> Self {
+        self.mode = mode;
+        self.chosen = true;
+        self
+    }
+
+    /// Also hides `path` from jobs (wc-local: its state directory).
+    pub fn hide(&mut self, path: &Path) {
+        self.hidden.push(absolute(path));
+    }
+
+    /// The bubblewrap program.
+    pub fn program(&self) -> &Path {
+        &self.bwrap
+    }
+
+    /// Paths hidden from jobs.
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+
+    /// Writable directories (toolchain caches) besides the project root and the private tmp.
+    pub fn writable(&self) -> &[PathBuf] {
+        &self.writable
+    }
+
+    /// One line for `--check-config` and logs: the mode and why it is in force.
+    pub fn describe(&self) -> String {
+        match (self.mode, self.chosen) {
+            (SandboxMode::Bubblewrap, true) => format!("bubblewrap ({})", self.bwrap.display()),
+            (SandboxMode::Bubblewrap, false) => {
+                format!("bubblewrap ({}, the default)", self.bwrap.display())
+            }
+            (SandboxMode::Off, _) => "off: jobs run with this runner user's full access".to_owned(),
+        }
+    }
+
+    /// Creates missing writable directories (mode 0700). A toolchain that finds its cache
+    /// missing creates it on first use, which a read-only home would refuse; creating it here
+    /// keeps the first build in the sandbox working. A directory that cannot be created is
+    /// logged and left out.
+    pub fn prepare(&mut self) {
+        if self.mode != SandboxMode::Bubblewrap {
+            return;
+        }
+        self.writable.retain(|dir| {
+            if dir.is_dir() {
+                return true;
+            }
+            let made = fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+            match made {
+                Ok(()) => {
+                    tracing::info!(dir = %dir.display(), "created a writable cache directory for jobs");
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot create a writable cache directory; jobs will find it read-only");
+                    false
+                }
+            }
+        });
+    }
+
+    /// Checks that the sandbox can run a job here: in `bubblewrap` mode, runs `true` in a sandbox
+    /// shaped like a job's. `off` always passes.
+    pub fn probe(&self) -> Result<(), SandboxError> {
+        if self.mode != SandboxMode::Bubblewrap {
+            return Ok(());
+        }
+        let unusable = |reason: String| SandboxError::Unusable {
+            mode: if self.chosen {
+                "bubblewrap"
+            } else {
+                "bubblewrap (default)"
+            },
+            reason,
+        };
+        let out = std::process::Command::new(&self.bwrap)
+            .args(PROBE_ARGS)
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| unusable(format!("cannot start {}: {e}", self.bwrap.display())))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let said = String::from_utf8_lossy(&out.stderr);
+        Err(unusable(format!(
+            "{} exited with {}: {}",
+            self.bwrap.display(),
+            out.status,
+            said.trim().chars().take(300).collect::<String>()
+        )))
+    }
+
+    /// The bwrap arguments that run `program args` for a job in `root` starting in `cwd`.
+    /// `private` are runner-made paths the job must read (its script directory), `status_fd`
+    /// the descriptor bwrap reports the namespace's pid 1 on.
+    pub(crate) fn bwrap_args(
+        &self,
+        root: &Path,
+        cwd: &Path,
+        private: &[&Path],
+        status_fd: RawFd,
+        program: &OsString,
+        args: &[OsString],
+    ) -> Vec<OsString> {
+        let mut a = Args::default();
+        a.flags(&[
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+        ]);
+        a.pair("--ro-bind", "/", "/");
+        a.one("--dev", "/dev");
+        a.one("--proc", "/proc");
+        // A private tmp: the host's /tmp holds other jobs' files and the runner's sockets.
+        let tmp = Path::new("/tmp");
+        a.one("--tmpfs", tmp);
+        let runner_tmp = std::env::temp_dir();
+        if runner_tmp.is_absolute() && runner_tmp != tmp && runner_tmp.is_dir() {
+            a.one("--tmpfs", &runner_tmp);
+        }
+        for dir in &self.writable {
+            if dir.is_dir() {
+                a.pair("--bind", dir, dir);
+            }
+        }
+        a.pair("--bind", root, root);
+        for dir in git_dirs(root) {
+            a.pair("--bind", &dir, &dir);
+        }
+        for path in private {
+            a.pair("--ro-bind", path, path);
+        }
+        // Hidden last, so a hidden path inside an opened one stays hidden.
+        for path in &self.hidden {
+            let Ok(path) = path.canonicalize() else {
+                continue;
+            };
+            if path.is_dir() {
+                a.one("--tmpfs", &path);
+                a.one("--remount-ro", &path);
+            } else {
+                a.pair("--ro-bind", "/dev/null", &path);
+            }
+        }
+        a.flags(&["--cap-drop", "ALL"]);
+        a.one("--json-status-fd", status_fd.to_string());
+        a.one("--chdir", cwd);
+        a.flags(&["--"]);
+        a.0.push(program.clone());
+        a.0.extend(args.iter().cloned());
+        a.0
+    }
+}
+
+/// A sandbox shaped like a job's (without paths), running `true`.
+const PROBE_ARGS: &[&str] = &[
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "--cap-drop",
+    "ALL",
+    "--",
+    "true",
+];
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flags(&mut self, flags: &[&str]) {
+        self.0.extend(flags.iter().map(OsString::from));
+    }
+    fn one(&mut self, flag: &str, value: impl AsRef<std::ffi::OsStr>) {
+        self.0.push(flag.into());
+        self.0.push(value.as_ref().to_owned());
+    }
+    fn pair(&mut self, flag: &str, a: impl AsRef<std::ffi::OsStr>, b: impl AsRef<std::ffi::OsStr>) {
+        self.one(flag, a);
+        self.0.push(b.as_ref().to_owned());
+    }
+}
+
+fn expand(field: &'static str, path: &str, home: Option<&Path>) -> Result<PathBuf, SandboxError> {
+    let expanded = match path.strip_prefix("~/") {
+        Some(rest) => home
+            .ok_or_else(|| SandboxError::NoHome {
+                path: path.to_owned(),
+            })?
+            .join(rest),
+        None => PathBuf::from(path),
+    };
+    if !expanded.is_absolute() {
+        return Err(SandboxError::NotAbsolute {
+            field,
+            path: path.to_owned(),
+        });
+    }
+    if expanded.parent().is_none() {
+        return Err(SandboxError::WholeFilesystem {
+            field,
+            path: path.to_owned(),
+        });
+    }
+    Ok(expanded)
+}
+
+/// `path` made absolute against the working directory (the runner's files named relatively).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// The Git directories outside `root` that its `.git` file points to (a worktree or a
+/// submodule keeps its metadata elsewhere): the named gitdir and the common directory it
+/// names. A `.git` directory lies inside the root and needs nothing.
+fn git_dirs(root: &Path) -> Vec<PathBuf> {
+    let dot_git = root.join(".git");
+    let Ok(text) = fs::read_to_string(&dot_git) else {
+        return Vec::new();
+    };
+    let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let Ok(gitdir) = root.join(named.trim()).canonicalize() else {
+        return Vec::new();
+    };
+    let mut dirs = vec![gitdir.clone()];
+    if let Ok(common) = fs::read_to_string(gitdir.join("commondir"))
+        && let Ok(common) = gitdir.join(common.trim()).canonicalize()
+    {
+        dirs.push(common);
+    }
+    dirs.retain(|d| d.is_dir() && !d.starts_with(root));
+    dirs
+}
+
+// ---------------------------------------------------------------------------------------------
+// Containment of a running job
+
+/// What bwrap reports on its status descriptor once the namespaces exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NamespaceInit {
+    /// The namespace's pid 1, as the host sees it.
+    pub init: Pid,
+    /// The inode of the job's PID namespace.
+    pub pid_namespace: u64,
+}
+
+impl NamespaceInit {
+    /// Reads the first status line bwrap writes (`{ "child-pid": N, …, "pid-namespace": M }`);
+    /// `None` when bwrap ended before creating the namespace.
+    pub(crate) fn read(status: &mut BufReader<File>) -> Option<Self> {
+        let mut line = String::new();
+        status.read_line(&mut line).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&line).ok()?;
+        let init = i32::try_from(value.get("child-pid")?.as_u64()?).ok()?;
+        Some(Self {
+            init: Pid::from_raw(init),
+            pid_namespace: value.get("pid-namespace")?.as_u64()?,
+        })
+    }
+}
+
+/// How the processes of one running job are held until it ends.
+pub(crate) enum Containment {
+    /// Sandboxed: `leader` is bwrap (the runner's child); the job lives in a PID namespace.
+    Namespace {
+        leader: Pid,
+        ns: Option<NamespaceInit>,
+        /// bwrap's status pipe, kept open: bwrap writes the exit status to it at the end, and
+        /// a closed pipe would kill it with SIGPIPE.
+        _status: BufReader<File>,
+    },
+    /// Unsandboxed, in a cgroup of its own.
+    Cgroup { leader: Pid, cgroup: JobCgroup },
+    /// Unsandboxed, in the leader's process group only.
+    Group { leader: Pid },
+}
+
+impl Containment {
+    /// Sends `signal` to every process of the job but the sandbox's own (bwrap and the
+    /// namespace's pid 1, which would end the whole job at once).
+    pub(crate) fn signal(&self, signal: Signal) {
+        match self {
+            Containment::Namespace { ns: Some(ns), .. } => {
+                for pid in processes_in_namespace(ns.pid_namespace) {
+                    if pid != ns.init {
+                        send(pid, signal);
+                    }
+                }
+            }
+            // The namespace was never made: bwrap alone runs, and it ends on its own.
+            Containment::Namespace { ns: None, .. } => {}
+            Containment::Cgroup { leader, cgroup } => {
+                group_signal(*leader, signal);
+                for pid in cgroup.processes() {
+                    send(pid, signal);
+                }
+            }
+            Containment::Group { leader } => group_signal(*leader, signal),
+        }
+    }
+
+    /// Kills every process of the job. `leader_reaped`: the leader has been waited for, so its
+    /// pid is no longer the job's and is not signalled.
+    pub(crate) fn kill(&self, leader_reaped: bool) {
+        match self {
+            Containment::Namespace { leader, ns, .. } => {
+                // bwrap first: `--die-with-parent` then kills the namespace's pid 1, which takes
+                // every process in the namespace with it. The job runs in a session of its own,
+                // so bwrap's process group holds nothing else.
+                if !leader_reaped {
+                    send(*leader, Signal::SIGKILL);
+                }
+                if let Some(ns) = ns
+                    && namespace_of(ns.init) == Some(ns.pid_namespace)
+                {
+                    send(ns.init, Signal::SIGKILL);
+                }
+            }
+            Containment::Cgroup { leader, cgroup } => {
+                group_signal(*leader, Signal::SIGKILL);
+                cgroup.kill();
+            }
+            Containment::Group { leader } => group_signal(*leader, Signal::SIGKILL),
+        }
+    }
+
+    /// Waits (bounded) until no process of the job remains, then releases what holds them.
+    pub(crate) async fn release(self) {
+        if let Containment::Cgroup { cgroup, .. } = self {
+            cgroup.remove_when_empty().await;
+        }
+    }
+}
+
+fn send(pid: Pid, signal: Signal) {
+    match kill(pid, signal) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => {
+            tracing::warn!(pid = pid.as_raw(), %signal, error = %e, "cannot signal a process")
+        }
+    }
+}
+
+fn group_signal(leader: Pid, signal: Signal) {
+    match killpg(leader, signal) {
+        // The group is already empty.
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => {
+            tracing::warn!(pgid = leader.as_raw(), %signal, error = %e, "cannot signal the process group")
+        }
+    }
+}
+
+/// The PID namespace inode of `pid`, if it still runs.
+fn namespace_of(pid: Pid) -> Option<u64> {
+    let link = fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+    let link = link.to_str()?;
+    link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Every process on the host whose PID namespace is `namespace`.
+fn processes_in_namespace(namespace: u64) -> Vec<Pid> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .map(Pid::from_raw)
+        .filter(|&pid| namespace_of(pid) == Some(namespace))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// cgroup v2
+
+/// The cgroup v2 directory this process belongs to, if cgroup v2 is mounted and its directory
+/// is writable (found once).
+fn own_cgroup() -> Option<&'static Path> {
+    static OWN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    OWN.get_or_init(|| {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let cgroups = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let dir = cgroup_dir(&mountinfo, &cgroups)?;
+        dir.join("cgroup.procs").exists().then_some(dir)
+    })
+    .as_deref()
+}
+
+/// Where this process's cgroup v2 directory is: the `cgroup2` mount point from `mountinfo`
+/// joined with the `0::PATH` entry of `/proc/self/cgroup`.
+fn cgroup_dir(mountinfo: &str, cgroups: &str) -> Option<PathBuf> {
+    let mount = mountinfo.lines().find_map(|line| {
+        // Fields: id parent major:minor root mount-point options [optional…] - fstype source …
+        let (left, right) = line.split_once(" - ")?;
+        if right.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        left.split_whitespace().nth(4).map(PathBuf::from)
+    })?;
+    let own = cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .trim_start_matches('/');
+    Some(mount.join(own))
+}
+
+/// A cgroup v2 made for one unsandboxed job, named after the runner's pid so a runner started
+/// later can tell an orphaned one from a live runner's.
+pub(crate) struct JobCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, opened before the spawn so the child joins with one `write`.
+    procs: OwnedFd,
+}
+
+impl JobCgroup {
+    /// A fresh cgroup for a job, or `None` when this host offers none (no cgroup v2, or no
+    /// right to create one; logged once).
+    pub(crate) fn create() -> Option<Self> {
+        let parent = own_cgroup()?;
+        let dir = parent.join(format!(
+            "wc-job-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        if let Err(e) = fs::create_dir(&dir) {
+            static WARNED: OnceLock<()> = OnceLock::new();
+            WARNED.get_or_init(|| {
+                tracing::warn!(parent = %parent.display(), error = %e, "cannot create a cgroup per job; unsandboxed jobs are held by their process group only");
+            });
+            return None;
+        }
+        match OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_CLOEXEC)
+            .open(dir.join("cgroup.procs"))
+        {
+            Ok(file) => Some(Self {
+                dir,
+                procs: file.into(),
+            }),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot open the job's cgroup");
+                let _ = fs::remove_dir(&dir);
+                None
+            }
+        }
+    }
+
+    /// The descriptor the child writes `0` to (joining the cgroup) before it runs the program.
+    pub(crate) fn procs_fd(&self) -> RawFd {
+        self.procs.as_raw_fd()
+    }
+
+    fn processes(&self) -> Vec<Pid> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .map(Pid::from_raw)
+            .collect()
+    }
+
+    fn kill(&self) {
+        kill_cgroup(&self.dir);
+    }
+
+    fn populated(&self) -> bool {
+        fs::read_to_string(self.dir.join("cgroup.events"))
+            .map(|e| e.lines().any(|l| l == "populated 1"))
+            .unwrap_or(false)
+    }
+
+    async fn remove_when_empty(self) {
+        for _ in 0..100 {
+            if !self.populated() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.remove();
+    }
+
+    fn remove(&self) {
+        if let Err(e) = fs::remove_dir(&self.dir)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot remove the job's cgroup");
+        }
+    }
+}
+
+impl Drop for JobCgroup {
+    fn drop(&mut self) {
+        // A run abandoned mid-way: kill what is left; the directory goes once it is empty.
+        if self.populated() {
+            self.kill();
+            let dir = self.dir.clone();
+            std::thread::spawn(move || {
+                for _ in 0..100 {
+                    if fs::remove_dir(&dir).is_ok() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+        } else {
+            self.remove();
+        }
+    }
+}
+
+/// Kills every process in the cgroup `dir`: `cgroup.kill` where the kernel has it (5.14+),
+/// else SIGKILL to each listed process until none is left.
+fn kill_cgroup(dir: &Path) {
+    let killed = OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+        .and_then(|mut f| f.write_all(b"1"));
+    if killed.is_ok() {
+        return;
+    }
+    for _ in 0..50 {
+        let pids: Vec<i32> = fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if pids.is_empty() {
+            return;
+        }
+        for pid in pids {
+            send(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Kills and removes the job cgroups left by runners that died (named after a pid that no
+/// longer runs); the processes of their unsandboxed jobs die here. Runs at agent start.
+pub fn sweep_orphaned_cgroups() {
+    let Some(parent) = own_cgroup() else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("wc-job-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if kill(Pid::from_raw(pid), None) != Err(Errno::ESRCH) {
+            continue;
+        }
+        let dir = entry.path();
+        tracing::warn!(dir = %dir.display(), "killing the processes of a dead runner's job");
+        kill_cgroup(&dir);
+        for _ in 0..100 {
+            if fs::remove_dir(&dir).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cgroup_directory_comes_from_the_cgroup2_mount_and_the_unified_entry() {
+        let mountinfo = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+             35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+             41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n";
+        let cgroups = "4:memory:/x\n0::/system.slice/wc-runner.service\n";
+        assert_eq!(
+            cgroup_dir(mountinfo, cgroups),
+            Some(PathBuf::from(
+                "/sys/fs/cgroup/unified/system.slice/wc-runner.service"
+            ))
+        );
+        assert_eq!(
+            cgroup_dir(mountinfo, "0::/\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(
+            cgroup_dir("1 2 0:1 / / rw - ext4 /dev/x rw\n", cgroups),
+            None
+        );
+        assert_eq!(cgroup_dir(mountinfo, "4:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn configured_paths_expand_home_and_must_be_absolute() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            expand("writable", "~/.cargo", home).unwrap(),
+            Path::new("/home/u/.cargo")
+        );
+        assert_eq!(
+            expand("hide", "/etc/wc", home).unwrap(),
+            Path::new("/etc/wc")
+        );
+        for (path, home, expect) in [
+            ("relative/dir", home, "must be an absolute path"),
+            ("~user/x", home, "must be an absolute path"),
+            ("/", home, "names the whole filesystem"),
+            ("~/x", None, "HOME is not set"),
+        ] {
+            let err = expand("hide", path, home).unwrap_err().to_string();
+            assert!(err.contains(expect), "{path}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_default_mode_is_bubblewrap_on_linux_and_named_as_the_default() {
+        let sandbox = Sandbox::from_settings(&SandboxSettings::default(), []).unwrap();
+        assert_eq!(sandbox.mode(), SandboxMode::Bubblewrap);
+        assert!(
+            sandbox.describe().contains("the default"),
+            "{}",
+            sandbox.describe()
+        );
+        let off = sandbox.with_mode(SandboxMode::Off);
+        assert!(off.describe().starts_with("off"), "{}", off.describe());
+        assert!(off.probe().is_ok(), "off needs nothing");
+    }
+
+    #[test]
+    fn an_unusable_bubblewrap_names_both_fixes() {
+        let settings = SandboxSettings {
+            bwrap: Some("/nonexistent/bwrap".into()),
+            ..Default::default()
+        };
+        let err = Sandbox::from_settings(&settings, [])
+            .unwrap()
+            .probe()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("apt-get install bubblewrap"), "{err}");
+        assert!(err.contains("mode = \"off\""), "{err}");
+        assert!(err.contains("(default)"), "{err}");
+    }
+
+    #[test]
+    fn the_installed_bubblewrap_passes_the_probe() {
+        let sandbox = Sandbox::from_settings(&SandboxSettings::default(), []).unwrap();
+        sandbox.probe().unwrap();
+    }
+
+    #[test]
+    fn a_worktree_gitdir_and_its_common_directory_are_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let main_git = base.join("main/.git");
+        let wt_git = main_git.join("worktrees/feature");
+        fs::create_dir_all(&wt_git).unwrap();
+        fs::write(wt_git.join("commondir"), "../..\n").unwrap();
+        let root = base.join("feature");
+        fs::create_dir_all(&root).unwrap();
+        fs::write(root.join(".git"), format!("gitdir: {}\n", wt_git.display())).unwrap();
+        assert_eq!(git_dirs(&root), vec![wt_git, main_git.clone()]);
+        // A .git directory lies inside the root: nothing more to open.
+        assert!(git_dirs(&base.join("main")).is_empty());
+    }
+}
