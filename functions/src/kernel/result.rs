@@ -53,6 +53,12 @@ pub enum ErrorKind {
     InvalidObservationToken,
     /// The assignment fence is malformed, altered, or for another todo or session.
     InvalidAssignmentFence,
+    /// The caller (its authority group) already has as much queued and running work as it
+    /// may; nothing was queued. Retry after `retry_after_ms`, once some of it has ended.
+    RateLimited,
+    /// The project already has as much queued and running work as it may hold, from all
+    /// callers; nothing was queued. Retry after `retry_after_ms`.
+    QueueFull,
 }
 
 impl ErrorKind {
@@ -80,6 +86,8 @@ impl ErrorKind {
             ErrorKind::CompletionPersistenceUncertain => "completion_persistence_uncertain",
             ErrorKind::InvalidObservationToken => "invalid_observation_token",
             ErrorKind::InvalidAssignmentFence => "invalid_assignment_fence",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::QueueFull => "queue_full",
         }
     }
 
@@ -105,6 +113,7 @@ impl ErrorKind {
             ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => {
                 "invalid_request"
             }
+            ErrorKind::RateLimited | ErrorKind::QueueFull => "limited",
         }
     }
 
@@ -129,6 +138,7 @@ impl ErrorKind {
             ErrorKind::CompletionPersistenceUncertain => "retry_same_key",
             ErrorKind::InvalidObservationToken => "observe_without_token",
             ErrorKind::InvalidAssignmentFence => "get_assignment",
+            ErrorKind::RateLimited | ErrorKind::QueueFull => "retry_later",
         }
     }
 
@@ -153,11 +163,13 @@ impl ErrorKind {
             ErrorKind::CompletionKeyConflict => 409,
             ErrorKind::CompletionPersistenceUncertain => 503,
             ErrorKind::InvalidObservationToken | ErrorKind::InvalidAssignmentFence => 400,
+            ErrorKind::RateLimited => 429,
+            ErrorKind::QueueFull => 429,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 21] = [
+    pub const ALL: [ErrorKind; 23] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -179,6 +191,8 @@ impl ErrorKind {
         ErrorKind::CompletionPersistenceUncertain,
         ErrorKind::InvalidObservationToken,
         ErrorKind::InvalidAssignmentFence,
+        ErrorKind::RateLimited,
+        ErrorKind::QueueFull,
     ];
 }
 
