@@ -114,12 +114,15 @@ pub async fn refuse_declared_oversize(
 }
 
 fn too_large(limit: usize) -> Response {
+    too_large_error(limit).into_response()
+}
+
+fn too_large_error(limit: usize) -> ApiError {
     ApiError::client(
         StatusCode::PAYLOAD_TOO_LARGE,
         "payload_too_large",
         format!("request body exceeds the {limit}-byte limit"),
     )
-    .into_response()
 }
 
 /// The body length the request announces: its `Content-Length`, or the exact size of a body
@@ -154,7 +157,7 @@ pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) 
     let reserve = declared.map_or(limit, |n| n as usize);
     let mut permit = match reserve_bytes(&admission, reserve) {
         Ok(p) => p,
-        Err(resp) => return resp,
+        Err(e) => return e.into_response(),
     };
     let (parts, body) = req.into_parts();
     let bytes =
@@ -200,13 +203,13 @@ pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) 
 fn reserve_bytes(
     admission: &Admission,
     n: usize,
-) -> Result<Option<OwnedSemaphorePermit>, Response> {
+) -> Result<Option<OwnedSemaphorePermit>, ApiError> {
     if n == 0 {
         return Ok(None);
     }
     let budget = admission.limits.max_body_bytes_in_flight;
     // n is at most the body limit, which configuration keeps within the budget and u32.
-    let wanted = u32::try_from(n).map_err(|_| too_large(admission.max_body_bytes))?;
+    let wanted = u32::try_from(n).map_err(|_| too_large_error(admission.max_body_bytes))?;
     match admission.body_bytes.clone().try_acquire_many_owned(wanted) {
         Ok(permit) => Ok(Some(permit)),
         Err(_) => {
@@ -215,9 +218,12 @@ fn reserve_bytes(
                 budget,
                 "request body budget exhausted; refusing"
             );
-            Err(overloaded(format!(
-                "the server is holding its limit of {budget} request-body bytes; retry shortly"
-            )))
+            Err(ApiError::overloaded(
+                format!(
+                    "the server is holding its limit of {budget} request-body bytes; retry shortly"
+                ),
+                RETRY_AFTER,
+            ))
         }
     }
 }
@@ -261,7 +267,7 @@ mod tests {
         let a = admission(1500);
         let first = reserve_bytes(&a, 1024).unwrap();
         assert_eq!(a.body_bytes_held(), 1024);
-        let refused = reserve_bytes(&a, 1024).unwrap_err();
+        let refused = reserve_bytes(&a, 1024).unwrap_err().into_response();
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
         // What fits still fits.
