@@ -834,3 +834,93 @@ async fn open_work_beyond_a_callers_or_a_projects_limit_is_refused_typed_with_a_
     assert_eq!(body["success"], true, "{body}");
     t.runner.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_delivered_work_id_over_its_callers_share_of_the_runner_is_answered_rate_limited() {
+    let db = TestDatabase::new().await;
+    let base = serve(state(&db)).await;
+    let secret = wc_functions::runner_api::auth::generate();
+    {
+        let client = db.pool().get().await.unwrap();
+        wc_store::runners::create(
+            &client,
+            "host",
+            None,
+            &wc_functions::auth::token::digest(&secret),
+            true,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    let http = wc_e2e::client::Client::new();
+    let call = |op: &'static str, body: Value| {
+        let (http, base, secret) = (http.clone(), base.clone(), secret.clone());
+        async move {
+            http.post_json(&format!("{base}/runner/v1/{op}"), Some(&secret), &body)
+                .await
+                .unwrap()
+        }
+    };
+    // Two slots: with one reserved, a caller runs one item at a time on this runner.
+    let instance = uuid::Uuid::now_v7();
+    let r = call(
+        "register",
+        json!({
+            "protocol_version": wc_runner_protocol::PROTOCOL_VERSION,
+            "instance_id": instance,
+            "projects": ["web"],
+            "agent_version": "test",
+            "queue": "sqs",
+            "max_concurrency": 2,
+        }),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let sqs = || wc_store::work::QueueRoute::Sqs {
+        queue_url: "http://sqs.local/q".into(),
+    };
+    let queue = |owner: char| {
+        let id = uuid::Uuid::now_v7();
+        let item = wc_runner_protocol::WorkItem {
+            protocol_version: wc_runner_protocol::PROTOCOL_VERSION,
+            work_id: id,
+            project: "web".into(),
+            cwd: None,
+            spec: wc_runner_protocol::WorkSpec::Process {
+                argv: vec!["true".into()],
+            },
+            stdin: None,
+            env: Default::default(),
+            limits: wc_runner_protocol::WorkLimits {
+                timeout_ms: 1000,
+                output_bytes_per_stream: 10,
+            },
+        };
+        let w = wc_store::work::NewWork {
+            id,
+            owner_authority_fingerprint: owner.to_string().repeat(64),
+            item: serde_json::to_value(&item).unwrap(),
+            ..wc_store::testing::runner_work::new_work("host", sqs())
+        };
+        let pool = db.pool().clone();
+        async move { wc_store::testing::runner_work::enqueue(&pool, &w).await }
+    };
+    let (a1, a2, b1) = (queue('a').await, queue('a').await, queue('b').await);
+    let claim = |id: uuid::Uuid| call("claim", json!({ "instance_id": instance, "work_id": id }));
+    let r = claim(a1).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["status"], "claimed");
+    let r = claim(a2).await;
+    assert_eq!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"]["kind"], "rate_limited");
+    assert!(r.headers.contains_key("retry-after"));
+    // Another caller's delivery takes the reserved slot.
+    let r = claim(b1).await;
+    assert_eq!(
+        r.json()["status"],
+        "claimed",
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+}
