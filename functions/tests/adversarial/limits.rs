@@ -757,6 +757,26 @@ async fn open_work_beyond_a_callers_or_a_projects_limit_is_refused_typed_with_a_
     assert_eq!(body["error"]["retry_after_ms"], 5000, "{body}");
     assert_eq!(body["error"]["limit"], 3, "{body}");
     assert_eq!(body["error"]["open_work"], 3, "{body}");
+    // On MCP the refusal is the same typed tool error, with isError.
+    let r = tools_call(
+        &t.st,
+        LEGACY[0],
+        Some(&t.a),
+        "run_job",
+        json!({ "project": A, "command": "sleep 60" }),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let result = r.result();
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["structuredContent"]["error"]["kind"], "rate_limited",
+        "{result}"
+    );
+    assert_eq!(
+        result["structuredContent"]["error"]["retry_after_ms"], 5000,
+        "{result}"
+    );
     // A synchronous command is refused the same way, before anything is queued.
     let (_, body) = act(
         &t.st,
