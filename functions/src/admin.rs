@@ -240,7 +240,7 @@ async fn runner(
             }
         }
         RunnerCommand::List { json } => {
-            for r in wc_store::runners::list(&client, None, 10_000).await? {
+            for r in wc_store::runners::list(&client, None, None, 10_000).await? {
                 let state = if r.revoked_at.is_some() {
                     "revoked"
                 } else {

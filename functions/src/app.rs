@@ -12,7 +12,8 @@ use wc_store::outbox::{QueuePublisher, SqsPublisher, SqsSettings};
 
 use crate::auth::{Principal, ProjectGrants, principal_or_anonymous, require_principal};
 use crate::config::ServerConfig;
-use crate::http::{ApiError, limit_body, panic_response, request_context};
+use crate::http::limits::{Admission, limit_requests, read_body, refuse_declared_oversize};
+use crate::http::{ApiError, panic_response, request_context};
 use crate::kernel::{KernelConfig, ToolRuntime};
 use crate::wake::Wakeups;
 use crate::{audit, health, mcp, rest, runner_api, tools};
@@ -39,6 +40,8 @@ pub struct AppState {
     /// Keys of observation tokens and assignment fences, derived once from the configured or
     /// database-kept secret ([`crate::board::keys`]).
     pub token_keys: Arc<tokio::sync::OnceCell<crate::board::tokens::TokenKeys>>,
+    /// What this process admits at once (requests, body bytes); see [`crate::http::limits`].
+    pub admission: Arc<Admission>,
 }
 
 impl AppState {
@@ -59,6 +62,10 @@ impl AppState {
             .clone()
             .map(|s| Arc::new(crate::auth::OAuthVerifier::new(s)));
         Self {
+            admission: Arc::new(Admission::new(
+                config.max_body_bytes,
+                config.requests.clone(),
+            )),
             pool,
             oauth,
             config: Arc::new(config),
@@ -166,21 +173,28 @@ pub fn app(state: AppState) -> Router {
 /// The router of the route groups in `surfaces`, with the same layers as [`app`]. A path of
 /// a group not served here answers the same JSON 404 as an unknown path.
 pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
+    // Route layers added later wrap those added earlier. Every route group reads its body
+    // (`read_body`) only after authentication: a caller without a valid token is answered
+    // before one body byte is read.
     let anyone = || middleware::from_fn_with_state(state.clone(), principal_or_anonymous);
+    let body = || middleware::from_fn_with_state(state.clone(), read_body);
     let authenticated = |routes: Router<AppState>| {
-        routes.route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            require_principal,
-        ))
+        routes
+            .route_layer(body())
+            .route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                require_principal,
+            ))
     };
     let mut router = Router::new();
     if surfaces.rest {
-        // Later route_layers wrap earlier ones: authentication, then auditing.
+        // Authentication, then the body, then auditing.
         let rest_tools = rest::tool_routes()
             .route_layer(middleware::from_fn_with_state(
                 state.clone(),
                 audit::audit_rest,
             ))
+            .route_layer(body())
             .route_layer(anyone());
         router = router
             .route("/healthz", get(health::healthz))
@@ -203,8 +217,8 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
             );
     }
     if surfaces.mcp {
-        // Authentication, then auditing, then the JSON-RPC shape check, so a rejected request
-        // still leaves its audit row.
+        // Authentication, then the body, then auditing, then the JSON-RPC shape check, so a
+        // rejected request still leaves its audit row.
         let mcp = Router::new()
             .route_service("/mcp", mcp::service(state.clone()))
             .route_layer(middleware::from_fn(mcp::guard::jsonrpc_guard))
@@ -212,6 +226,7 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
                 state.clone(),
                 audit::audit_mcp,
             ))
+            .route_layer(body())
             .route_layer(anyone());
         router = router.merge(mcp);
     }
@@ -224,11 +239,20 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
     let max_body = state.config.max_body_bytes;
     router
         .fallback(not_found)
-        // Innermost first: the body limit runs before any handler, inside panic catching,
-        // inside the request context that stamps every response and log line.
-        .layer(middleware::from_fn_with_state(max_body, limit_body))
+        // Innermost first: a declared body over the limit is refused unread; panics are
+        // caught; the concurrent-request limit admits the request (or answers 503 at once);
+        // the request context outermost stamps every response and log line. The extractor
+        // limit stays as a backstop for any handler that reads a body itself.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            refuse_declared_oversize,
+        ))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            limit_requests,
+        ))
         .layer(middleware::from_fn(request_context))
         .with_state(state)
 }

@@ -7,6 +7,11 @@ use std::time::Duration;
 pub struct ServerConfig {
     /// Largest accepted request body; larger ones get 413 before any parsing.
     pub max_body_bytes: usize,
+    /// What this process admits at once: concurrent requests, body bytes, body deadline.
+    pub requests: RequestLimits,
+    /// How much runner work one caller and one project may have open, and how runner slots
+    /// are shared between callers.
+    pub work: WorkQuotas,
     /// How long the health check waits for the database.
     pub health_timeout: Duration,
     /// Hard deadline of one tool dispatch (`WC_DISPATCH_DEADLINE_MS`), under API Gateway's 29 s.
@@ -46,6 +51,60 @@ pub struct ServerConfig {
     pub token_secret: Option<TokenSecret>,
     /// OAuth resource-server settings (`WC_OAUTH_*`); `None` serves credentials only.
     pub oauth: Option<crate::auth::OAuthSettings>,
+}
+
+/// Admission limits of one process (see `crate::http::limits`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Requests served at once, runner API aside (`WC_MAX_CONCURRENT_REQUESTS`); more are
+    /// refused at once with 503 `unavailable` and `Retry-After`.
+    pub max_concurrent_requests: usize,
+    /// Runner-API requests served at once (`WC_MAX_CONCURRENT_RUNNER_REQUESTS`), counted
+    /// apart so callers can never crowd out heartbeats.
+    pub max_concurrent_runner_requests: usize,
+    /// Request-body bytes held at once across all requests
+    /// (`WC_MAX_BODY_BYTES_IN_FLIGHT`, at least `WC_MAX_BODY_BYTES`).
+    pub max_body_bytes_in_flight: usize,
+    /// How long a body may take to arrive once its caller is authenticated
+    /// (`WC_BODY_TIMEOUT_MS`); a slower one is 408 `request_timeout`.
+    pub body_timeout: Duration,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_requests: 512,
+            max_concurrent_runner_requests: 256,
+            max_body_bytes_in_flight: 64 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Limits on runner work per caller and per project, checked when work is queued and when a
+/// runner claims it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkQuotas {
+    /// Open (queued or running) work items of one authority group, over all projects
+    /// (`WC_WORK_MAX_OPEN_PER_CALLER`); more is refused `rate_limited`.
+    pub max_open_per_caller: u32,
+    /// Open work items of one project, over all callers (`WC_WORK_MAX_OPEN_PER_PROJECT`);
+    /// more is refused `queue_full`.
+    pub max_open_per_project: u32,
+    /// Slots of each runner that one authority group cannot fill (`WC_RUNNER_RESERVED_SLOTS`):
+    /// one caller runs at most `max_concurrency - reserved` items on a runner (at least one),
+    /// so another caller's work always finds a slot that long jobs cannot take.
+    pub reserved_runner_slots: u32,
+}
+
+impl Default for WorkQuotas {
+    fn default() -> Self {
+        Self {
+            max_open_per_caller: 100,
+            max_open_per_project: 200,
+            reserved_runner_slots: 1,
+        }
+    }
 }
 
 /// A secret from configuration; never printed.
@@ -124,6 +183,32 @@ impl ServerConfig {
         let mut cfg = Self::default();
         if let Some(n) = env_number("WC_MAX_BODY_BYTES", 1024, 64 * 1024 * 1024)? {
             cfg.max_body_bytes = n as usize;
+        }
+        if let Some(n) = env_number("WC_MAX_CONCURRENT_REQUESTS", 1, 100_000)? {
+            cfg.requests.max_concurrent_requests = n as usize;
+        }
+        if let Some(n) = env_number("WC_MAX_CONCURRENT_RUNNER_REQUESTS", 1, 100_000)? {
+            cfg.requests.max_concurrent_runner_requests = n as usize;
+        }
+        if let Some(n) = env_number("WC_MAX_BODY_BYTES_IN_FLIGHT", 1024, 16 * 1024 * 1024 * 1024)? {
+            cfg.requests.max_body_bytes_in_flight = n as usize;
+        }
+        if cfg.requests.max_body_bytes_in_flight < cfg.max_body_bytes {
+            return Err(ConfigError(
+                "WC_MAX_BODY_BYTES_IN_FLIGHT must be at least WC_MAX_BODY_BYTES".into(),
+            ));
+        }
+        if let Some(ms) = env_number("WC_BODY_TIMEOUT_MS", 100, 600_000)? {
+            cfg.requests.body_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = env_number("WC_WORK_MAX_OPEN_PER_CALLER", 1, 100_000)? {
+            cfg.work.max_open_per_caller = n as u32;
+        }
+        if let Some(n) = env_number("WC_WORK_MAX_OPEN_PER_PROJECT", 1, 100_000)? {
+            cfg.work.max_open_per_project = n as u32;
+        }
+        if let Some(n) = env_number("WC_RUNNER_RESERVED_SLOTS", 0, 255)? {
+            cfg.work.reserved_runner_slots = n as u32;
         }
         if let Some(ms) = env_number("WC_DISPATCH_DEADLINE_MS", 1, 28_000)? {
             cfg.dispatch_deadline = Duration::from_millis(ms);
@@ -237,6 +322,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            requests: RequestLimits::default(),
+            work: WorkQuotas::default(),
             health_timeout: Duration::from_secs(3),
             dispatch_deadline: Duration::from_secs(25),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],

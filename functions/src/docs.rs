@@ -169,8 +169,11 @@ pub fn errors_markdown() -> String {
          protocol version (the supported list is in `error.data`). HTTP routes answer\n\
          `{{\"error\": {{\"kind\", \"message\", \"request_id\"}}}}` with kinds `unauthorized` and\n\
          `invalid_token` (401, with `WWW-Authenticate`), `insufficient_scope` (403),\n\
-         `payload_too_large` (413), `bad_request` (400), `not_found` (404), `unavailable` (503) and\n\
-         `internal` (500, opaque: the cause is in the log under the request id)."
+         `payload_too_large` (413), `request_timeout` (408: the body did not arrive within the body\n\
+         deadline), `bad_request` (400), `not_found` (404), `unavailable` (503; with `Retry-After`\n\
+         when the server is at its concurrent-request or request-body limit), `rate_limited` (429,\n\
+         runner API: a delivered work id whose caller holds its share of the runner) and `internal`\n\
+         (500, opaque: the cause is in the log under the request id)."
     );
     out
 }

@@ -22,7 +22,7 @@ async fn one_pass_reaps_drains_and_prunes() {
 
     // Leased work whose lease runs out, and SQS-routed work whose message is still staged.
     let leased = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
-    let claimed = work::claim_queued(&c, "host", instance, 1, 1)
+    let claimed = work::claim_queued(&c, "host", instance, 1, 1, work::SlotSharing::default())
         .await
         .unwrap();
     assert_eq!(claimed[0].id, leased);

@@ -32,13 +32,22 @@ pub struct Runner {
     pub max_concurrency: Option<i32>,
     /// Runner-local project ids it announced.
     pub projects: Vec<String>,
-    /// Work it holds leases on now.
+    /// Work it holds leases on now: all of it, or only one owner's ([`list`]).
     pub work_in_flight: i64,
 }
 
 const COLUMNS: &str = "r.client_id, r.label, r.created_at, r.revoked_at, r.instance_id, \
      r.instance_started_at, r.last_seen_at, r.agent_version, r.queue, r.max_concurrency, r.projects, \
      (SELECT count(*) FROM runner_work w WHERE w.client_id = r.client_id AND w.state = 'leased') AS in_flight";
+
+/// [`COLUMNS`] with the work in flight counted only for the owner fingerprint in `$3` (every
+/// owner's when it is null).
+const COLUMNS_FOR_OWNER: &str = "r.client_id, r.label, r.created_at, r.revoked_at, r.instance_id, \
+     r.instance_started_at, r.last_seen_at, r.agent_version, r.queue, r.max_concurrency, r.projects, \
+     CASE WHEN $3::text IS NULL \
+       THEN (SELECT count(*) FROM runner_work w WHERE w.client_id = r.client_id AND w.state = 'leased') \
+       ELSE (SELECT count(*) FROM runner_work w WHERE w.owner_authority_fingerprint = $3::text \
+               AND w.client_id = r.client_id AND w.state = 'leased') END AS in_flight";
 
 fn from_row(r: &Row) -> Runner {
     Runner {
@@ -135,20 +144,23 @@ pub async fn get(
         .map(from_row))
 }
 
-/// Up to `limit` runners by client id, restricted to `only` when given.
+/// Runners by client id (only those in `only`, when given), up to `limit`, with the work in
+/// flight of `owner` (an owner fingerprint) on each, or of every owner when `None`.
 pub async fn list(
     client: &impl GenericClient,
     only: Option<&[String]>,
+    owner: Option<&str>,
     limit: i64,
 ) -> Result<Vec<Runner>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM runners r WHERE ($1::text[] IS NULL OR r.client_id = ANY($1)) \
+            "SELECT {COLUMNS_FOR_OWNER} FROM runners r \
+             WHERE ($1::text[] IS NULL OR r.client_id = ANY($1)) \
              ORDER BY r.client_id LIMIT $2"
         ))
         .await?;
     Ok(client
-        .query(&stmt, &[&only, &limit])
+        .query(&stmt, &[&only, &limit, &owner])
         .await?
         .iter()
         .map(from_row)

@@ -60,6 +60,43 @@ pub struct NewWork {
     pub queue: QueueRoute,
 }
 
+/// How much open (queued or leased) work may exist when a new item is queued. Checked in the
+/// inserting statement; concurrent enqueues can each see the count below its limit, so a
+/// limit may be passed by as many items as are being queued at that instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenLimits {
+    /// Open items of the owner (the authority group), over all projects.
+    pub per_owner: i64,
+    /// Open items of the project, over all owners.
+    pub per_project: i64,
+}
+
+impl OpenLimits {
+    /// No limit (tests and tools that queue on the operator's behalf).
+    pub const NONE: OpenLimits = OpenLimits {
+        per_owner: i64::MAX,
+        per_project: i64::MAX,
+    };
+}
+
+/// Which open-work limit refused an enqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverLimit {
+    /// The owner already has this many open items (at or over its limit).
+    Owner(i64),
+    /// The project already has this many open items (at or over its limit).
+    Project(i64),
+}
+
+/// How a runner's slots are shared by owners when it claims work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SlotSharing {
+    /// Slots of the runner (its registered `max_concurrency`) that one owner cannot fill: an
+    /// owner holds at most `max_concurrency - reserved` leases on it, and never fewer than one.
+    /// Zero sets no per-owner bound (claims are still ordered fairly).
+    pub reserved: i32,
+}
+
 /// A stored unit of work.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkRow {
@@ -171,39 +208,56 @@ pub enum Enqueued {
     SessionNotFound,
     /// The evidence session is no longer active (its lifecycle); nothing was written.
     SessionInactive(String),
+    /// An open-work limit was reached; nothing was written.
+    OverLimit(OverLimit),
 }
 
-/// Inserts the work, appends `evidence` to its session and publishes the work, in one
-/// transaction. With SQS the publication is an outbox row; the caller sends it after commit.
+/// Inserts the work unless an open-work limit is reached, appends `evidence` to its session
+/// and publishes the work, in one transaction. With SQS the publication is an outbox row; the
+/// caller sends it after commit.
 pub async fn enqueue(
     pool: &Pool,
     work: &NewWork,
     evidence: Option<&Evidence>,
+    limits: OpenLimits,
 ) -> Result<CasOutcome<Enqueued>, StoreError> {
     if evidence.is_none() && work.queue == QueueRoute::Postgres {
-        // Nothing else to write: the insert and its hint are one autocommit statement.
+        // Nothing else to write: the guarded insert and its hint are one autocommit statement.
         let client = pool.get().await?;
-        let row = insert(&client, work).await?;
-        return Ok(CasOutcome::Applied {
-            value: Enqueued::Queued(Box::new(row)),
-            attempts: 1,
-        });
+        let value = match insert(&client, work, limits).await? {
+            Ok(row) => Enqueued::Queued(Box::new(row)),
+            Err(over) => Enqueued::OverLimit(over),
+        };
+        return Ok(CasOutcome::Applied { value, attempts: 1 });
     }
     compare_and_swap(pool, &CasPolicy::default(), |tx| {
         let work = work.clone();
         let evidence = evidence.cloned();
         Box::pin(async move {
-            if let Some(ev) = &evidence {
-                let Some(row) = tx
-                    .query_opt(&sessions::lock_statement(tx).await?, &[&ev.session_id])
-                    .await?
-                else {
-                    return Ok(Step::Done(Enqueued::SessionNotFound));
-                };
-                let session = sessions::from_row(&row);
-                if !session.is_active() {
-                    return Ok(Step::Done(Enqueued::SessionInactive(session.lifecycle)));
+            // The session row is locked and checked first, the work inserted (or refused,
+            // having written nothing) next, and the evidence written last: a stale session
+            // write rolls the insert back with it.
+            let session = match &evidence {
+                None => None,
+                Some(ev) => {
+                    let Some(row) = tx
+                        .query_opt(&sessions::lock_statement(tx).await?, &[&ev.session_id])
+                        .await?
+                    else {
+                        return Ok(Step::Done(Enqueued::SessionNotFound));
+                    };
+                    let session = sessions::from_row(&row);
+                    if !session.is_active() {
+                        return Ok(Step::Done(Enqueued::SessionInactive(session.lifecycle)));
+                    }
+                    Some((session, ev))
                 }
+            };
+            let row = match insert(tx, &work, limits).await? {
+                Ok(row) => row,
+                Err(over) => return Ok(Step::Done(Enqueued::OverLimit(over))),
+            };
+            if let Some((session, ev)) = session {
                 let change = sessions::SessionChange::default();
                 if sessions::write_back(tx, &session, &change, std::slice::from_ref(&ev.event))
                     .await?
@@ -212,7 +266,6 @@ pub async fn enqueue(
                     return Ok(Step::Stale);
                 }
             }
-            let row = insert(tx, &work).await?;
             if let QueueRoute::Sqs { queue_url } = &work.queue {
                 let stmt = tx
                     .prepare_cached(
@@ -227,21 +280,33 @@ pub async fn enqueue(
     .await
 }
 
-/// Inserts the work row; Postgres-queue work also sends its `wc_work` hint (delivered at
-/// commit), in the same statement.
-async fn insert(client: &impl GenericClient, work: &NewWork) -> Result<WorkRow, StoreError> {
+/// Inserts the work row unless its owner or its project already has as much open work as
+/// `limits` allow; Postgres-queue work also sends its `wc_work` hint (delivered at commit), in
+/// the same statement. The counts read the partial indexes over open work.
+async fn insert(
+    client: &impl GenericClient,
+    work: &NewWork,
+    limits: OpenLimits,
+) -> Result<Result<WorkRow, OverLimit>, StoreError> {
     let queue = match &work.queue {
         QueueRoute::Postgres => "postgres",
         QueueRoute::Sqs { .. } => "sqs",
     };
     let stmt = client
         .prepare_cached(&format!(
-            "WITH ins AS (INSERT INTO runner_work (id, client_id, project_id, \
+            "WITH open AS (SELECT \
+                 (SELECT count(*) FROM runner_work WHERE owner_authority_fingerprint = $4::text \
+                    AND state IN ('queued', 'leased')) AS by_owner, \
+                 (SELECT count(*) FROM runner_work WHERE project_id = $3::text \
+                    AND state IN ('queued', 'leased')) AS by_project), \
+             ins AS (INSERT INTO runner_work (id, client_id, project_id, \
                  owner_authority_fingerprint, session_id, tool, mode, item, expectation, queue) \
-               VALUES ($1, $2::text, $3::text, $4::text, $5, $6::text, $7::text, $8::jsonb, $9::jsonb, \
-                 $10::text) RETURNING {COLUMNS}) \
+               SELECT $1, $2::text, $3::text, $4::text, $5, $6::text, $7::text, $8::jsonb, $9::jsonb, \
+                 $10::text FROM open WHERE open.by_owner < $11 AND open.by_project < $12 \
+               RETURNING {COLUMNS}) \
              SELECT ins.*, CASE WHEN ins.queue = 'postgres' \
-                 THEN pg_notify('wc_work', ins.client_id) END AS hint FROM ins"
+                 THEN pg_notify('wc_work', ins.client_id) END AS hint, \
+                 open.by_owner, open.by_project FROM open LEFT JOIN ins ON true"
         ))
         .await?;
     let row = client
@@ -258,33 +323,73 @@ async fn insert(client: &impl GenericClient, work: &NewWork) -> Result<WorkRow, 
                 &work.item,
                 &work.expectation,
                 &queue,
+                &limits.per_owner,
+                &limits.per_project,
             ],
         )
         .await?;
-    Ok(from_row(&row))
+    if row.get::<_, Option<Uuid>>("id").is_some() {
+        return Ok(Ok(from_row(&row)));
+    }
+    let by_owner: i64 = row.get("by_owner");
+    Ok(Err(if by_owner >= limits.per_owner {
+        OverLimit::Owner(by_owner)
+    } else {
+        OverLimit::Project(row.get("by_project"))
+    }))
 }
 
 fn lease_interval(lease_ms: u64) -> f64 {
     lease_ms as f64 / 1000.0
 }
 
+/// How many of a runner's oldest queued items a claim weighs against each other. Fairness is
+/// decided among these; it bounds the claim's cost however long the queue grows (the
+/// per-owner and per-project open-work limits keep it short in practice).
+pub const CLAIM_WINDOW: i64 = 512;
+
 /// Claims up to `max` queued Postgres-queue work items of `client_id` for the current
-/// instance `instance_id`, oldest first, skipping rows other claimers hold.
+/// instance `instance_id`, skipping rows other claimers hold, fairly between owners and
+/// projects: each candidate is ranked by how many leases its owner would then hold on this
+/// runner (its owner's current leases plus its place in the owner's queue), then the same for
+/// its project, then by age. So the owner with the least leased work goes first, owners take
+/// turns, and each owner's own items stay oldest first. An owner never holds more than the
+/// runner's `max_concurrency` less `sharing.reserved` leases (at least one), so the reserved
+/// slots always stay open to other owners. One statement.
 pub async fn claim_queued(
     client: &impl GenericClient,
     client_id: &str,
     instance_id: Uuid,
     max: i64,
     lease_ms: u64,
+    sharing: SlotSharing,
 ) -> Result<Vec<WorkRow>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
-            "WITH picked AS ( \
-               SELECT id FROM runner_work \
-               WHERE client_id = $1 AND state = 'queued' AND queue = 'postgres' \
-                 AND EXISTS (SELECT 1 FROM runners WHERE client_id = $1 AND instance_id = $2 \
-                             AND revoked_at IS NULL) \
-               ORDER BY created_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+            "WITH me AS ( \
+               SELECT CASE WHEN $5::int > 0 THEN greatest(1, max_concurrency - $5::int) END AS cap \
+               FROM runners \
+               WHERE client_id = $1 AND instance_id = $2 AND revoked_at IS NULL), \
+             held AS ( \
+               SELECT owner_authority_fingerprint AS owner, project_id, count(*) AS n \
+               FROM runner_work WHERE client_id = $1 AND state = 'leased' GROUP BY 1, 2), \
+             by_owner AS (SELECT owner, sum(n) AS n FROM held GROUP BY owner), \
+             by_project AS (SELECT project_id, sum(n) AS n FROM held GROUP BY project_id), \
+             queued AS ( \
+               SELECT id, owner_authority_fingerprint AS owner, project_id, created_at \
+               FROM runner_work WHERE client_id = $1 AND state = 'queued' AND queue = 'postgres' \
+               ORDER BY created_at LIMIT {CLAIM_WINDOW}), \
+             ranked AS ( \
+               SELECT q.id, q.created_at, \
+                 coalesce(o.n, 0) + row_number() OVER (PARTITION BY q.owner ORDER BY q.created_at, q.id) AS owner_rank, \
+                 coalesce(p.n, 0) + row_number() OVER (PARTITION BY q.project_id ORDER BY q.created_at, q.id) AS project_rank \
+               FROM queued q LEFT JOIN by_owner o ON o.owner = q.owner \
+                 LEFT JOIN by_project p ON p.project_id = q.project_id), \
+             picked AS ( \
+               SELECT w.id FROM runner_work w JOIN ranked r ON r.id = w.id CROSS JOIN me \
+               WHERE w.state = 'queued' AND (me.cap IS NULL OR r.owner_rank <= me.cap) \
+               ORDER BY r.owner_rank, r.project_rank, r.created_at, r.id \
+               LIMIT $3 FOR UPDATE OF w SKIP LOCKED) \
              UPDATE runner_work w SET state = 'leased', instance_id = $2, \
                  lease_token = gen_random_uuid(), \
                  lease_expires_at = now() + make_interval(secs => $4), leased_at = now(), \
@@ -296,7 +401,13 @@ pub async fn claim_queued(
     Ok(client
         .query(
             &stmt,
-            &[&client_id, &instance_id, &max, &lease_interval(lease_ms)],
+            &[
+                &client_id,
+                &instance_id,
+                &max,
+                &lease_interval(lease_ms),
+                &sharing.reserved,
+            ],
         )
         .await?
         .iter()
@@ -321,26 +432,42 @@ pub enum Claim {
     AlreadyClaimed(String),
     /// No such work for this runner.
     NotFound,
+    /// Still queued, but not claimable by this instance now: its owner holds as many leases
+    /// on this runner as [`SlotSharing`] allows (or the instance is not the current one).
+    Deferred,
 }
 
-/// Claims one work id (delivered by SQS) for the current instance: `queued → leased`.
+/// Claims one work id (delivered by SQS) for the current instance: `queued → leased`, unless
+/// its owner already holds as many leases on this runner as `sharing` allows (the message is
+/// then left to be delivered again). One statement.
 pub async fn claim_one(
     client: &impl GenericClient,
     client_id: &str,
     instance_id: Uuid,
     work_id: Uuid,
     lease_ms: u64,
+    sharing: SlotSharing,
 ) -> Result<Claim, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
-            "UPDATE runner_work SET state = 'leased', instance_id = $2, \
+            "WITH me AS ( \
+               SELECT CASE WHEN $5::int > 0 THEN greatest(1, max_concurrency - $5::int) END AS cap \
+               FROM runners \
+               WHERE client_id = $1 AND instance_id = $2 AND revoked_at IS NULL), \
+             target AS ( \
+               SELECT t.id FROM runner_work t CROSS JOIN me \
+               WHERE t.id = $3 AND t.client_id = $1 AND t.state = 'queued' \
+                 AND (SELECT count(*) FROM runner_work h WHERE h.client_id = $1 \
+                        AND h.state = 'leased' \
+                        AND h.owner_authority_fingerprint = t.owner_authority_fingerprint) \
+                     < coalesce(me.cap, 2147483647)) \
+             UPDATE runner_work w SET state = 'leased', instance_id = $2, \
                  lease_token = gen_random_uuid(), \
                  lease_expires_at = now() + make_interval(secs => $4), leased_at = now(), \
-                 version = version + 1 \
-             WHERE id = $3 AND client_id = $1 AND state = 'queued' \
-               AND EXISTS (SELECT 1 FROM runners WHERE client_id = $1 AND instance_id = $2 \
-                           AND revoked_at IS NULL) \
-             RETURNING {COLUMNS}"
+                 version = w.version + 1 \
+             FROM target WHERE w.id = target.id AND w.state = 'queued' \
+             RETURNING {}",
+            prefixed("w")
         ))
         .await?;
     if let Some(row) = client
@@ -351,6 +478,7 @@ pub async fn claim_one(
                 &instance_id,
                 &work_id,
                 &lease_interval(lease_ms),
+                &sharing.reserved,
             ],
         )
         .await?
@@ -362,6 +490,7 @@ pub async fn claim_one(
         .await?;
     Ok(
         match client.query_opt(&stmt, &[&work_id, &client_id]).await? {
+            Some(row) if row.get::<_, &str>(0) == "queued" => Claim::Deferred,
             Some(row) => Claim::AlreadyClaimed(row.get(0)),
             None => Claim::NotFound,
         },
@@ -545,7 +674,8 @@ pub async fn append_output(
 }
 
 /// Ends leased work with the runner's outcome (`state` is the terminal state it implies) and
-/// stores its remaining chunks, under the live lease. A repeated identical report of the same
+/// stores its remaining chunks, under the live lease. When the runner has queued work, the
+/// freed slot is announced (`wc_work`): an owner held back by [`SlotSharing`] may now claim. A repeated identical report of the same
 /// lease is accepted again without another effect.
 #[allow(clippy::too_many_arguments)]
 pub async fn finish(
@@ -571,7 +701,10 @@ pub async fn finish(
                      WHERE id = $1 AND client_id = $2 AND instance_id = $3 AND lease_token = $4 \
                        AND state = 'leased' AND lease_expires_at > now() \
                        AND (SELECT n FROM over) = 0 \
-                     RETURNING id, state, pg_notify('wc_work_done', id::text)), \
+                     RETURNING id, state, pg_notify('wc_work_done', id::text), \
+                         CASE WHEN EXISTS (SELECT 1 FROM runner_work q WHERE q.client_id = $2 \
+                                             AND q.state = 'queued' AND q.queue = 'postgres') \
+                           THEN pg_notify('wc_work', $2) END AS freed), \
              ins AS (INSERT INTO runner_work_output (work_id, stream, byte_offset, data) \
                      SELECT upd.id, c.s, c.o, c.d FROM upd, c ON CONFLICT DO NOTHING RETURNING 1) \
              SELECT (SELECT state FROM upd), (SELECT state FROM cur), \

@@ -26,7 +26,13 @@ async fn enqueue_sqs(pool: &Pool, queue_url: &str) -> Uuid {
     let w = new_work(QueueRoute::Sqs {
         queue_url: queue_url.to_owned(),
     });
-    match work::applied(work::enqueue(pool, &w, None).await.unwrap()).unwrap() {
+    match work::applied(
+        work::enqueue(pool, &w, None, work::OpenLimits::NONE)
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+    {
         Enqueued::Queued(row) => {
             assert_eq!(row.queue, "sqs");
             row.id

@@ -12,7 +12,13 @@ use wc_store::work::{self, Chunk, Claim, Enqueued, LeaseView, NewWork, QueueRout
 use wc_store::testing::runner_work::{new_work, register, runner};
 
 async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
-    match work::applied(work::enqueue(pool, w, None).await.unwrap()).unwrap() {
+    match work::applied(
+        work::enqueue(pool, w, None, work::OpenLimits::NONE)
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+    {
         Enqueued::Queued(row) => {
             assert_eq!(row.state, "queued");
             row.id
@@ -36,9 +42,16 @@ async fn concurrent_pollers_claim_each_item_exactly_once() {
             let mut got = Vec::new();
             loop {
                 let c = pool.get().await.unwrap();
-                let rows = work::claim_queued(&c, "host", instance, 3, 30_000)
-                    .await
-                    .unwrap();
+                let rows = work::claim_queued(
+                    &c,
+                    "host",
+                    instance,
+                    3,
+                    30_000,
+                    work::SlotSharing::default(),
+                )
+                .await
+                .unwrap();
                 if rows.is_empty() {
                     return got;
                 }
@@ -62,22 +75,31 @@ async fn only_the_current_instance_of_the_right_runner_claims() {
     let w = enqueue(db.pool(), &new_work("b", QueueRoute::Postgres)).await;
     let c = db.pool().get().await.unwrap();
     assert!(
-        work::claim_queued(&c, "a", a, 5, 1000)
+        work::claim_queued(&c, "a", a, 5, 1000, work::SlotSharing::default())
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
-        work::claim_one(&c, "a", a, w, 1000).await.unwrap(),
+        work::claim_one(&c, "a", a, w, 1000, work::SlotSharing::default())
+            .await
+            .unwrap(),
         Claim::NotFound,
         "another runner's work looks unknown"
     );
     // A stale instance of b claims nothing.
     assert!(
-        work::claim_queued(&c, "b", Uuid::now_v7(), 5, 1000)
-            .await
-            .unwrap()
-            .is_empty()
+        work::claim_queued(
+            &c,
+            "b",
+            Uuid::now_v7(),
+            5,
+            1000,
+            work::SlotSharing::default()
+        )
+        .await
+        .unwrap()
+        .is_empty()
     );
 }
 
@@ -93,7 +115,7 @@ async fn a_delivered_id_is_claimed_once_and_then_answers_already_claimed() {
     .await;
     let c = db.pool().get().await.unwrap();
     assert!(
-        work::claim_queued(&c, "host", i, 5, 1000)
+        work::claim_queued(&c, "host", i, 5, 1000, work::SlotSharing::default())
             .await
             .unwrap()
             .is_empty(),
@@ -109,11 +131,15 @@ async fn a_delivered_id_is_claimed_once_and_then_answers_already_claimed() {
         .get(0);
     assert_eq!(outbox, 1, "the publication is staged with the work");
     assert!(matches!(
-        work::claim_one(&c, "host", i, w, 1000).await.unwrap(),
+        work::claim_one(&c, "host", i, w, 1000, work::SlotSharing::default())
+            .await
+            .unwrap(),
         Claim::Claimed(_)
     ));
     assert_eq!(
-        work::claim_one(&c, "host", i, w, 1000).await.unwrap(),
+        work::claim_one(&c, "host", i, w, 1000, work::SlotSharing::default())
+            .await
+            .unwrap(),
         Claim::AlreadyClaimed("leased".into())
     );
 }
@@ -124,7 +150,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
     let i = runner(db.pool(), "host").await;
     let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     let c = db.pool().get().await.unwrap();
-    let lease = work::claim_queued(&c, "host", i, 1, 30_000)
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
         .await
         .unwrap()
         .remove(0);
@@ -212,7 +238,9 @@ async fn expired_leases_become_lost_lazily_and_by_the_reaper_and_never_requeue()
     let c = db.pool().get().await.unwrap();
     let w1 = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     let w2 = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
-    let leases = work::claim_queued(&c, "host", i, 2, 1).await.unwrap();
+    let leases = work::claim_queued(&c, "host", i, 2, 1, work::SlotSharing::default())
+        .await
+        .unwrap();
     assert_eq!(leases.len(), 2);
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let hb = work::heartbeat(&c, "host", i, &[(w1, leases[0].lease_token.unwrap())], 1000)
@@ -231,7 +259,7 @@ async fn expired_leases_become_lost_lazily_and_by_the_reaper_and_never_requeue()
     let reaped = work::reap_expired(&c).await.unwrap();
     assert_eq!(reaped, vec![w2]);
     assert!(
-        work::claim_queued(&c, "host", i, 5, 1000)
+        work::claim_queued(&c, "host", i, 5, 1000, work::SlotSharing::default())
             .await
             .unwrap()
             .is_empty()
@@ -244,7 +272,7 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
     let old = runner(db.pool(), "host").await;
     let c = db.pool().get().await.unwrap();
     let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
-    let lease = work::claim_queued(&c, "host", old, 1, 30_000)
+    let lease = work::claim_queued(&c, "host", old, 1, 30_000, work::SlotSharing::default())
         .await
         .unwrap()
         .remove(0);
@@ -394,7 +422,7 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
         Some("cancelled")
     );
     let leased = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
-    let lease = work::claim_queued(&c, "host", i, 1, 30_000)
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
         .await
         .unwrap()
         .remove(0);
@@ -417,4 +445,253 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
         work::request_cancel(&c, Uuid::now_v7()).await.unwrap(),
         None
     );
+}
+
+/// Work of runner `host` queued by `owner` (a fingerprint of 64 hex digits) in `project`.
+fn owned(owner: char, project: &str, queue: QueueRoute) -> NewWork {
+    NewWork {
+        owner_authority_fingerprint: owner.to_string().repeat(64),
+        project_id: format!("agent:host:{project}"),
+        ..new_work("host", queue)
+    }
+}
+
+fn owner_of(row: &wc_store::work::WorkRow) -> char {
+    row.owner_authority_fingerprint.chars().next().unwrap()
+}
+
+#[tokio::test]
+async fn claims_take_turns_between_owners_and_the_least_leased_owner_goes_first() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    // Owner a queued five items before owner b queued two.
+    for _ in 0..5 {
+        enqueue(db.pool(), &owned('a', "web", QueueRoute::Postgres)).await;
+    }
+    for _ in 0..2 {
+        enqueue(db.pool(), &owned('b', "web", QueueRoute::Postgres)).await;
+    }
+    let c = db.pool().get().await.unwrap();
+    let mut order = String::new();
+    loop {
+        let rows = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
+            .await
+            .unwrap();
+        let Some(row) = rows.first() else { break };
+        order.push(owner_of(row));
+    }
+    assert_eq!(order, "ababaaa", "owners alternate while both have work");
+
+    // One claim of several items interleaves the same way, each owner's oldest first.
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let mut a_ids = Vec::new();
+    for _ in 0..3 {
+        a_ids.push(enqueue(db.pool(), &owned('a', "web", QueueRoute::Postgres)).await);
+    }
+    let b = enqueue(db.pool(), &owned('b', "web", QueueRoute::Postgres)).await;
+    let c = db.pool().get().await.unwrap();
+    let rows = work::claim_queued(&c, "host", i, 2, 30_000, work::SlotSharing::default())
+        .await
+        .unwrap();
+    let got: BTreeSet<Uuid> = rows.iter().map(|r| r.id).collect();
+    assert_eq!(got, BTreeSet::from([a_ids[0], b]));
+}
+
+#[tokio::test]
+async fn an_owner_never_fills_the_reserved_slot_and_another_owner_takes_it() {
+    let db = TestDatabase::new().await;
+    // Four slots, one reserved: an owner holds at most three leases.
+    let i = runner(db.pool(), "host").await;
+    let sharing = work::SlotSharing { reserved: 1 };
+    for _ in 0..10 {
+        enqueue(db.pool(), &owned('a', "web", QueueRoute::Postgres)).await;
+    }
+    let c = db.pool().get().await.unwrap();
+    let first = work::claim_queued(&c, "host", i, 4, 30_000, sharing)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 3, "the fourth slot stays free");
+    assert!(
+        work::claim_queued(&c, "host", i, 4, 30_000, sharing)
+            .await
+            .unwrap()
+            .is_empty(),
+        "owner a is at its share"
+    );
+    // Owner b's work, queued after all of a's, gets the reserved slot.
+    let b = enqueue(db.pool(), &owned('b', "other", QueueRoute::Postgres)).await;
+    let got = work::claim_queued(&c, "host", i, 4, 30_000, sharing)
+        .await
+        .unwrap();
+    assert_eq!(got.iter().map(|r| r.id).collect::<Vec<_>>(), vec![b]);
+    // When one of a's items ends, a's next one can be claimed.
+    let done = &first[0];
+    let fin = work::finish(
+        &c,
+        "host",
+        i,
+        done.id,
+        done.lease_token.unwrap(),
+        "succeeded",
+        &json!({"termination": "exited", "exit_code": 0}),
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(fin, Report::Accepted("succeeded".into()));
+    let next = work::claim_queued(&c, "host", i, 4, 30_000, sharing)
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(owner_of(&next[0]), 'a');
+}
+
+#[tokio::test]
+async fn a_delivered_id_whose_owner_holds_its_share_is_deferred_and_stays_queued() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let sharing = work::SlotSharing { reserved: 1 };
+    let sqs = || QueueRoute::Sqs {
+        queue_url: "http://sqs.local/q".into(),
+    };
+    let mut a_ids = Vec::new();
+    for _ in 0..4 {
+        a_ids.push(enqueue(db.pool(), &owned('a', "web", sqs())).await);
+    }
+    let b = enqueue(db.pool(), &owned('b', "web", sqs())).await;
+    let c = db.pool().get().await.unwrap();
+    for id in &a_ids[..3] {
+        assert!(matches!(
+            work::claim_one(&c, "host", i, *id, 30_000, sharing)
+                .await
+                .unwrap(),
+            Claim::Claimed(_)
+        ));
+    }
+    assert_eq!(
+        work::claim_one(&c, "host", i, a_ids[3], 30_000, sharing)
+            .await
+            .unwrap(),
+        Claim::Deferred
+    );
+    assert!(matches!(
+        work::claim_one(&c, "host", i, b, 30_000, sharing)
+            .await
+            .unwrap(),
+        Claim::Claimed(_)
+    ));
+    let state: String = c
+        .query_one("SELECT state FROM runner_work WHERE id = $1", &[&a_ids[3]])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "queued");
+}
+
+#[tokio::test]
+async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writes_nothing() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let limits = work::OpenLimits {
+        per_owner: 2,
+        per_project: 3,
+    };
+    let try_enqueue = |w: NewWork| {
+        let pool = db.pool().clone();
+        async move { work::applied(work::enqueue(&pool, &w, None, limits).await.unwrap()).unwrap() }
+    };
+    for _ in 0..2 {
+        assert!(matches!(
+            try_enqueue(owned('a', "web", QueueRoute::Postgres)).await,
+            Enqueued::Queued(_)
+        ));
+    }
+    assert!(matches!(
+        try_enqueue(owned('a', "web", QueueRoute::Postgres)).await,
+        Enqueued::OverLimit(work::OverLimit::Owner(2))
+    ));
+    // Another owner fits once more in the project, then the project is full.
+    assert!(matches!(
+        try_enqueue(owned('b', "web", QueueRoute::Postgres)).await,
+        Enqueued::Queued(_)
+    ));
+    assert!(matches!(
+        try_enqueue(owned('b', "web", QueueRoute::Postgres)).await,
+        Enqueued::OverLimit(work::OverLimit::Project(3))
+    ));
+    // SQS work is limited the same way, and a refusal stages no outbox row.
+    assert!(matches!(
+        try_enqueue(owned(
+            'a',
+            "other",
+            QueueRoute::Sqs {
+                queue_url: "http://sqs.local/q".into()
+            }
+        ))
+        .await,
+        Enqueued::OverLimit(work::OverLimit::Owner(2))
+    ));
+    let c = db.pool().get().await.unwrap();
+    let counts: (i64, i64) = {
+        let r = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM runner_work), (SELECT count(*) FROM runner_outbox)",
+                &[],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(counts, (3, 0));
+    // Ended work no longer counts: a claimed and finished item makes room for its owner.
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(owner_of(&lease), 'a');
+    work::finish(
+        &c,
+        "host",
+        i,
+        lease.id,
+        lease.lease_token.unwrap(),
+        "succeeded",
+        &json!({"termination": "exited", "exit_code": 0}),
+        &[],
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        try_enqueue(owned('a', "other", QueueRoute::Postgres)).await,
+        Enqueued::Queued(_)
+    ));
+}
+
+#[tokio::test]
+async fn runners_count_work_in_flight_for_one_owner_or_for_all() {
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    for owner in ['a', 'a', 'b'] {
+        enqueue(db.pool(), &owned(owner, "web", QueueRoute::Postgres)).await;
+    }
+    let c = db.pool().get().await.unwrap();
+    assert_eq!(
+        work::claim_queued(&c, "host", i, 3, 30_000, work::SlotSharing::default())
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    let in_flight = |owner: Option<String>| {
+        let pool = db.pool().clone();
+        async move {
+            let c = pool.get().await.unwrap();
+            runners::list(&c, None, owner.as_deref(), 10).await.unwrap()[0].work_in_flight
+        }
+    };
+    assert_eq!(in_flight(None).await, 3);
+    assert_eq!(in_flight(Some("a".repeat(64))).await, 2);
+    assert_eq!(in_flight(Some("b".repeat(64))).await, 1);
+    assert_eq!(in_flight(Some("c".repeat(64))).await, 0);
 }

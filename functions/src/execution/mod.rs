@@ -360,7 +360,12 @@ async fn submit_as(
             }),
         },
     });
-    match work::enqueue(&ctx.state.pool, &new, evidence.as_ref()).await? {
+    let quotas = &ctx.state.config.work;
+    let limits = work::OpenLimits {
+        per_owner: i64::from(quotas.max_open_per_caller),
+        per_project: i64::from(quotas.max_open_per_project),
+    };
+    match work::enqueue(&ctx.state.pool, &new, evidence.as_ref(), limits).await? {
         wc_store::cas::CasOutcome::Applied { value, .. } => match value {
             Enqueued::Queued(row) => {
                 publish_committed(ctx, &row).await;
@@ -375,12 +380,47 @@ async fn submit_as(
                 format!("the session is {lifecycle}"),
             )
             .with("lifecycle", lifecycle)),
+            Enqueued::OverLimit(over) => Err(over_limit(over, limits, &target.project_id)),
         },
         wc_store::cas::CasOutcome::Conflict { .. } => Err(ToolError::new(
             ErrorKind::Conflict,
             "the session is busy; retry",
         )),
     }
+}
+
+/// How long a caller refused for open work is told to wait: about the time a short command
+/// takes to run and free its place.
+pub const RETRY_AFTER_MS: u64 = 5_000;
+
+/// The refusal of work over an open-work limit: `rate_limited` when the caller's own open
+/// work is at its limit, `queue_full` when the project's is; both say when to retry.
+fn over_limit(over: work::OverLimit, limits: work::OpenLimits, project: &str) -> ToolError {
+    let (kind, message, open, limit) = match over {
+        work::OverLimit::Owner(open) => (
+            ErrorKind::RateLimited,
+            format!(
+                "this caller already has {open} queued or running work items, its limit is {}; nothing was queued, retry once some have ended",
+                limits.per_owner
+            ),
+            open,
+            limits.per_owner,
+        ),
+        work::OverLimit::Project(open) => (
+            ErrorKind::QueueFull,
+            format!(
+                "the project already has {open} queued or running work items from all callers, its limit is {}; nothing was queued, retry once some have ended",
+                limits.per_project
+            ),
+            open,
+            limits.per_project,
+        ),
+    };
+    ToolError::new(kind, message)
+        .with("retry_after_ms", RETRY_AFTER_MS)
+        .with("open_work", open)
+        .with("limit", limit)
+        .with("project", project.to_owned())
 }
 
 /// Sends the SQS message of just-committed work (never inside the enqueuing transaction). A

@@ -25,6 +25,7 @@ pub struct ApiError {
     kind: &'static str,
     message: String,
     cause: Option<anyhow::Error>,
+    retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
@@ -36,6 +37,7 @@ impl ApiError {
             kind,
             message: message.into(),
             cause: None,
+            retry_after: None,
         }
     }
 
@@ -46,6 +48,7 @@ impl ApiError {
             kind: "internal",
             message: "internal error".into(),
             cause: Some(cause.into()),
+            retry_after: None,
         }
     }
 
@@ -56,7 +59,26 @@ impl ApiError {
             kind: "unavailable",
             message: "service temporarily unavailable".into(),
             cause: Some(cause.into()),
+            retry_after: None,
         }
+    }
+
+    /// This process is at one of its admission limits: 503 `unavailable` with `Retry-After`.
+    /// The message names the limit (it holds no server internals); nothing was done.
+    pub fn overloaded(message: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            kind: "unavailable",
+            message: message.into(),
+            cause: None,
+            retry_after: Some(retry_after),
+        }
+    }
+
+    /// The same error, telling the caller when to retry (`Retry-After`, whole seconds).
+    pub fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after);
+        self
     }
 
     /// The HTTP status.
@@ -84,7 +106,14 @@ impl IntoResponse for ApiError {
                 "request failed"
             );
         }
-        (self.status, Json(error_body(self.kind, &self.message))).into_response()
+        let mut resp = (self.status, Json(error_body(self.kind, &self.message))).into_response();
+        if let Some(after) = self.retry_after {
+            // Whole seconds, rounded up, at least one (RFC 9110 delay-seconds).
+            let secs = after.as_millis().div_ceil(1000).max(1) as u64;
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }
 

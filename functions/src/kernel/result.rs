@@ -73,6 +73,12 @@ pub enum ErrorKind {
     /// The runner stopped reporting while the execution was in its hands; the outcome is
     /// unknown and it is never run again by itself.
     Lost,
+    /// The caller (its authority group) already has as much queued and running work as it
+    /// may; nothing was queued. Retry after `retry_after_ms`, once some of it has ended.
+    RateLimited,
+    /// The project already has as much queued and running work as it may hold, from all
+    /// callers; nothing was queued. Retry after `retry_after_ms`.
+    QueueFull,
 }
 
 impl ErrorKind {
@@ -108,6 +114,8 @@ impl ErrorKind {
             ErrorKind::TimedOut => "timed_out",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Lost => "lost",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::QueueFull => "queue_full",
         }
     }
 
@@ -154,6 +162,7 @@ impl ErrorKind {
             ErrorKind::TimedOut => "timeout",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Lost => "outcome_unknown",
+            ErrorKind::RateLimited | ErrorKind::QueueFull => "limited",
         }
     }
 
@@ -184,6 +193,7 @@ impl ErrorKind {
             ErrorKind::TimedOut => "raise_timeout_or_run_job",
             ErrorKind::Cancelled => "check_state",
             ErrorKind::Lost => "check_state",
+            ErrorKind::RateLimited | ErrorKind::QueueFull => "retry_later",
         }
     }
 
@@ -218,11 +228,13 @@ impl ErrorKind {
             | ErrorKind::TimedOut
             | ErrorKind::Cancelled
             | ErrorKind::Lost => 200,
+            ErrorKind::RateLimited => 429,
+            ErrorKind::QueueFull => 429,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 29] = [
+    pub const ALL: [ErrorKind; 31] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -252,6 +264,8 @@ impl ErrorKind {
         ErrorKind::TimedOut,
         ErrorKind::Cancelled,
         ErrorKind::Lost,
+        ErrorKind::RateLimited,
+        ErrorKind::QueueFull,
     ];
 }
 

@@ -3,7 +3,9 @@
 //! guarded statement in `wc_store::work`, checked against the caller's current instance and
 //! lease token. Wire types are `wc_runner_protocol`'s; errors are the usual
 //! `{"error": {"kind", "message"}}` body with kinds `invalid_request`, `invalid_instance_id`,
-//! `instance_replaced`, `unknown_work`, `output_beyond_limit`, `unauthorized`.
+//! `instance_replaced`, `unknown_work`, `output_beyond_limit`, `unauthorized`, and
+//! `rate_limited` for a delivered work id whose caller already holds its share of the runner's
+//! slots.
 
 pub mod auth;
 
@@ -40,6 +42,11 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/runner/v1/output", post(output))
         .route("/runner/v1/result", post(result))
         .route("/runner/v1/inventory", post(inventory))
+        // The body is read only once the runner token was accepted.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::limits::read_body,
+        ))
         .route_layer(middleware::from_fn_with_state(state, auth::require_runner))
 }
 
@@ -75,6 +82,16 @@ fn state_of(s: &str) -> WorkState {
 fn lease_ms(state: &AppState) -> u64 {
     state.config.runner_lease.as_millis() as u64
 }
+
+/// How this server shares a runner's slots between callers (`WC_RUNNER_RESERVED_SLOTS`).
+fn sharing(state: &AppState) -> work::SlotSharing {
+    work::SlotSharing {
+        reserved: state.config.work.reserved_runner_slots as i32,
+    }
+}
+
+/// How long a runner waits before offering a deferred delivery again.
+const DEFERRED_RETRY: Duration = Duration::from_secs(5);
 
 async fn current(state: &AppState, client_id: &str, instance: Uuid) -> Result<(), ApiError> {
     let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
@@ -204,6 +221,7 @@ async fn poll(
                 req.instance_id,
                 i64::from(req.max_items),
                 lease,
+                sharing(&state),
             )
             .await?
         };
@@ -239,6 +257,7 @@ async fn claim(
         req.instance_id,
         req.work_id,
         lease,
+        sharing(&state),
     )
     .await?
     {
@@ -249,6 +268,14 @@ async fn claim(
             state: state_of(&s),
         })),
         Claim::NotFound => Err(unknown_work()),
+        // The owner holds its share of this runner's slots: the message is left to come back
+        // after its visibility timeout, while other callers' work takes the free slots.
+        Claim::Deferred => Err(ApiError::client(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "the work's caller holds its share of this runner's slots; leave the message to be delivered again",
+        )
+        .with_retry_after(DEFERRED_RETRY)),
     }
 }
 

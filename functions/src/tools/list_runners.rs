@@ -10,6 +10,7 @@ use crate::execution;
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::workflow::authority;
 
 /// Most runners listed.
 pub const MAX_RUNNERS: i64 = 100;
@@ -40,7 +41,8 @@ pub struct RunnerView {
     pub max_concurrency: Option<i32>,
     /// Project ids it serves (canonical).
     pub projects: Vec<String>,
-    /// Work it holds leases on now.
+    /// Work of the caller's authority group it holds leases on now (other callers' work is
+    /// not counted).
     pub work_in_flight: i64,
 }
 
@@ -88,7 +90,11 @@ pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
                 .collect(),
         ),
     };
-    let runners = wc_store::runners::list(&client, only.as_deref(), MAX_RUNNERS).await?;
+    // Work in flight is counted for the caller's authority group only: other callers' work
+    // on a shared runner is theirs to see.
+    let owner = authority::fingerprint(&ctx.principal);
+    let runners =
+        wc_store::runners::list(&client, only.as_deref(), Some(&owner), MAX_RUNNERS).await?;
     Ok(runners
         .into_iter()
         .map(|r| RunnerView {

@@ -32,7 +32,7 @@ pub struct Runners {
     pub online: u32,
     /// Runner agents known (connected or not).
     pub known: u32,
-    /// Work items those runners hold leases on now.
+    /// Work items of the caller's authority group those runners hold leases on now.
     pub work_in_flight: i64,
     /// Whether execution tools can run now (some runner is connected).
     pub execution_available: bool,

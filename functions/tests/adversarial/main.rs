@@ -5,6 +5,7 @@
 mod common;
 
 mod identity;
+mod limits;
 mod local;
 mod redact;
 mod results;

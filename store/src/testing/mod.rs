@@ -559,7 +559,12 @@ pub mod runner_work {
 
     /// Queues `w` and returns its id.
     pub async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
-        match work::applied(work::enqueue(pool, w, None).await.expect("enqueue")).expect("applied")
+        match work::applied(
+            work::enqueue(pool, w, None, work::OpenLimits::NONE)
+                .await
+                .expect("enqueue"),
+        )
+        .expect("applied")
         {
             Enqueued::Queued(row) => row.id,
             other => panic!("{other:?}"),
