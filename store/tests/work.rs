@@ -352,7 +352,7 @@ async fn instances_are_ordered_by_registration_not_by_their_ids() {
     // come back, whatever their ids.
     let c = db.pool().get().await.unwrap();
     let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
-    work::claim_queued(&c, "host", later, 1, 30_000)
+    work::claim_queued(&c, "host", later, 1, 30_000, work::SlotSharing::default())
         .await
         .unwrap();
     assert_eq!(
