@@ -433,10 +433,11 @@ async fn spawn_sandboxed(
         &OsString::from(launch.name),
         launch.args,
     );
+    let parent = Pid::this();
     let mut command = launch.command(&sandbox.program().as_os_str().to_owned());
     command.args(args);
-    // SAFETY: runs in the child between fork and exec; fcntl is async-signal-safe and nothing
-    // is allocated.
+    // SAFETY: runs in the child between fork and exec; fcntl, prctl, getppid and kill are
+    // async-signal-safe and nothing is allocated.
     unsafe {
         command.pre_exec(move || {
             // The status descriptor is close-on-exec like every descriptor the runner makes;
@@ -446,6 +447,14 @@ async fn spawn_sandboxed(
                 fd,
                 nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
             )?;
+            // bwrap arms its own death signal (`--die-with-parent`) only once it runs; a runner
+            // killed while bwrap loads would leave the sandbox with no parent to follow. Armed
+            // here it survives the exec (bwrap is not set-id), and a runner already gone is
+            // caught by the parent check.
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != parent {
+                let _ = nix::sys::signal::raise(Signal::SIGKILL);
+            }
             Ok(())
         });
     }
