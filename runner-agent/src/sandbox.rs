@@ -150,10 +150,7 @@ impl Sandbox {
         Ok(Self {
             mode: settings.mode.unwrap_or_else(SandboxMode::host_default),
             chosen: settings.mode.is_some(),
-            bwrap: settings
-                .bwrap
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("bwrap")),
+            bwrap: settings.bwrap.clone().unwrap_or_else(find_bwrap),
             writable,
             hidden,
         })
@@ -245,6 +242,14 @@ impl Sandbox {
             },
             reason,
         };
+        // A bare name was not found on the runner's PATH (see `find_bwrap`); starting it would
+        // fall back to the C library's default search path behind the configuration's back.
+        if !self.bwrap.is_absolute() {
+            return Err(unusable(format!(
+                "{} is not on the runner's PATH",
+                self.bwrap.display()
+            )));
+        }
         let out = std::process::Command::new(&self.bwrap)
             .args(PROBE_ARGS)
             .env_clear()
@@ -389,6 +394,19 @@ fn expand(field: &'static str, path: &str, home: Option<&Path>) -> Result<PathBu
 }
 
 /// `path` made absolute against the working directory (the runner's files named relatively).
+/// `bwrap` as found on the runner's `PATH` (an executable file in an absolute directory), or the
+/// bare name when it is not there, which the probe then refuses.
+fn find_bwrap() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("bwrap"))
+        .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .unwrap_or_else(|| PathBuf::from("bwrap"))
+}
+
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
