@@ -402,30 +402,30 @@ async fn serve(
             })
             .await
     });
-    let runner = if switches.embedded_runner {
+    let (runner, runner_state) = if switches.embedded_runner {
         let before = registered_instance(&pool).await;
-        let started = start_runner(&pool, addr, projects, runner_sqs, switches.sandbox).await?;
-        // Ready means ready to execute: the banner waits for the runner to register.
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        while registered_instance(&pool).await == before {
-            if std::time::Instant::now() >= deadline {
-                tracing::warn!("the embedded runner has not registered after 15 s");
-                break;
+        match start_runner(&pool, addr, projects, runner_sqs, switches.sandbox).await? {
+            RunnerStart::Started(stop, joined) => {
+                // Ready means ready to execute: the banner waits for the runner to register.
+                let deadline = std::time::Instant::now() + Duration::from_secs(15);
+                while registered_instance(&pool).await == before {
+                    if std::time::Instant::now() >= deadline {
+                        tracing::warn!("the embedded runner has not registered after 15 s");
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                (Some((stop, joined)), EmbeddedRunner::Running)
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            RunnerStart::SandboxUnusable(why) => {
+                tracing::warn!(error = %why, "the embedded runner is not started");
+                (None, EmbeddedRunner::NotStarted(why))
+            }
         }
-        Some(started)
     } else {
-        None
+        (None, EmbeddedRunner::None)
     };
-    print_banner(
-        out,
-        addr,
-        projects,
-        &token,
-        &database,
-        switches.embedded_runner,
-    )?;
+    print_banner(out, addr, projects, &token, &database, &runner_state)?;
     shutdown_signal().await;
     tracing::info!("shutting down");
     // The runner stops first (cancelling and reporting its work) while the server still answers.
@@ -462,18 +462,41 @@ const EMBEDDED_RUNNER_CONCURRENCY: usize = 16;
 /// The client id of the runner embedded in wc-local.
 pub const LOCAL_RUNNER: &str = "local";
 
+/// What became of the embedded runner, for the banner.
+enum EmbeddedRunner {
+    /// Registered (or still registering) and executing work for the projects.
+    Running,
+    /// Not started: its jobs would be sandboxed and the sandbox cannot run here (the reason).
+    /// wc-local still serves sessions, the board and audit; execution tools answer
+    /// `runner_unavailable`.
+    NotStarted(String),
+    /// No projects, or `--no-runner`.
+    None,
+}
+
+/// The outcome of [`start_runner`].
+enum RunnerStart {
+    /// The agent task runs: its stop switch and its handle.
+    Started(
+        tokio::sync::watch::Sender<Stop>,
+        tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
+    ),
+    /// The sandbox's probe failed; nothing was registered. Jobs are never run unsandboxed
+    /// unless `--no-sandbox` says so.
+    SandboxUnusable(String),
+}
+
 /// Starts the embedded runner for `projects`, talking to this server over loopback through the
-/// runner API exactly as a remote runner would. Each start gives it a fresh token.
+/// runner API exactly as a remote runner would. Each start gives it a fresh token. The sandbox
+/// is probed first, so a host without bubblewrap gets a banner that says why nothing executes
+/// instead of a runner task that ends at once.
 async fn start_runner(
     pool: &wc_store::Pool,
     addr: SocketAddr,
     projects: &[LocalProject],
     sqs: Option<(String, Option<String>, String)>,
     sandbox: bool,
-) -> anyhow::Result<(
-    tokio::sync::watch::Sender<Stop>,
-    tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
-)> {
+) -> anyhow::Result<RunnerStart> {
     let secret = crate::runner_api::auth::generate();
     {
         let client = pool.get().await?;
@@ -510,13 +533,18 @@ async fn start_runner(
     } else {
         cfg = cfg.with_sandbox_mode(wc_runner_agent::sandbox::SandboxMode::Off);
     }
+    // The agent probes too and would end at once; probing here lets the banner say why.
+    let probe = cfg.sandbox.clone();
+    if let Err(e) = tokio::task::spawn_blocking(move || probe.probe()).await? {
+        return Ok(RunnerStart::SandboxUnusable(e.to_string()));
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
     let joined = tokio::spawn(wc_runner_agent::agent::run(
         cfg,
         AgentOptions::default(),
         stop_rx,
     ));
-    Ok((stop_tx, joined))
+    Ok(RunnerStart::Started(stop_tx, joined))
 }
 
 /// Runs a [`crate::maintenance`] pass a quarter of the lease apart (pruning hourly).
@@ -602,7 +630,7 @@ fn print_banner(
     projects: &[LocalProject],
     token: &AcceptedToken,
     database: &str,
-    embedded_runner: bool,
+    runner: &EmbeddedRunner,
 ) -> std::io::Result<()> {
     let base = format!("http://{addr}");
     writeln!(out, "wc-local {VERSION} is serving")?;
@@ -616,16 +644,19 @@ fn print_banner(
     for p in projects {
         writeln!(out, "  Project:       {} -> {}", p.id(), p.root.display())?;
     }
-    if embedded_runner {
-        writeln!(
+    match runner {
+        EmbeddedRunner::Running => writeln!(
             out,
             "  Runner:        embedded ({LOCAL_RUNNER}), executing work for these projects"
-        )?;
-    } else {
-        writeln!(
+        )?,
+        EmbeddedRunner::NotStarted(why) => writeln!(
+            out,
+            "  Runner:        NOT STARTED, nothing will execute: {why}"
+        )?,
+        EmbeddedRunner::None => writeln!(
             out,
             "  Runner:        none (no --project, or --no-runner); connect wc-runner with a token from `wc-admin runner create`"
-        )?;
+        )?,
     }
     let bearer = match token {
         AcceptedToken::Generated(t) => {

@@ -474,3 +474,47 @@ async fn a_directory_postgres_cannot_reach_still_works_as_root() {
     }
     std::fs::remove_dir_all(&outer).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_usable_sandbox_the_runner_is_not_started_and_the_banner_says_why() {
+    let db = TestDatabase::empty().await;
+    let dir = scratch();
+    // A PATH with no bwrap on it: the sandbox cannot run, and jobs must not run unsandboxed.
+    let empty_path = dir.join("empty-path");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let mut opts = LocalOptions::in_dir(&dir);
+    opts.database_url = Some(db.url().expose().to_owned());
+    opts.token = Some("a-caller-chosen-token-0123456789".into());
+    opts.env = vec![("PATH".into(), empty_path.display().to_string())];
+    opts.args = vec![
+        "--project".into(),
+        format!("site={}", dir.join("proj").display()),
+    ];
+    let server = LocalServer::spawn(bin(), &opts).unwrap();
+    assert!(
+        server.banner.contains("Runner:        NOT STARTED")
+            && server.banner.contains("apt-get install bubblewrap")
+            && server.banner.contains("--no-sandbox"),
+        "the banner names the missing sandbox and both ways out:\n{}",
+        server.banner
+    );
+    let reply = Client::new()
+        .post_json(
+            &format!("{}/api/actions/run_shell", server.base_url),
+            Some(&server.token),
+            &serde_json::json!({ "project": "agent:local:site", "command": "echo hi" }),
+        )
+        .await
+        .unwrap();
+    let body = reply.json();
+    assert_eq!(body["success"], false, "{body}");
+    assert_eq!(body["error"]["kind"], "runner_unavailable", "{body}");
+    let client = db.pool().get().await.unwrap();
+    let runner = wc_store::runners::get(&client, "local").await.unwrap();
+    assert!(
+        runner.is_none_or(|r| r.instance_id.is_none()),
+        "no instance registered"
+    );
+    assert!(server.interrupt().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
