@@ -74,7 +74,7 @@ pub struct LocalCli {
     pub no_runner: bool,
     /// Run the embedded runner's jobs without the bubblewrap sandbox: they get this user's full
     /// access (its files, its other processes, this server's state directory).
-    #[arg(long, env = "WC_LOCAL_NO_SANDBOX")]
+    #[arg(long, env = "WC_LOCAL_NO_SANDBOX", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_sandbox: bool,
 }
 

@@ -516,5 +516,29 @@ async fn without_a_usable_sandbox_the_runner_is_not_started_and_the_banner_says_
         "no instance registered"
     );
     assert!(server.interrupt().unwrap().success());
+
+    // Turned off explicitly (the variable takes 1 as the docs say), the runner starts without
+    // bubblewrap and executes.
+    opts.env.push(("WC_LOCAL_NO_SANDBOX".into(), "1".into()));
+    let server = LocalServer::spawn(bin(), &opts).unwrap();
+    assert!(
+        server
+            .banner
+            .contains("Runner:        embedded (local), executing work"),
+        "{}",
+        server.banner
+    );
+    let reply = Client::new()
+        .post_json(
+            &format!("{}/api/actions/run_process", server.base_url),
+            Some(&server.token),
+            &serde_json::json!({ "project": "agent:local:site", "argv": ["/bin/echo", "hi"] }),
+        )
+        .await
+        .unwrap();
+    let body = reply.json();
+    assert_eq!(body["success"], true, "{body}");
+    assert_eq!(body["output"]["stdout"], "hi\n", "{body}");
+    assert!(server.interrupt().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
