@@ -422,6 +422,8 @@ async fn spawn_sandboxed(
     }
     let (status_read, status_write) = io::pipe()?;
     let status_fd = std::os::fd::AsRawFd::as_raw_fd(&status_write);
+    let (gate_read, mut gate_write) = io::pipe()?;
+    let gate_fd = std::os::fd::AsRawFd::as_raw_fd(&gate_read);
     let private: Vec<&Path> = script_dir.into_iter().collect();
     // bwrap finds the program as the work named it (on the child's PATH, or relative to the cwd),
     // so the child sees that name as its argv[0].
@@ -430,6 +432,7 @@ async fn spawn_sandboxed(
         launch.cwd,
         &private,
         status_fd,
+        gate_fd,
         &OsString::from(launch.name),
         launch.args,
     );
@@ -440,13 +443,15 @@ async fn spawn_sandboxed(
     // async-signal-safe and nothing is allocated.
     unsafe {
         command.pre_exec(move || {
-            // The status descriptor is close-on-exec like every descriptor the runner makes;
-            // this child alone keeps it across its exec.
-            let fd = std::os::fd::BorrowedFd::borrow_raw(status_fd);
-            nix::fcntl::fcntl(
-                fd,
-                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-            )?;
+            // The status and gate descriptors are close-on-exec like every descriptor the
+            // runner makes; this child alone keeps them across its exec.
+            for raw in [status_fd, gate_fd] {
+                let fd = std::os::fd::BorrowedFd::borrow_raw(raw);
+                nix::fcntl::fcntl(
+                    fd,
+                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+                )?;
+            }
             // bwrap arms its own death signal (`--die-with-parent`) only once it runs; a runner
             // killed while bwrap loads would leave the sandbox with no parent to follow. Armed
             // here it survives the exec (bwrap is not set-id), and a runner already gone is
@@ -460,13 +465,22 @@ async fn spawn_sandboxed(
     }
     let spawned = command.spawn();
     drop(status_write);
+    drop(gate_read);
     let child = spawned?;
     let leader = leader_pid(&child)?;
     // bwrap writes the status line once the namespaces exist, or closes the pipe on failure.
+    // Then the job's first process waits at the gate until pid 1 has armed its death signal.
     let (ns, status) = tokio::task::spawn_blocking(move || {
         let mut status =
             std::io::BufReader::new(std::fs::File::from(std::os::fd::OwnedFd::from(status_read)));
-        (NamespaceInit::read(&mut status), status)
+        let ns = NamespaceInit::read(&mut status);
+        if let Some(ns) = &ns {
+            crate::sandbox::await_armed(ns.init, Duration::from_secs(5));
+        }
+        // Nobody reads when bwrap failed before the program; the job ends either way.
+        let _ = gate_write.write_all(b"go\n");
+        drop(gate_write);
+        (ns, status)
     })
     .await
     .map_err(io::Error::other)?;

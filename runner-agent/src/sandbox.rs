@@ -270,13 +270,16 @@ impl Sandbox {
 
     /// The bwrap arguments that run `program args` for a job in `root` starting in `cwd`.
     /// `private` are runner-made paths the job must read (its script directory), `status_fd`
-    /// the descriptor bwrap reports the namespace's pid 1 on.
+    /// the descriptor bwrap reports the namespace's pid 1 on, `gate_fd` the read end of the
+    /// pipe the program waits on (see [`GATE_SCRIPT`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn bwrap_args(
         &self,
         root: &Path,
         cwd: &Path,
         private: &[&Path],
         status_fd: RawFd,
+        gate_fd: RawFd,
         program: &OsString,
         args: &[OsString],
     ) -> Vec<OsString> {
@@ -324,10 +327,52 @@ impl Sandbox {
         a.flags(&["--cap-drop", "ALL"]);
         a.one("--json-status-fd", status_fd.to_string());
         a.one("--chdir", cwd);
-        a.flags(&["--"]);
+        a.flags(&["--", "/bin/sh", "-c"]);
+        a.0.push(GATE_SCRIPT.replace("GATE_FD", &gate_fd.to_string()).into());
         a.0.push(program.clone());
         a.0.extend(args.iter().cloned());
         a.0
+    }
+}
+
+/// What runs first in a sandbox: it waits for the runner's `go` on the gate pipe, then becomes
+/// the job's program (`exec`, same pid, same argv). bwrap's pid 1 arms its death signal only
+/// after it has started the program; a runner that died in between would leave the sandbox
+/// running with nobody to end it. The runner says `go` once it has seen pid 1 waiting for its
+/// children, which it does only after arming ([`await_armed`]); a runner that dies first
+/// closes the pipe, and the job ends without running anything. The gate descriptor stays open
+/// in the job, at end of file.
+pub(crate) const GATE_SCRIPT: &str =
+    "IFS= read -r go < /proc/self/fd/GATE_FD && [ \"$go\" = go ] && exec \"$0\" \"$@\"; exit 125";
+
+/// Waits until the namespace's pid 1 (`init`, a host pid) has started the job's first process
+/// and sits in its wait loop, which bwrap enters only after arming its death signal. Gives up
+/// after `within` (the caller then lets the job go all the same: the wait is a narrowing of a
+/// start-up race, never a reason to refuse work) and at once where `/proc/PID/wchan` tells
+/// nothing (a kernel that hides it).
+pub(crate) fn await_armed(init: Pid, within: Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    let children = format!("/proc/{init}/task/{init}/children");
+    let wchan = format!("/proc/{init}/wchan");
+    let mut pause = Duration::from_micros(200);
+    loop {
+        let started = fs::read_to_string(&children).is_ok_and(|c| !c.trim().is_empty());
+        match fs::read_to_string(&wchan) {
+            Ok(w) if started && w.trim() == "do_wait" => return true,
+            Ok(w) if w.trim().is_empty() || w.trim() == "0" => return false,
+            // Gone: the job ended (or never started); nothing is left to arm.
+            Err(_) => return false,
+            Ok(_) => {}
+        }
+        if std::time::Instant::now() >= deadline {
+            tracing::warn!(
+                pid = init.as_raw(),
+                "the sandbox's init did not settle in time; letting the job go"
+            );
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
     }
 }
 
