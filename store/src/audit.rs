@@ -1,5 +1,7 @@
-//! The Action Audit aggregates: `action_sessions` (with counters kept by compare-and-swap) and
-//! their `action_events`.
+//! The Action Audit aggregates: `action_sessions` and their `action_events`. Events are
+//! appended by one statement that bumps the chosen session row's counters under a guard and
+//! inserts at the sequence numbers it advanced over; a session takes only the events of the
+//! caller that opened it. Closing a session is a compare-and-swap on its version.
 
 use std::time::Duration;
 

@@ -2,8 +2,10 @@
 //! every surface (MCP, REST) goes through, so a tool behaves the same whichever door it came in.
 //!
 //! An invocation: look up the spec → check scopes → validate arguments against the input
-//! schema (`invalid_arguments` names the field and rule) → check wrapper metadata → dispatch
-//! under the hard deadline → shape `{success, output, error}` → telemetry.
+//! schema (`invalid_arguments` names the field and rule) → check wrapper metadata → the
+//! recorder (authorizes the business and recording sessions, writes their
+//! `tool_call_started`/`tool_call_finished` pairs) → dispatch under the hard deadline → shape
+//! `{success, output, error}` → telemetry.
 
 pub mod args;
 pub mod context;
