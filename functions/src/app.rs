@@ -47,10 +47,15 @@ pub struct AppState {
 impl AppState {
     /// State over `pool` with `config`.
     pub fn new(pool: Pool, config: ServerConfig) -> Self {
-        let mut specs = tools::all();
-        if config.conformance_fixtures {
-            specs.extend(mcp::fixtures::tools());
-        }
+        let specs = tools::all();
+        #[cfg(feature = "conformance-fixtures")]
+        let specs = {
+            let mut specs = specs;
+            if config.conformance_fixtures {
+                specs.extend(mcp::fixtures::tools());
+            }
+            specs
+        };
         let runtime = Arc::new(ToolRuntime::new(
             specs,
             KernelConfig {

@@ -26,6 +26,9 @@ pub struct ServerConfig {
     /// Serve callers without a token as the Open Anonymous principal (`WC_ALLOW_ANONYMOUS=1`).
     pub allow_anonymous: bool,
     /// Register the MCP conformance suite's fixtures (`WC_CONFORMANCE_FIXTURES=1`); test only.
+    /// Exists only in builds with the `conformance-fixtures` feature; turn it on with
+    /// [`ServerConfig::enable_conformance_fixtures`], which other builds refuse.
+    #[cfg(feature = "conformance-fixtures")]
     pub conformance_fixtures: bool,
     /// How long an open audit session stays eligible for reuse after its last event
     /// (`ACTION_SESSION_IDLE_TIMEOUT_SECS`).
@@ -227,7 +230,9 @@ impl ServerConfig {
             cfg.public_url = Some(url);
         }
         cfg.allow_anonymous = env_flag("WC_ALLOW_ANONYMOUS")?;
-        cfg.conformance_fixtures = env_flag("WC_CONFORMANCE_FIXTURES")?;
+        if env_flag("WC_CONFORMANCE_FIXTURES")? {
+            cfg.enable_conformance_fixtures("WC_CONFORMANCE_FIXTURES=1")?;
+        }
         if let Some(secs) = env_number("ACTION_SESSION_IDLE_TIMEOUT_SECS", 1, 7 * 24 * 3600)? {
             cfg.audit_idle_timeout = Duration::from_secs(secs);
         }
@@ -290,6 +295,26 @@ impl ServerConfig {
         (self.runner_lease / 4).min(Duration::from_secs(20))
     }
 
+    /// Turns on the MCP conformance fixtures, as `source` (the flag or variable) asks. A build
+    /// without the `conformance-fixtures` feature — every production artifact — refuses, so the
+    /// switch never passes silently for a server that cannot serve them.
+    pub fn enable_conformance_fixtures(&mut self, source: &str) -> Result<(), ConfigError> {
+        #[cfg(feature = "conformance-fixtures")]
+        {
+            tracing::warn!(
+                %source,
+                "conformance fixtures are registered: this server is for testing only"
+            );
+            self.conformance_fixtures = true;
+            Ok(())
+        }
+        #[cfg(not(feature = "conformance-fixtures"))]
+        Err(ConfigError(format!(
+            "{source} asks for the MCP conformance fixtures, which this build does not carry; \
+             they are test only, built with `--features wc-functions/conformance-fixtures`"
+        )))
+    }
+
     /// Browser origins accepted by the MCP endpoint: those of the allowed hosts, on any port,
     /// plus the configured extras.
     pub fn mcp_allowed_origins(&self) -> Vec<String> {
@@ -330,6 +355,7 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             public_url: None,
             allow_anonymous: false,
+            #[cfg(feature = "conformance-fixtures")]
             conformance_fixtures: false,
             audit_idle_timeout: Duration::from_secs(1800),
             runner_lease: Duration::from_secs(60),
@@ -347,6 +373,33 @@ impl Default for ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(not(feature = "conformance-fixtures"))]
+    #[test]
+    fn a_build_without_the_fixtures_refuses_to_turn_them_on() {
+        let err = ServerConfig::default()
+            .enable_conformance_fixtures("--conformance-fixtures")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("invalid configuration: --conformance-fixtures asks for"),
+            "{err}"
+        );
+        assert!(
+            err.contains("--features wc-functions/conformance-fixtures"),
+            "{err}"
+        );
+    }
+
+    #[cfg(feature = "conformance-fixtures")]
+    #[test]
+    fn a_build_with_the_fixtures_turns_them_on_when_asked() {
+        let mut cfg = ServerConfig::default();
+        assert!(!cfg.conformance_fixtures);
+        cfg.enable_conformance_fixtures("WC_CONFORMANCE_FIXTURES=1")
+            .unwrap();
+        assert!(cfg.conformance_fixtures);
+    }
 
     #[test]
     fn origins_follow_the_allowed_hosts() {

@@ -66,7 +66,8 @@ pub struct LocalCli {
     /// Never on by default; logged loudly.
     #[arg(long)]
     pub allow_anonymous: bool,
-    /// Register the MCP conformance suite's fixture tools, resources and prompts. Test only.
+    /// Register the MCP conformance suite's fixture tools, resources and prompts. Test only:
+    /// refused by a build without the `conformance-fixtures` feature.
     #[arg(long)]
     pub conformance_fixtures: bool,
     /// Do not start the embedded runner (run `wc-runner` separately, or serve no host).
@@ -160,12 +161,17 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
         );
     }
     let database_url = given_database_url(&cli)?;
+    // Configuration errors, a refused switch among them, come before any database work.
+    let mut config = ServerConfig::from_env()?;
+    config.allow_anonymous |= cli.allow_anonymous;
+    if cli.conformance_fixtures {
+        config.enable_conformance_fixtures("--conformance-fixtures")?;
+    }
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cli.listen))?;
     let switches = Switches {
-        allow_anonymous: cli.allow_anonymous,
-        conformance_fixtures: cli.conformance_fixtures,
+        config,
         // A runner with nothing to serve would only displace another wc-local's runner.
         embedded_runner: !cli.no_runner && !cli.projects.is_empty(),
         sandbox: !cli.no_sandbox,
@@ -318,11 +324,11 @@ fn given_database_url(cli: &LocalCli) -> anyhow::Result<Option<(String, SecretSo
     )
 }
 
-/// Test-only switches given on the command line.
-#[derive(Debug, Clone, Copy)]
+/// What to serve: the server configuration (the environment's, with the command line's
+/// switches applied) and whether and how the embedded runner runs.
+#[derive(Debug)]
 struct Switches {
-    allow_anonymous: bool,
-    conformance_fixtures: bool,
+    config: ServerConfig,
     embedded_runner: bool,
     /// Whether the embedded runner's jobs are sandboxed.
     sandbox: bool,
@@ -354,9 +360,7 @@ async fn serve(
         }
     }
     let addr = listener.local_addr()?;
-    let mut config = ServerConfig::from_env()?;
-    config.allow_anonymous |= switches.allow_anonymous;
-    config.conformance_fixtures |= switches.conformance_fixtures;
+    let mut config = switches.config;
     if config.public_url.is_none() {
         config.public_url = Some(format!("http://{addr}"));
     }
@@ -368,9 +372,6 @@ async fn serve(
         tracing::warn!(
             "ANONYMOUS ACCESS IS ON: callers without a token are served as the Open Anonymous principal"
         );
-    }
-    if config.conformance_fixtures {
-        tracing::warn!("conformance fixtures are registered: this server is for testing only");
     }
     let wake = if config.notify {
         Wakeups::listening(connector)

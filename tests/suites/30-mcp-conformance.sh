@@ -3,7 +3,9 @@
 # wc-local, for the 2026-07-28 and 2025-11-25 requirement sets.
 #
 # The suite sends no credentials, so wc-local runs with --allow-anonymous, and with
-# --conformance-fixtures for the tools, prompts and resources the scenarios call by name.
+# --conformance-fixtures for the tools, prompts and resources the scenarios call by name: the
+# wc-local of a test build (`--features wc-functions/conformance-fixtures`, as scripts/test
+# builds it); any other build refuses the switch.
 # Every failing check is compared with tests/suites/conformance-baseline.txt: a failure not
 # listed there fails this suite, and so does a listed entry that no longer fails (the baseline
 # may only shrink). WARNING checks (SHOULDs) are reported but do not fail the suite.

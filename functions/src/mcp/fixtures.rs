@@ -27,6 +27,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use hmac::{Hmac, KeyInit, Mac};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
     CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, GetPromptRequestParams,
@@ -41,6 +42,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use sha2::Sha256;
 
 use super::WcMcp;
 use super::handler::{audit_slot, is_modern, principal, server_meta};
@@ -835,34 +837,30 @@ enum Round {
     Done(Map<String, Value>),
 }
 
-/// The key sealing `requestState`. Drawn once per process: fixtures run on one wc-local, and a
-/// state that outlives its process is simply refused (the client starts over).
-fn state_key() -> &'static [u8; 32] {
-    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
-    KEY.get_or_init(|| {
+type HmacSha256 = Hmac<Sha256>;
+
+/// HMAC-SHA-256 keyed for sealing `requestState`. The key is drawn once per process: fixtures
+/// run on one wc-local, and a state that outlives its process is simply refused (the client
+/// starts over).
+fn state_mac() -> &'static HmacSha256 {
+    static MAC: OnceLock<HmacSha256> = OnceLock::new();
+    MAC.get_or_init(|| {
         use rand::RngCore;
         let mut key = [0u8; 32];
         rand::rng().fill_bytes(&mut key);
-        key
+        <HmacSha256 as KeyInit>::new_from_slice(&key).expect("HMAC takes any key length")
     })
 }
 
-/// HMAC-SHA256 (RFC 2104) of the length-prefixed `parts` under the fixture key.
-fn state_tag(parts: &[&[u8]]) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let key = state_key();
-    let mut inner = Sha256::new();
-    inner.update(key.map(|b| b ^ 0x36));
-    inner.update([0x36; 32]);
+/// The MAC of the length-prefixed `parts` (so no two part lists share an input), ready to
+/// finalize or verify.
+fn state_tag(parts: &[&[u8]]) -> HmacSha256 {
+    let mut mac = state_mac().clone();
     for part in parts {
-        inner.update((part.len() as u64).to_be_bytes());
-        inner.update(part);
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
     }
-    let mut outer = Sha256::new();
-    outer.update(key.map(|b| b ^ 0x5c));
-    outer.update([0x5c; 32]);
-    outer.update(inner.finalize());
-    outer.finalize().into()
+    mac
 }
 
 const STATE_DOMAIN: &[u8] = b"wc.conformance.request-state.v1";
@@ -873,11 +871,11 @@ fn seal_state(state: &FlowState, binding: &str) -> Result<String, McpError> {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let payload =
         serde_json::to_vec(state).map_err(|e| McpError::internal_error(e.to_string(), None))?;
-    let tag = state_tag(&[STATE_DOMAIN, binding.as_bytes(), &payload]);
+    let tag = state_tag(&[STATE_DOMAIN, binding.as_bytes(), &payload]).finalize();
     Ok(format!(
         "{}.{}",
         URL_SAFE_NO_PAD.encode(&payload),
-        URL_SAFE_NO_PAD.encode(tag)
+        URL_SAFE_NO_PAD.encode(tag.into_bytes())
     ))
 }
 
@@ -889,17 +887,10 @@ fn open_state(sealed: &str, binding: &str) -> Result<FlowState, &'static str> {
     let (payload, tag) = sealed.split_once('.').ok_or("malformed")?;
     let payload = URL_SAFE_NO_PAD.decode(payload).map_err(|_| "malformed")?;
     let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| "malformed")?;
-    let expected = state_tag(&[STATE_DOMAIN, binding.as_bytes(), &payload]);
-    // Constant-time comparison.
-    let differs = tag.len() != expected.len()
-        || tag
-            .iter()
-            .zip(expected)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            != 0;
-    if differs {
-        return Err("integrity check failed");
-    }
+    // Constant-time comparison; a tag of another length fails too.
+    state_tag(&[STATE_DOMAIN, binding.as_bytes(), &payload])
+        .verify_slice(&tag)
+        .map_err(|_| "integrity check failed")?;
     let state: FlowState = serde_json::from_slice(&payload).map_err(|_| "malformed")?;
     if state.expires_at_ms < now_ms() {
         return Err("expired");
@@ -1255,6 +1246,15 @@ mod tests {
                 .filter(|s| s.meta.category == Category::Conformance)
                 .all(|s| s.meta.scopes.is_empty() && !s.meta.rest_operation)
         );
+    }
+
+    #[test]
+    fn every_fixture_input_schema_compiles() {
+        // As for the real tools (`tools::tests`): a schema that does not compile fails here,
+        // not on the first call.
+        for spec in &tools() {
+            let _ = spec.validator();
+        }
     }
 
     #[test]

@@ -5,18 +5,23 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod,
-    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestMethod,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsRequestMethod,
-    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
-    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestMethod, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestMethod, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
+};
+#[cfg(feature = "conformance-fixtures")]
+use rmcp::model::{
+    CompleteRequestMethod, CompleteRequestParams, CompleteResult, GetPromptRequestMethod,
+    GetPromptRequestParams, GetPromptResponse, ListPromptsRequestMethod, ListPromptsResult,
+    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
+    ListResourcesResult, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, SetLevelRequestMethod,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
+#[cfg(feature = "conformance-fixtures")]
 use super::fixtures;
 use super::listing::{Listings, conflicts_with_wrapper};
 use crate::audit::{AuditNote, AuditSlot};
@@ -112,10 +117,15 @@ fn window(
 
 impl ServerHandler for WcMcp {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
-        if self.state.config.conformance_fixtures {
-            fixtures::advertise(&mut capabilities);
-        }
+        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        #[cfg(feature = "conformance-fixtures")]
+        let capabilities = {
+            let mut capabilities = capabilities;
+            if self.state.config.conformance_fixtures {
+                fixtures::advertise(&mut capabilities);
+            }
+            capabilities
+        };
         ServerConfig::new(capabilities)
             .with_server_info(server_implementation())
             .with_protocol_version(ProtocolVersion::V_2026_07_28)
@@ -156,16 +166,18 @@ impl ServerHandler for WcMcp {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
         if self.state.config.conformance_fixtures {
             return fixtures::call_tool(self, params, ctx).await;
         }
         self.call_kernel_tool(params, ctx).await
     }
 
-    // Prompts, resources, completion and logging exist only as conformance fixtures; without
-    // them these answer exactly as rmcp's defaults do for a server that does not advertise the
-    // capability: method not found.
+    // Prompts, resources, completion and logging exist only as conformance fixtures. A build
+    // without them keeps rmcp's defaults, which answer method-not-found to a server that does
+    // not advertise the capability; with them, a server not serving them answers the same.
 
+    #[cfg(feature = "conformance-fixtures")]
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -177,6 +189,7 @@ impl ServerHandler for WcMcp {
         Ok(fixtures::list_prompts())
     }
 
+    #[cfg(feature = "conformance-fixtures")]
     async fn get_prompt(
         &self,
         params: GetPromptRequestParams,
@@ -188,6 +201,7 @@ impl ServerHandler for WcMcp {
         fixtures::get_prompt(params, &ctx)
     }
 
+    #[cfg(feature = "conformance-fixtures")]
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -199,6 +213,7 @@ impl ServerHandler for WcMcp {
         Ok(fixtures::list_resources())
     }
 
+    #[cfg(feature = "conformance-fixtures")]
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -212,6 +227,7 @@ impl ServerHandler for WcMcp {
         Ok(fixtures::list_resource_templates())
     }
 
+    #[cfg(feature = "conformance-fixtures")]
     async fn read_resource(
         &self,
         params: ReadResourceRequestParams,
@@ -223,6 +239,7 @@ impl ServerHandler for WcMcp {
         fixtures::read_resource(&params)
     }
 
+    #[cfg(feature = "conformance-fixtures")]
     async fn complete(
         &self,
         params: CompleteRequestParams,
@@ -234,6 +251,7 @@ impl ServerHandler for WcMcp {
         fixtures::complete(&params)
     }
 
+    #[cfg(feature = "conformance-fixtures")]
     #[expect(
         deprecated,
         reason = "logging/setLevel exists only before 2026-07-28 (SEP-2577)"

@@ -8,11 +8,14 @@
 //! configuration. A caller-supplied `Mcp-Session-Id` never creates or selects any state: no
 //! session manager is configured.
 //!
-//! In the test-only `--conformance-fixtures` mode, [`fixtures`] adds the tools, prompts,
+//! In the test-only `--conformance-fixtures` mode, `fixtures` adds the tools, prompts,
 //! resources and completions the official MCP conformance suite calls by name
 //! (`tests/suites/30-mcp-conformance.sh`); without it prompts, resources, completion and
-//! logging are method-not-found, as for any server that does not advertise them.
+//! logging are method-not-found, as for any server that does not advertise them. The module
+//! exists only in builds with the `conformance-fixtures` feature, which no production artifact
+//! enables.
 
+#[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
 pub mod guard;
 mod handler;
