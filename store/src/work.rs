@@ -55,7 +55,7 @@ pub struct NewWork {
     pub mode: &'static str,
     /// The protocol `WorkItem`.
     pub item: Value,
-    /// Server-side classification inputs.
+    /// Server-side inputs: the classification of its outcome and the queuing invocation.
     pub expectation: Value,
     /// Where it is published.
     pub queue: QueueRoute,
@@ -117,7 +117,7 @@ pub struct WorkRow {
     pub mode: String,
     /// The protocol `WorkItem`.
     pub item: Value,
-    /// Classification inputs.
+    /// Classification inputs and the queuing invocation.
     pub expectation: Value,
     /// `postgres` or `sqs`.
     pub queue: String,

@@ -317,10 +317,13 @@ async fn submit_as(
         .map(Value::String)
         .unwrap_or(Value::Null);
     crate::redaction::redact_json(&mut purpose);
+    // The queuing invocation travels with the work: its end, recorded later by whoever ends
+    // it, is evidence of the same call.
     let expectation = json!({
         "result_expectation": req.expectation,
         "accepted_exit_codes": req.accepted_exit_codes,
         "purpose": purpose,
+        "invocation_id": ctx.invocation_id,
     });
     let queue = match ctx.state.config.runner_sqs_queues.get(&target.client_id) {
         Some(url) => QueueRoute::Sqs {
@@ -827,13 +830,17 @@ pub fn terminal_evidence(row: &WorkRow) -> Option<NewEvent> {
         "purpose": out.purpose,
     });
     crate::redaction::redact_json(&mut payload);
-    // No tool invocation ends work: the runner, the reaper or a stop does. The event is its
-    // own call and invocation.
-    let id = Uuid::now_v7();
+    // The runner, the reaper or a stop ends work, not a tool call: the event belongs to the
+    // invocation that queued it (work queued before that was stored is its own invocation).
+    let call_id = Uuid::now_v7();
+    let invocation_id = row.expectation["invocation_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(call_id);
     Some(NewEvent {
         kind: "execution_finished".into(),
-        call_id: id,
-        invocation_id: id,
+        call_id,
+        invocation_id,
         role: "business",
         tool_name: Some(row.tool.clone()),
         payload,
