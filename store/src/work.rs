@@ -836,19 +836,22 @@ pub(crate) async fn lose_replaced(
 pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<WorkRow>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS}, state = 'leased' AND lease_expires_at <= now() AS expired \
+            "SELECT {COLUMNS}, coalesce(state = 'leased' AND lease_expires_at <= now(), false) AS expired \
              FROM runner_work WHERE id = $1"
         ))
         .await?;
-    let Some(found) = client.query_opt(&stmt, &[&id]).await? else {
-        return Ok(None);
-    };
-    let mut row = from_row(&found);
+    Ok(client.query_opt(&stmt, &[&id]).await?.as_ref().map(as_read))
+}
+
+/// A row read with its `expired` column (`state = 'leased' AND lease_expires_at <= now()`):
+/// an expired lease reads as the `lost` the reaper will make it.
+fn as_read(found: &Row) -> WorkRow {
+    let mut row = from_row(found);
     if found.get::<_, bool>("expired") {
         row.state = "lost".into();
         row.end_reason = Some("lease_expired".into());
     }
-    Ok(Some(row))
+    row
 }
 
 /// Requests a stop: queued work is cancelled at once, its `execution_finished` (as `evidence`
@@ -909,7 +912,7 @@ pub struct ListFilter {
     pub mode: Option<&'static str>,
 }
 
-/// Newest first, up to `limit`.
+/// Newest first, up to `limit`; expired leases read as [`get`] reads them.
 pub async fn list(
     client: &impl GenericClient,
     filter: &ListFilter,
@@ -917,7 +920,8 @@ pub async fn list(
 ) -> Result<Vec<WorkRow>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM runner_work WHERE owner_authority_fingerprint = $1 \
+            "SELECT {COLUMNS}, coalesce(state = 'leased' AND lease_expires_at <= now(), false) AS expired \
+             FROM runner_work WHERE owner_authority_fingerprint = $1 \
                AND ($2::text[] IS NULL OR project_id = ANY($2)) \
                AND ($3::text IS NULL OR project_id = $3) \
                AND ($4::text IS NULL OR session_id = $4) \
@@ -939,7 +943,7 @@ pub async fn list(
         )
         .await?
         .iter()
-        .map(from_row)
+        .map(as_read)
         .collect())
 }
 

@@ -269,6 +269,21 @@ async fn expired_leases_read_as_lost_the_reaper_ends_them_and_they_never_requeue
         (row.state.as_str(), row.end_reason.as_deref()),
         ("lost", Some("lease_expired"))
     );
+    let listed = work::list(
+        &c,
+        &work::ListFilter {
+            owner_authority_fingerprint: wc_store::testing::runner_work::FP.into(),
+            ..Default::default()
+        },
+        10,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        listed.iter().map(|r| r.state.as_str()).collect::<Vec<_>>(),
+        ["lost", "lost"],
+        "listing reads expired leases as lost too"
+    );
     let reaped: BTreeSet<Uuid> = work::reap_expired(&mut c, &no_evidence)
         .await
         .unwrap()
