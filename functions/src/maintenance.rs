@@ -41,8 +41,8 @@ pub async fn run_once(
 ) -> Result<Report, StoreError> {
     let mut report = Report::default();
     let mut first_error = None;
-    let client = pool.get().await?;
-    match wc_store::work::reap_expired(&client).await {
+    let mut client = pool.get().await?;
+    match wc_store::work::reap_expired(&mut client, &crate::execution::terminal_evidence).await {
         Ok(lost) => {
             if !lost.is_empty() {
                 tracing::warn!(count = lost.len(), "work lost: runner leases expired");

@@ -1545,6 +1545,11 @@ async fn a_crashed_runners_work_becomes_lost_and_is_never_run_again() {
         ),
         (Some(false), Some(true))
     );
+    // Reading wrote nothing: the stored lease ends when the reaper runs.
+    assert_eq!(work_state(&db, &job_id).await, "leased");
+    wc_functions::maintenance::run_once(db.pool(), None, false)
+        .await
+        .unwrap();
     assert_eq!(work_state(&db, &job_id).await, "lost");
 
     // A new instance runs new work, and never the lost job.

@@ -205,15 +205,20 @@ pub enum Registered {
 pub const KEPT_INSTANCES: i64 = 32;
 
 /// Makes `reg.instance_id` the runner's current instance, ends every lease of other instances
-/// as `lost` (a started command is never replayed), and registers the announced projects —
-/// all in one transaction.
+/// as `lost` (a started command is never replayed) with its `execution_finished` (as
+/// `evidence` makes it) appended to its session, and registers the announced projects — all
+/// in one transaction.
 ///
 /// The server orders instances, never the ids runners choose: an id registering for the first
 /// time takes the next number of `runner_instances`' sequence and becomes current, whatever its
 /// value; the current instance registering again (a retried call) stays current; an id that
 /// registered before and was replaced is [`Registered::Superseded`]. Registrations of one
 /// runner serialize on its row lock.
-pub async fn register(pool: &Pool, reg: &Registration<'_>) -> Result<Registered, StoreError> {
+pub async fn register(
+    pool: &Pool,
+    reg: &Registration<'_>,
+    evidence: crate::work::EvidenceOf<'_>,
+) -> Result<Registered, StoreError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let Some(row) = tx
@@ -260,19 +265,7 @@ pub async fn register(pool: &Pool, reg: &Registration<'_>) -> Result<Registered,
         ],
     )
     .await?;
-    let lost = tx
-        .query(
-            "UPDATE runner_work SET state = 'lost', end_reason = 'instance_replaced', \
-                 lease_expires_at = NULL, finished_at = now(), version = version + 1 \
-             WHERE client_id = $1 AND state = 'leased' AND instance_id IS DISTINCT FROM $2 \
-             RETURNING id",
-            &[&reg.client_id, &reg.instance_id],
-        )
-        .await?;
-    for row in &lost {
-        let id: Uuid = row.get(0);
-        crate::work::notify_done(&tx, id).await?;
-    }
+    let lost = crate::work::lose_replaced(&tx, reg.client_id, reg.instance_id, evidence).await?;
     for project in reg.projects {
         crate::projects::register(
             &tx,

@@ -9,10 +9,11 @@
 //! the truth.
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::{Client, GenericClient, Pool};
 use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
+use wc_runner_protocol::WorkState;
 
 use crate::StoreError;
 use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
@@ -54,7 +55,7 @@ pub struct NewWork {
     pub mode: &'static str,
     /// The protocol `WorkItem`.
     pub item: Value,
-    /// Server-side classification inputs.
+    /// Server-side inputs: the classification of its outcome and the queuing invocation.
     pub expectation: Value,
     /// Where it is published.
     pub queue: QueueRoute,
@@ -116,7 +117,7 @@ pub struct WorkRow {
     pub mode: String,
     /// The protocol `WorkItem`.
     pub item: Value,
-    /// Classification inputs.
+    /// Classification inputs and the queuing invocation.
     pub expectation: Value,
     /// `postgres` or `sqs`.
     pub queue: String,
@@ -142,6 +143,14 @@ pub struct WorkRow {
     pub finished_at: Option<DateTime<Utc>>,
     /// Row version.
     pub version: i64,
+}
+
+/// The stored state `s` as the protocol's type; any other string is a corrupt row.
+fn state_of(s: &str) -> Result<WorkState, StoreError> {
+    WorkState::parse(s).ok_or_else(|| StoreError::CorruptRow {
+        table: "runner_work",
+        detail: format!("unknown work state {s:?}"),
+    })
 }
 
 impl WorkRow {
@@ -181,12 +190,30 @@ fn from_row(r: &Row) -> WorkRow {
     }
 }
 
-/// Sends the terminal-state hint for `id` (delivered at commit).
-pub(crate) async fn notify_done(client: &impl GenericClient, id: Uuid) -> Result<(), StoreError> {
-    let stmt = client
-        .prepare_cached("SELECT pg_notify('wc_work_done', $1::text)")
-        .await?;
-    client.execute(&stmt, &[&id.to_string()]).await?;
+/// The `execution_finished` event of work that has just ended, given its row as written, or
+/// `None` to append nothing. The caller prepares it (redaction included); the store appends it
+/// to the work's session in the transaction that ends the work, so the evidence lands exactly
+/// once, with the fact, whoever reads the work later.
+pub type EvidenceOf<'a> = &'a (dyn Fn(&WorkRow) -> Option<NewEvent> + Send + Sync);
+
+/// Appends the terminal evidence of each of `ended` (rows just moved to a terminal state in
+/// the transaction of `tx`) to its session through the one ledger path. A session that is no
+/// longer active (finished or closed) takes no events: its ledger is final, and the work
+/// still ends.
+pub(crate) async fn append_terminal_evidence(
+    tx: &impl GenericClient,
+    ended: &[WorkRow],
+    evidence: EvidenceOf<'_>,
+) -> Result<(), StoreError> {
+    for row in ended {
+        let Some(session_id) = &row.session_id else {
+            continue;
+        };
+        let Some(event) = evidence(row) else {
+            continue;
+        };
+        sessions::append(tx, session_id, std::slice::from_ref(&event), true).await?;
+    }
     Ok(())
 }
 
@@ -429,7 +456,7 @@ pub enum Claim {
     /// Leased to the caller now.
     Claimed(Box<WorkRow>),
     /// Not queued any more (claimed, finished, cancelled): its state.
-    AlreadyClaimed(String),
+    AlreadyClaimed(WorkState),
     /// No such work for this runner.
     NotFound,
     /// Still queued, but not claimable by this instance now: its owner holds as many leases
@@ -491,7 +518,7 @@ pub async fn claim_one(
     Ok(
         match client.query_opt(&stmt, &[&work_id, &client_id]).await? {
             Some(row) if row.get::<_, &str>(0) == "queued" => Claim::Deferred,
-            Some(row) => Claim::AlreadyClaimed(row.get(0)),
+            Some(row) => Claim::AlreadyClaimed(state_of(row.get(0))?),
             None => Claim::NotFound,
         },
     )
@@ -606,9 +633,9 @@ pub struct Chunk {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     /// Accepted; the work's state now.
-    Accepted(String),
+    Accepted(WorkState),
     /// The lease is not held; nothing changed; the work's state now.
-    LeaseLost(String),
+    LeaseLost(WorkState),
     /// A chunk lies beyond the work's output limit; nothing changed.
     BeyondLimit,
     /// No such work for this runner.
@@ -668,29 +695,33 @@ pub async fn append_output(
     Ok(match (state, ok, over) {
         (None, _, _) => Report::NotFound,
         (Some(_), _, n) if n > 0 => Report::BeyondLimit,
-        (Some(s), 1, _) => Report::Accepted(s),
-        (Some(s), _, _) => Report::LeaseLost(s),
+        (Some(s), 1, _) => Report::Accepted(state_of(&s)?),
+        (Some(s), _, _) => Report::LeaseLost(state_of(&s)?),
     })
 }
 
-/// Ends leased work with the runner's outcome (`state` is the terminal state it implies) and
-/// stores its remaining chunks, under the live lease. When the runner has queued work, the
-/// freed slot is announced (`wc_work`): an owner held back by [`SlotSharing`] may now claim. A repeated identical report of the same
-/// lease is accepted again without another effect.
+/// Ends leased work with the runner's outcome (`state` is the terminal state it implies),
+/// stores its remaining chunks and appends the work's `execution_finished` (as `evidence`
+/// makes it from the ended row) to its session, under the live lease, in one transaction.
+/// When the runner has queued work, the freed slot is announced (`wc_work`): an owner held
+/// back by [`SlotSharing`] may now claim. A repeated identical report of the same lease is
+/// accepted again without another effect (and without another event).
 #[allow(clippy::too_many_arguments)]
 pub async fn finish(
-    client: &impl GenericClient,
+    client: &mut Client,
     client_id: &str,
     instance_id: Uuid,
     work_id: Uuid,
     lease_token: Uuid,
-    state: &str,
+    state: WorkState,
     outcome: &Value,
     chunks: &[Chunk],
+    evidence: EvidenceOf<'_>,
 ) -> Result<Report, StoreError> {
     let (streams, offsets, data) = chunk_arrays(chunks);
-    let stmt = client
-        .prepare_cached(
+    let tx = client.transaction().await?;
+    let stmt = tx
+        .prepare_cached(&format!(
             "WITH cur AS (SELECT state, lease_token, outcome, \
                              (item->'limits'->>'output_bytes_per_stream')::bigint AS lim \
                           FROM runner_work WHERE id = $1 AND client_id = $2), \
@@ -701,17 +732,20 @@ pub async fn finish(
                      WHERE id = $1 AND client_id = $2 AND instance_id = $3 AND lease_token = $4 \
                        AND state = 'leased' AND lease_expires_at > now() \
                        AND (SELECT n FROM over) = 0 \
-                     RETURNING id, state, pg_notify('wc_work_done', id::text), \
+                     RETURNING {COLUMNS}, pg_notify('wc_work_done', id::text) AS done, \
                          CASE WHEN EXISTS (SELECT 1 FROM runner_work q WHERE q.client_id = $2 \
                                              AND q.state = 'queued' AND q.queue = 'postgres') \
                            THEN pg_notify('wc_work', $2) END AS freed), \
              ins AS (INSERT INTO runner_work_output (work_id, stream, byte_offset, data) \
                      SELECT upd.id, c.s, c.o, c.d FROM upd, c ON CONFLICT DO NOTHING RETURNING 1) \
-             SELECT (SELECT state FROM upd), (SELECT state FROM cur), \
-                    (SELECT lease_token = $4 AND outcome = $6 FROM cur), (SELECT n FROM over)",
-        )
+             SELECT {written}, (SELECT state FROM cur) AS current_state, \
+                    (SELECT lease_token = $4 AND outcome = $6 FROM cur) AS replay, \
+                    (SELECT n FROM over) AS over \
+             FROM (SELECT 1) AS one LEFT JOIN upd ON true",
+            written = prefixed("upd"),
+        ))
         .await?;
-    let row = client
+    let row = tx
         .query_one(
             &stmt,
             &[
@@ -719,7 +753,7 @@ pub async fn finish(
                 &client_id,
                 &instance_id,
                 &lease_token,
-                &state,
+                &state.as_str(),
                 outcome,
                 &streams,
                 &offsets,
@@ -727,65 +761,110 @@ pub async fn finish(
             ],
         )
         .await?;
-    let updated: Option<String> = row.get(0);
-    let current: Option<String> = row.get(1);
-    let replay: Option<bool> = row.get(2);
-    let over: i64 = row.get(3);
-    Ok(match (updated, current) {
-        (Some(s), _) => Report::Accepted(s),
-        (None, None) => Report::NotFound,
-        (None, Some(_)) if over > 0 => Report::BeyondLimit,
-        (None, Some(s)) if replay == Some(true) && s == state => Report::Accepted(s),
-        (None, Some(s)) => Report::LeaseLost(s),
-    })
+    let current: Option<String> = row.get("current_state");
+    let replay: Option<bool> = row.get("replay");
+    let over: i64 = row.get("over");
+    let report = if row.get::<_, Option<Uuid>>("id").is_some() {
+        let ended = from_row(&row);
+        append_terminal_evidence(&tx, std::slice::from_ref(&ended), evidence).await?;
+        Report::Accepted(state_of(&ended.state)?)
+    } else {
+        match current.as_deref().map(state_of).transpose()? {
+            None => Report::NotFound,
+            Some(_) if over > 0 => Report::BeyondLimit,
+            Some(s) if replay == Some(true) && s == state => Report::Accepted(s),
+            Some(s) => Report::LeaseLost(s),
+        }
+    };
+    tx.commit().await?;
+    Ok(report)
 }
 
-/// Ends every expired lease as `lost` (never requeued: a started command is not replayed).
-pub async fn reap_expired(client: &impl GenericClient) -> Result<Vec<Uuid>, StoreError> {
-    let stmt = client
-        .prepare_cached(
+/// Ends every expired lease as `lost` (never requeued: a started command is not replayed) and
+/// appends each ended work's `execution_finished` (as `evidence` makes it) to its session, in
+/// one transaction. Returns the ids it ended.
+pub async fn reap_expired(
+    client: &mut Client,
+    evidence: EvidenceOf<'_>,
+) -> Result<Vec<Uuid>, StoreError> {
+    let tx = client.transaction().await?;
+    let stmt = tx
+        .prepare_cached(&format!(
             "UPDATE runner_work SET state = 'lost', end_reason = 'lease_expired', \
                  lease_expires_at = NULL, finished_at = now(), version = version + 1 \
              WHERE state = 'leased' AND lease_expires_at <= now() \
-             RETURNING id, pg_notify('wc_work_done', id::text)",
-        )
+             RETURNING {COLUMNS}, pg_notify('wc_work_done', id::text)"
+        ))
         .await?;
-    Ok(client
-        .query(&stmt, &[])
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect())
+    let ended: Vec<WorkRow> = tx.query(&stmt, &[]).await?.iter().map(from_row).collect();
+    append_terminal_evidence(&tx, &ended, evidence).await?;
+    tx.commit().await?;
+    Ok(ended.iter().map(|w| w.id).collect())
 }
 
-/// One work item, ending its lease as `lost` first if it has expired (reads never report a
-/// dead lease as running).
+/// Ends every lease of `client_id` held by an instance other than `current` as `lost`
+/// (`instance_replaced`) and appends each ended work's `execution_finished` (as `evidence`
+/// makes it), in the caller's transaction `tx` (runner registration). Returns the ended ids.
+pub(crate) async fn lose_replaced(
+    tx: &impl GenericClient,
+    client_id: &str,
+    current: Uuid,
+    evidence: EvidenceOf<'_>,
+) -> Result<Vec<Uuid>, StoreError> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "UPDATE runner_work SET state = 'lost', end_reason = 'instance_replaced', \
+                 lease_expires_at = NULL, finished_at = now(), version = version + 1 \
+             WHERE client_id = $1 AND state = 'leased' AND instance_id IS DISTINCT FROM $2 \
+             RETURNING {COLUMNS}, pg_notify('wc_work_done', id::text)"
+        ))
+        .await?;
+    let ended: Vec<WorkRow> = tx
+        .query(&stmt, &[&client_id, &current])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect();
+    append_terminal_evidence(tx, &ended, evidence).await?;
+    Ok(ended.iter().map(|w| w.id).collect())
+}
+
+/// One work item, as of now. Reading writes nothing: a lease that has expired but has not been
+/// reaped yet reads as the `lost` (`lease_expired`) the reaper will make it. Reads never
+/// report a dead lease as running, and an expired lease takes no report and no heartbeat, so
+/// nothing else can become of it.
 pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<WorkRow>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
-            "WITH exp AS (UPDATE runner_work SET state = 'lost', end_reason = 'lease_expired', \
-                              lease_expires_at = NULL, finished_at = now(), version = version + 1 \
-                          WHERE id = $1 AND state = 'leased' AND lease_expires_at <= now() \
-                          RETURNING {COLUMNS}, pg_notify('wc_work_done', id::text)) \
-             SELECT {COLUMNS} FROM exp \
-             UNION ALL SELECT {COLUMNS} FROM runner_work WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM exp)"
+            "SELECT {COLUMNS}, coalesce(state = 'leased' AND lease_expires_at <= now(), false) AS expired \
+             FROM runner_work WHERE id = $1"
         ))
         .await?;
-    Ok(client
-        .query_opt(&stmt, &[&id])
-        .await?
-        .as_ref()
-        .map(from_row))
+    Ok(client.query_opt(&stmt, &[&id]).await?.as_ref().map(as_read))
 }
 
-/// Requests a stop: queued work is cancelled at once; leased work is marked so the runner's
-/// next heartbeat stops it. Returns the state after, `None` for unknown work.
+/// A row read with its `expired` column (`state = 'leased' AND lease_expires_at <= now()`):
+/// an expired lease reads as the `lost` the reaper will make it.
+fn as_read(found: &Row) -> WorkRow {
+    let mut row = from_row(found);
+    if found.get::<_, bool>("expired") {
+        row.state = "lost".into();
+        row.end_reason = Some("lease_expired".into());
+    }
+    row
+}
+
+/// Requests a stop: queued work is cancelled at once, its `execution_finished` (as `evidence`
+/// makes it) appended to its session in the same transaction; leased work is marked so the
+/// runner's next heartbeat stops it. Returns the state after, `None` for unknown work.
 pub async fn request_cancel(
-    client: &impl GenericClient,
+    client: &mut Client,
     id: Uuid,
-) -> Result<Option<String>, StoreError> {
-    let stmt = client
-        .prepare_cached(
+    evidence: EvidenceOf<'_>,
+) -> Result<Option<WorkState>, StoreError> {
+    let tx = client.transaction().await?;
+    let stmt = tx
+        .prepare_cached(&format!(
             "WITH upd AS (UPDATE runner_work SET \
                  state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END, \
                  end_reason = CASE WHEN state = 'queued' THEN 'stopped_while_queued' ELSE end_reason END, \
@@ -793,15 +872,29 @@ pub async fn request_cancel(
                  cancel_requested_at = coalesce(cancel_requested_at, now()), \
                  version = version + 1 \
                WHERE id = $1 AND state IN ('queued', 'leased') \
-               RETURNING state, CASE WHEN state = 'cancelled' \
+               RETURNING {COLUMNS}, CASE WHEN state = 'cancelled' \
                    THEN pg_notify('wc_work_done', id::text) \
                    ELSE pg_notify('wc_work', client_id) END AS hint) \
-             SELECT (SELECT state FROM upd), (SELECT state FROM runner_work WHERE id = $1)",
-        )
+             SELECT {written}, (SELECT state FROM runner_work WHERE id = $1) AS before \
+             FROM (SELECT 1) AS one LEFT JOIN upd ON true",
+            written = prefixed("upd"),
+        ))
         .await?;
-    let row = client.query_one(&stmt, &[&id]).await?;
-    let after: Option<String> = row.get(0);
-    Ok(after.or_else(|| row.get(1)))
+    let row = tx.query_one(&stmt, &[&id]).await?;
+    let after = if row.get::<_, Option<Uuid>>("id").is_some() {
+        let changed = from_row(&row);
+        if changed.state == "cancelled" {
+            append_terminal_evidence(&tx, std::slice::from_ref(&changed), evidence).await?;
+        }
+        Some(state_of(&changed.state)?)
+    } else {
+        row.get::<_, Option<String>>("before")
+            .as_deref()
+            .map(state_of)
+            .transpose()?
+    };
+    tx.commit().await?;
+    Ok(after)
 }
 
 /// Filters of [`list`].
@@ -819,7 +912,7 @@ pub struct ListFilter {
     pub mode: Option<&'static str>,
 }
 
-/// Newest first, up to `limit`.
+/// Newest first, up to `limit`; expired leases read as [`get`] reads them.
 pub async fn list(
     client: &impl GenericClient,
     filter: &ListFilter,
@@ -827,7 +920,8 @@ pub async fn list(
 ) -> Result<Vec<WorkRow>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM runner_work WHERE owner_authority_fingerprint = $1 \
+            "SELECT {COLUMNS}, coalesce(state = 'leased' AND lease_expires_at <= now(), false) AS expired \
+             FROM runner_work WHERE owner_authority_fingerprint = $1 \
                AND ($2::text[] IS NULL OR project_id = ANY($2)) \
                AND ($3::text IS NULL OR project_id = $3) \
                AND ($4::text IS NULL OR session_id = $4) \
@@ -849,7 +943,7 @@ pub async fn list(
         )
         .await?
         .iter()
-        .map(from_row)
+        .map(as_read)
         .collect())
 }
 
@@ -953,55 +1047,6 @@ pub async fn prune_finished(
         )
         .await?;
     Ok(client.execute(&stmt, &[&before, &limit]).await?)
-}
-
-/// Appends the terminal evidence of work `id` to its session exactly once: the first caller
-/// marks the work and appends `event` in one transaction; later callers change nothing. An
-/// inactive or missing session still marks the work (its ledger takes no more events).
-/// Returns whether this call recorded it.
-pub async fn record_terminal_evidence(
-    pool: &Pool,
-    id: Uuid,
-    session_id: &str,
-    event: &NewEvent,
-) -> Result<CasOutcome<bool>, StoreError> {
-    compare_and_swap(pool, &CasPolicy::default(), |tx| {
-        let event = event.clone();
-        let session_id = session_id.to_owned();
-        Box::pin(async move {
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE runner_work SET evidence_recorded_at = now() \
-                     WHERE id = $1 AND evidence_recorded_at IS NULL \
-                       AND state NOT IN ('queued', 'leased') RETURNING id",
-                )
-                .await?;
-            if tx.query_opt(&stmt, &[&id]).await?.is_none() {
-                return Ok(Step::Done(false));
-            }
-            let Some(row) = tx
-                .query_opt(&sessions::lock_statement(tx).await?, &[&session_id])
-                .await?
-            else {
-                return Ok(Step::Done(true));
-            };
-            let session = sessions::from_row(&row);
-            if session.is_active()
-                && sessions::write_back(
-                    tx,
-                    &session,
-                    &sessions::SessionChange::default(),
-                    std::slice::from_ref(&event),
-                )
-                .await?
-                .is_none()
-            {
-                return Ok(Step::Stale);
-            }
-            Ok(Step::Done(true))
-        })
-    })
-    .await
 }
 
 /// A result of [`enqueue`] flattened for callers that treat CAS exhaustion as an error.

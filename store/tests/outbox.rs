@@ -7,12 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use uuid::Uuid;
-use wc_runner_protocol::QueueEnvelope;
+use wc_runner_protocol::{QueueEnvelope, WorkState};
 use wc_store::Pool;
 use wc_store::outbox::{
     self, BACKOFF_CAP, DrainStats, QueuePublisher, SEND_LEASE, SendFuture, SqsPublisher,
 };
 use wc_store::testing::TestDatabase;
+use wc_store::testing::runner_work::no_evidence;
 use wc_store::testing::sqs::LocalSqs;
 use wc_store::work::{self, Enqueued, NewWork, QueueRoute};
 
@@ -276,10 +277,12 @@ async fn rows_of_work_no_longer_queued_are_discarded_unsent() {
     let queue = sqs.create_queue().await;
     let db = TestDatabase::new().await;
     let id = enqueue_sqs(db.pool(), &queue).await;
-    let client = db.pool().get().await.unwrap();
+    let mut client = db.pool().get().await.unwrap();
     assert_eq!(
-        work::request_cancel(&client, id).await.unwrap().as_deref(),
-        Some("cancelled")
+        work::request_cancel(&mut client, id, &no_evidence)
+            .await
+            .unwrap(),
+        Some(WorkState::Cancelled)
     );
     let stats = outbox::drain_outbox(db.pool(), &sqs.publisher(), 100)
         .await

@@ -4,12 +4,13 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 use uuid::Uuid;
+use wc_runner_protocol::WorkState;
 use wc_store::Pool;
 use wc_store::runners::{self, Registered, Registration};
 use wc_store::testing::TestDatabase;
 use wc_store::work::{self, Chunk, Claim, Enqueued, LeaseView, NewWork, QueueRoute, Report};
 
-use wc_store::testing::runner_work::{new_work, register, runner};
+use wc_store::testing::runner_work::{new_work, no_evidence, register, runner};
 
 async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
     match work::applied(
@@ -140,7 +141,7 @@ async fn a_delivered_id_is_claimed_once_and_then_answers_already_claimed() {
         work::claim_one(&c, "host", i, w, 1000, work::SlotSharing::default())
             .await
             .unwrap(),
-        Claim::AlreadyClaimed("leased".into())
+        Claim::AlreadyClaimed(WorkState::Leased)
     );
 }
 
@@ -149,7 +150,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
     let db = TestDatabase::new().await;
     let i = runner(db.pool(), "host").await;
     let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
-    let c = db.pool().get().await.unwrap();
+    let mut c = db.pool().get().await.unwrap();
     let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
         .await
         .unwrap()
@@ -165,19 +166,19 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
         work::append_output(&c, "host", i, w, Uuid::new_v4(), &[out(0, b"x")])
             .await
             .unwrap(),
-        Report::LeaseLost("leased".into())
+        Report::LeaseLost(WorkState::Leased)
     );
     assert_eq!(
         work::append_output(&c, "host", Uuid::now_v7(), w, token, &[out(0, b"x")])
             .await
             .unwrap(),
-        Report::LeaseLost("leased".into())
+        Report::LeaseLost(WorkState::Leased)
     );
     assert_eq!(
         work::append_output(&c, "host", i, w, token, &[out(0, b"hello")])
             .await
             .unwrap(),
-        Report::Accepted("leased".into())
+        Report::Accepted(WorkState::Leased)
     );
     // Beyond the 10-byte limit of the item.
     assert_eq!(
@@ -188,41 +189,53 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
     );
     let outcome = json!({"termination": "exited", "exit_code": 0});
     let fin = work::finish(
-        &c,
+        &mut c,
         "host",
         i,
         w,
         token,
-        "succeeded",
+        WorkState::Succeeded,
         &outcome,
         &[out(5, b"!")],
+        &no_evidence,
     )
     .await
     .unwrap();
-    assert_eq!(fin, Report::Accepted("succeeded".into()));
+    assert_eq!(fin, Report::Accepted(WorkState::Succeeded));
     let again = work::finish(
-        &c,
+        &mut c,
         "host",
         i,
         w,
         token,
-        "succeeded",
+        WorkState::Succeeded,
         &outcome,
         &[out(5, b"!")],
+        &no_evidence,
     )
     .await
     .unwrap();
     assert_eq!(
         again,
-        Report::Accepted("succeeded".into()),
+        Report::Accepted(WorkState::Succeeded),
         "an identical retry is accepted"
     );
     let other = json!({"termination": "exited", "exit_code": 1});
     assert_eq!(
-        work::finish(&c, "host", i, w, token, "failed", &other, &[])
-            .await
-            .unwrap(),
-        Report::LeaseLost("succeeded".into()),
+        work::finish(
+            &mut c,
+            "host",
+            i,
+            w,
+            token,
+            WorkState::Failed,
+            &other,
+            &[],
+            &no_evidence
+        )
+        .await
+        .unwrap(),
+        Report::LeaseLost(WorkState::Succeeded),
         "a terminal state never changes"
     );
     let (bytes, kept) = work::read_output(&c, w, "stdout", 0, 100).await.unwrap();
@@ -232,10 +245,10 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
 }
 
 #[tokio::test]
-async fn expired_leases_become_lost_lazily_and_by_the_reaper_and_never_requeue() {
+async fn expired_leases_read_as_lost_the_reaper_ends_them_and_they_never_requeue() {
     let db = TestDatabase::new().await;
     let i = runner(db.pool(), "host").await;
-    let c = db.pool().get().await.unwrap();
+    let mut c = db.pool().get().await.unwrap();
     let w1 = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     let w2 = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     let leases = work::claim_queued(&c, "host", i, 2, 1, work::SlotSharing::default())
@@ -256,8 +269,31 @@ async fn expired_leases_become_lost_lazily_and_by_the_reaper_and_never_requeue()
         (row.state.as_str(), row.end_reason.as_deref()),
         ("lost", Some("lease_expired"))
     );
-    let reaped = work::reap_expired(&c).await.unwrap();
-    assert_eq!(reaped, vec![w2]);
+    let listed = work::list(
+        &c,
+        &work::ListFilter {
+            owner_authority_fingerprint: wc_store::testing::runner_work::FP.into(),
+            ..Default::default()
+        },
+        10,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        listed.iter().map(|r| r.state.as_str()).collect::<Vec<_>>(),
+        ["lost", "lost"],
+        "listing reads expired leases as lost too"
+    );
+    let reaped: BTreeSet<Uuid> = work::reap_expired(&mut c, &no_evidence)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        reaped,
+        BTreeSet::from([w1, w2]),
+        "reading an expired lease wrote nothing; the reaper ends both"
+    );
     assert!(
         work::claim_queued(&c, "host", i, 5, 1000, work::SlotSharing::default())
             .await
@@ -270,7 +306,7 @@ async fn expired_leases_become_lost_lazily_and_by_the_reaper_and_never_requeue()
 async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_back() {
     let db = TestDatabase::new().await;
     let old = runner(db.pool(), "host").await;
-    let c = db.pool().get().await.unwrap();
+    let mut c = db.pool().get().await.unwrap();
     let w = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     let lease = work::claim_queued(&c, "host", old, 1, 30_000, work::SlotSharing::default())
         .await
@@ -282,18 +318,19 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
     let outcome = json!({});
     assert_eq!(
         work::finish(
-            &c,
+            &mut c,
             "host",
             old,
             w,
             lease.lease_token.unwrap(),
-            "succeeded",
+            WorkState::Succeeded,
             &outcome,
-            &[]
+            &[],
+            &no_evidence,
         )
         .await
         .unwrap(),
-        Report::LeaseLost("lost".into())
+        Report::LeaseLost(WorkState::Lost)
     );
     let again = runners::register(
         db.pool(),
@@ -305,6 +342,7 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
             max_concurrency: 1,
             projects: &[],
         },
+        &no_evidence,
     )
     .await
     .unwrap();
@@ -322,6 +360,7 @@ async fn register_as(db: &TestDatabase, instance: Uuid) -> Registered {
             max_concurrency: 1,
             projects: &[],
         },
+        &no_evidence,
     )
     .await
     .unwrap()
@@ -415,11 +454,13 @@ async fn a_runner_remembers_its_newest_instances_and_rotation_forgets_them() {
 async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
     let db = TestDatabase::new().await;
     let i = runner(db.pool(), "host").await;
-    let c = db.pool().get().await.unwrap();
+    let mut c = db.pool().get().await.unwrap();
     let queued = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     assert_eq!(
-        work::request_cancel(&c, queued).await.unwrap().as_deref(),
-        Some("cancelled")
+        work::request_cancel(&mut c, queued, &no_evidence)
+            .await
+            .unwrap(),
+        Some(WorkState::Cancelled)
     );
     let leased = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
@@ -428,8 +469,10 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
         .remove(0);
     assert_eq!(lease.id, leased);
     assert_eq!(
-        work::request_cancel(&c, leased).await.unwrap().as_deref(),
-        Some("leased")
+        work::request_cancel(&mut c, leased, &no_evidence)
+            .await
+            .unwrap(),
+        Some(WorkState::Leased)
     );
     let hb = work::heartbeat(
         &c,
@@ -442,7 +485,9 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
     .unwrap();
     assert_eq!(hb, vec![(leased, LeaseView::CancelRequested)]);
     assert_eq!(
-        work::request_cancel(&c, Uuid::now_v7()).await.unwrap(),
+        work::request_cancel(&mut c, Uuid::now_v7(), &no_evidence)
+            .await
+            .unwrap(),
         None
     );
 }
@@ -507,7 +552,7 @@ async fn an_owner_never_fills_the_reserved_slot_and_another_owner_takes_it() {
     for _ in 0..10 {
         enqueue(db.pool(), &owned('a', "web", QueueRoute::Postgres)).await;
     }
-    let c = db.pool().get().await.unwrap();
+    let mut c = db.pool().get().await.unwrap();
     let first = work::claim_queued(&c, "host", i, 4, 30_000, sharing)
         .await
         .unwrap();
@@ -528,18 +573,19 @@ async fn an_owner_never_fills_the_reserved_slot_and_another_owner_takes_it() {
     // When one of a's items ends, a's next one can be claimed.
     let done = &first[0];
     let fin = work::finish(
-        &c,
+        &mut c,
         "host",
         i,
         done.id,
         done.lease_token.unwrap(),
-        "succeeded",
+        WorkState::Succeeded,
         &json!({"termination": "exited", "exit_code": 0}),
         &[],
+        &no_evidence,
     )
     .await
     .unwrap();
-    assert_eq!(fin, Report::Accepted("succeeded".into()));
+    assert_eq!(fin, Report::Accepted(WorkState::Succeeded));
     let next = work::claim_queued(&c, "host", i, 4, 30_000, sharing)
         .await
         .unwrap();
@@ -632,7 +678,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
         .await,
         Enqueued::OverLimit(work::OverLimit::Owner(2))
     ));
-    let c = db.pool().get().await.unwrap();
+    let mut c = db.pool().get().await.unwrap();
     let counts: (i64, i64) = {
         let r = c
             .query_one(
@@ -651,14 +697,15 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
         .remove(0);
     assert_eq!(owner_of(&lease), 'a');
     work::finish(
-        &c,
+        &mut c,
         "host",
         i,
         lease.id,
         lease.lease_token.unwrap(),
-        "succeeded",
+        WorkState::Succeeded,
         &json!({"termination": "exited", "exit_code": 0}),
         &[],
+        &no_evidence,
     )
     .await
     .unwrap();
@@ -694,4 +741,168 @@ async fn runners_count_work_in_flight_for_one_owner_or_for_all() {
     assert_eq!(in_flight(Some("a".repeat(64))).await, 2);
     assert_eq!(in_flight(Some("b".repeat(64))).await, 1);
     assert_eq!(in_flight(Some("c".repeat(64))).await, 0);
+}
+
+/// The `execution_finished` events of session `id`, oldest first: `(seq, payload)`.
+async fn finished_events(pool: &Pool, id: &str) -> Vec<(i64, serde_json::Value)> {
+    let c = pool.get().await.unwrap();
+    let mut events: Vec<(i64, serde_json::Value)> = wc_store::sessions::recent_events(&c, id, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "execution_finished")
+        .map(|e| (e.seq, e.payload))
+        .collect();
+    events.reverse();
+    events
+}
+
+#[tokio::test]
+async fn every_transition_that_ends_work_appends_its_evidence_once_in_the_same_transaction() {
+    let db = TestDatabase::new().await;
+    let session = db.new_session(wc_store::testing::task_instruction()).await;
+    let i = runner(db.pool(), "host").await;
+    let mut c = db.pool().get().await.unwrap();
+    let in_session = || NewWork {
+        session_id: Some(session.clone()),
+        ..new_work("host", QueueRoute::Postgres)
+    };
+    let marker = &wc_store::testing::runner_work::marker_evidence;
+
+    // The runner's result, reported twice: one event.
+    let done = enqueue(db.pool(), &in_session()).await;
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
+        .await
+        .unwrap()
+        .remove(0);
+    let outcome = json!({"termination": "exited", "exit_code": 0});
+    for _ in 0..2 {
+        let report = work::finish(
+            &mut c,
+            "host",
+            i,
+            done,
+            lease.lease_token.unwrap(),
+            WorkState::Succeeded,
+            &outcome,
+            &[],
+            marker,
+        )
+        .await
+        .unwrap();
+        assert_eq!(report, Report::Accepted(WorkState::Succeeded));
+    }
+    // A stop of queued work.
+    let stopped = enqueue(db.pool(), &in_session()).await;
+    assert_eq!(
+        work::request_cancel(&mut c, stopped, marker).await.unwrap(),
+        Some(WorkState::Cancelled)
+    );
+    // The reaper's lost.
+    let expired = enqueue(db.pool(), &in_session()).await;
+    let lease = work::claim_queued(&c, "host", i, 1, 1, work::SlotSharing::default())
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(lease.id, expired);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(
+        work::reap_expired(&mut c, marker).await.unwrap(),
+        vec![expired]
+    );
+    // A replaced instance's lost.
+    let replaced = enqueue(db.pool(), &in_session()).await;
+    work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
+        .await
+        .unwrap();
+    let got = runners::register(
+        db.pool(),
+        &Registration {
+            client_id: "host",
+            instance_id: Uuid::now_v7(),
+            agent_version: "test",
+            queue: "api_poll",
+            max_concurrency: 4,
+            projects: &[],
+        },
+        marker,
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, Registered::Current { lost_work: 1 });
+    // Reads afterwards write nothing.
+    for id in [done, stopped, expired, replaced] {
+        work::get(&c, id).await.unwrap().unwrap();
+    }
+
+    let events = finished_events(db.pool(), &session).await;
+    let got: Vec<(String, String)> = events
+        .iter()
+        .map(|(_, p)| {
+            (
+                p["job_id"].as_str().unwrap().to_owned(),
+                p["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [
+        (done, "succeeded"),
+        (stopped, "cancelled"),
+        (expired, "lost"),
+        (replaced, "lost"),
+    ]
+    .iter()
+    .map(|(id, s)| (id.to_string(), (*s).to_owned()))
+    .collect();
+    assert_eq!(got, want);
+    // The ledger stays gap-free: the session's first event is seq 1, these follow it.
+    let seqs: Vec<i64> = events.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(seqs, vec![2, 3, 4, 5]);
+}
+
+#[tokio::test]
+async fn work_of_a_closed_session_still_ends_and_its_ledger_takes_nothing() {
+    let db = TestDatabase::new().await;
+    let session = db.new_session(wc_store::testing::task_instruction()).await;
+    let i = runner(db.pool(), "host").await;
+    let mut c = db.pool().get().await.unwrap();
+    let w = enqueue(
+        db.pool(),
+        &NewWork {
+            session_id: Some(session.clone()),
+            ..new_work("host", QueueRoute::Postgres)
+        },
+    )
+    .await;
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
+        .await
+        .unwrap()
+        .remove(0);
+    c.execute(
+        "UPDATE workflow_sessions SET lifecycle = 'closed', closed_at = now() WHERE id = $1",
+        &[&session],
+    )
+    .await
+    .unwrap();
+    let report = work::finish(
+        &mut c,
+        "host",
+        i,
+        w,
+        lease.lease_token.unwrap(),
+        WorkState::Failed,
+        &json!({"termination": "exited", "exit_code": 1}),
+        &[],
+        &wc_store::testing::runner_work::marker_evidence,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report, Report::Accepted(WorkState::Failed));
+    assert_eq!(work::get(&c, w).await.unwrap().unwrap().state, "failed");
+    assert!(finished_events(db.pool(), &session).await.is_empty());
+    let s = wc_store::sessions::get(&c, &session)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.events_observed, 1, "the closed ledger is unchanged");
 }

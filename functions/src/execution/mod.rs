@@ -317,10 +317,13 @@ async fn submit_as(
         .map(Value::String)
         .unwrap_or(Value::Null);
     crate::redaction::redact_json(&mut purpose);
+    // The queuing invocation travels with the work: its end, recorded later by whoever ends
+    // it, is evidence of the same call.
     let expectation = json!({
         "result_expectation": req.expectation,
         "accepted_exit_codes": req.accepted_exit_codes,
         "purpose": purpose,
+        "invocation_id": ctx.invocation_id,
     });
     let queue = match ctx.state.config.runner_sqs_queues.get(&target.client_id) {
         Some(url) => QueueRoute::Sqs {
@@ -670,6 +673,23 @@ pub async fn view(
     row: &WorkRow,
     with_output: bool,
 ) -> Result<ExecOutput, ToolError> {
+    let mut out = status_view(row);
+    if with_output {
+        let client = ctx
+            .state
+            .pool
+            .get()
+            .await
+            .map_err(wc_store::StoreError::from)?;
+        let (stdout, stderr) = work::read_heads(&client, row.id, SYNC_OUTPUT_BYTES as i64).await?;
+        out.stdout = Some(String::from_utf8_lossy(&stdout).into_owned());
+        out.stderr = Some(String::from_utf8_lossy(&stderr).into_owned());
+    }
+    Ok(out)
+}
+
+/// The view of `row` without its output: everything the row itself says.
+pub fn status_view(row: &WorkRow) -> ExecOutput {
     let outcome: Option<WorkOutcome> = row
         .outcome
         .as_ref()
@@ -677,21 +697,6 @@ pub async fn view(
     let state = execution_state(row, outcome.as_ref());
     let (declared, accepted, purpose) = stored_expectation(row);
     let expectation = classify(declared, &accepted, state, outcome.as_ref());
-    let (stdout, stderr) = if with_output {
-        let client = ctx
-            .state
-            .pool
-            .get()
-            .await
-            .map_err(wc_store::StoreError::from)?;
-        let (out, err) = work::read_heads(&client, row.id, SYNC_OUTPUT_BYTES as i64).await?;
-        (
-            Some(String::from_utf8_lossy(&out).into_owned()),
-            Some(String::from_utf8_lossy(&err).into_owned()),
-        )
-    } else {
-        (None, None)
-    };
     let error = outcome.as_ref().and_then(|o| o.error.clone()).or_else(|| {
         match row.end_reason.as_deref() {
             Some("lease_expired") => Some(
@@ -705,15 +710,15 @@ pub async fn view(
             _ => None,
         }
     });
-    Ok(ExecOutput {
+    ExecOutput {
         job_id: row.id.to_string(),
         project: row.project_id.clone(),
         tool: row.tool.clone(),
         execution_state: state,
         exit_code: outcome.as_ref().and_then(|o| o.exit_code),
         signal: outcome.as_ref().and_then(|o| o.signal),
-        stdout,
-        stderr,
+        stdout: None,
+        stderr: None,
         stdout_truncated: outcome.as_ref().is_some_and(|o| o.stdout_truncated),
         stderr_truncated: outcome.as_ref().is_some_and(|o| o.stderr_truncated),
         stdout_bytes: outcome.as_ref().map_or(0, |o| o.stdout_bytes),
@@ -722,7 +727,7 @@ pub async fn view(
         error,
         expectation,
         purpose,
-    })
+    }
 }
 
 /// The answer of a tool that reports one execution: the view itself while the work is pending
@@ -799,15 +804,16 @@ fn failure(out: &ExecOutput) -> Option<ToolError> {
     Some(error.with("execution_state", out.execution_state.as_str()))
 }
 
-/// Appends the terminal evidence of `row` to its session, once (whoever observes the terminal
-/// state first records it). Bounded metadata only: never stdout/stderr bodies.
-pub async fn record_terminal(ctx: &ToolContext, row: &WorkRow, out: &ExecOutput) {
-    let Some(session_id) = &row.session_id else {
-        return;
-    };
-    if !row.is_terminal() {
-        return;
+/// The `execution_finished` event of `row`, which has just ended: what the store appends to
+/// its session in the transaction that ends it (the runner's result, the reaper's `lost`, a
+/// replaced instance's `lost`, a stop of queued work), so the evidence lands once, with the
+/// fact. Bounded metadata only, never stdout/stderr bodies; redacted here, before the store
+/// sees it. `None` for work outside a session or not yet ended.
+pub fn terminal_evidence(row: &WorkRow) -> Option<NewEvent> {
+    if row.session_id.is_none() || !row.is_terminal() {
+        return None;
     }
+    let out = status_view(row);
     let mut payload = json!({
         "job_id": row.id,
         "tool": row.tool,
@@ -824,19 +830,21 @@ pub async fn record_terminal(ctx: &ToolContext, row: &WorkRow, out: &ExecOutput)
         "purpose": out.purpose,
     });
     crate::redaction::redact_json(&mut payload);
-    let event = NewEvent {
+    // The runner, the reaper or a stop ends work, not a tool call: the event belongs to the
+    // invocation that queued it (work queued before that was stored is its own invocation).
+    let call_id = Uuid::now_v7();
+    let invocation_id = row.expectation["invocation_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(call_id);
+    Some(NewEvent {
         kind: "execution_finished".into(),
-        call_id: Uuid::now_v7(),
-        invocation_id: ctx.invocation_id,
+        call_id,
+        invocation_id,
         role: "business",
         tool_name: Some(row.tool.clone()),
         payload,
-    };
-    if let Err(e) =
-        work::record_terminal_evidence(&ctx.state.pool, row.id, session_id, &event).await
-    {
-        tracing::warn!(error = %e, job_id = %row.id, "could not record execution evidence");
-    }
+    })
 }
 
 /// Common optional arguments of the execution tools, documented once.
@@ -936,9 +944,7 @@ pub async fn run_sync(
     let waiter = ctx.state.wake.on_done(id);
     submit_as(ctx, id, target, session, req).await?;
     let row = wait_with(ctx, id, waiter, ctx.state.config.exec_wait, true).await?;
-    let out = view(ctx, &row, row.is_terminal()).await?;
-    record_terminal(ctx, &row, &out).await;
-    settle(out)
+    settle(view(ctx, &row, row.is_terminal()).await?)
 }
 
 /// The timeout of a call: the argument, else the default; bounded by the protocol.

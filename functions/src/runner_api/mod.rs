@@ -23,12 +23,13 @@ use uuid::Uuid;
 use wc_runner_protocol::{
     self as proto, ClaimRequest, ClaimResponse, HeartbeatRequest, HeartbeatResponse,
     InventoryRequest, Lease, LeaseStatus, OutputChunk, OutputRequest, PollRequest, PollResponse,
-    RegisterRequest, RegisterResponse, ReportResponse, ResultRequest, WorkItem, WorkState,
+    RegisterRequest, RegisterResponse, ReportResponse, ResultRequest, WorkItem,
 };
 use wc_store::runners::{self, Registered, Registration};
 use wc_store::work::{self, Chunk, Claim, LeaseView, Report, WorkRow};
 
 use crate::AppState;
+use crate::execution;
 use crate::http::ApiError;
 pub use auth::RunnerPrincipal;
 
@@ -73,10 +74,6 @@ fn unknown_work() -> ApiError {
 /// Parses a JSON body strictly, naming what was wrong.
 fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| invalid(format!("malformed request: {e}")))
-}
-
-fn state_of(s: &str) -> WorkState {
-    serde_json::from_value(serde_json::Value::String(s.to_owned())).unwrap_or(WorkState::Lost)
 }
 
 fn lease_ms(state: &AppState) -> u64 {
@@ -158,6 +155,7 @@ async fn register(
             max_concurrency: req.max_concurrency as i32,
             projects: &req.projects,
         },
+        &execution::terminal_evidence,
     )
     .await?;
     match got {
@@ -264,9 +262,7 @@ async fn claim(
         Claim::Claimed(row) => Ok(Json(ClaimResponse::Claimed {
             lease: Box::new(lease_of(&row, lease)?),
         })),
-        Claim::AlreadyClaimed(s) => Ok(Json(ClaimResponse::AlreadyClaimed {
-            state: state_of(&s),
-        })),
+        Claim::AlreadyClaimed(state) => Ok(Json(ClaimResponse::AlreadyClaimed { state })),
         Claim::NotFound => Err(unknown_work()),
         // The owner holds its share of this runner's slots: the message is left to come back
         // after its visibility timeout, while other callers' work takes the free slots.
@@ -400,12 +396,8 @@ fn chunks(raw: &[OutputChunk]) -> Result<Vec<Chunk>, ApiError> {
 
 fn report(r: Report) -> Result<Json<ReportResponse>, ApiError> {
     match r {
-        Report::Accepted(s) => Ok(Json(ReportResponse::Accepted {
-            state: state_of(&s),
-        })),
-        Report::LeaseLost(s) => Ok(Json(ReportResponse::LeaseLost {
-            state: state_of(&s),
-        })),
+        Report::Accepted(state) => Ok(Json(ReportResponse::Accepted { state })),
+        Report::LeaseLost(state) => Ok(Json(ReportResponse::LeaseLost { state })),
         Report::BeyondLimit => Err(ApiError::client(
             StatusCode::BAD_REQUEST,
             "output_beyond_limit",
@@ -448,21 +440,18 @@ async fn result(
     }
     let terminal = req.outcome.state();
     let outcome = serde_json::to_value(&req.outcome).map_err(ApiError::internal)?;
-    let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
-    let state_str = serde_json::to_value(terminal)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "failed".into());
+    let mut client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
     report(
         work::finish(
-            &client,
+            &mut client,
             &runner.client_id,
             req.instance_id,
             req.lease.work_id,
             req.lease.lease_token,
-            &state_str,
+            terminal,
             &outcome,
             &chunks,
+            &execution::terminal_evidence,
         )
         .await?,
     )

@@ -39,6 +39,5 @@ pub fn spec() -> ToolSpec {
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
     let row = execution::load_job(&ctx, &args.job_id).await?;
     let out = execution::view(&ctx, &row, false).await?;
-    execution::record_terminal(&ctx, &row, &out).await;
     execution::settle(out)
 }

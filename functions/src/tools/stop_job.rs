@@ -50,17 +50,16 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let row = execution::load_job(&ctx, &args.job_id).await?;
     let stop_requested = !row.is_terminal();
     if stop_requested {
-        let client = ctx
+        let mut client = ctx
             .state
             .pool
             .get()
             .await
             .map_err(wc_store::StoreError::from)?;
-        wc_store::work::request_cancel(&client, row.id).await?;
+        wc_store::work::request_cancel(&mut client, row.id, &execution::terminal_evidence).await?;
     }
     let row = execution::load_job(&ctx, &args.job_id).await?;
     let job = execution::view(&ctx, &row, false).await?;
-    execution::record_terminal(&ctx, &row, &job).await;
     Ok(Output {
         stop_requested,
         job,

@@ -38,6 +38,33 @@ pub enum WorkState {
 }
 
 impl WorkState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [WorkState; 6] = [
+        WorkState::Queued,
+        WorkState::Leased,
+        WorkState::Succeeded,
+        WorkState::Failed,
+        WorkState::Cancelled,
+        WorkState::Lost,
+    ];
+
+    /// The wire (and stored) string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkState::Queued => "queued",
+            WorkState::Leased => "leased",
+            WorkState::Succeeded => "succeeded",
+            WorkState::Failed => "failed",
+            WorkState::Cancelled => "cancelled",
+            WorkState::Lost => "lost",
+        }
+    }
+
+    /// The state named by its wire string, if it names one.
+    pub fn parse(s: &str) -> Option<WorkState> {
+        WorkState::ALL.into_iter().find(|w| w.as_str() == s)
+    }
+
     /// Whether no further transition is possible.
     pub fn is_terminal(self) -> bool {
         !matches!(self, WorkState::Queued | WorkState::Leased)
@@ -686,7 +713,17 @@ pub struct ApiError {
 mod tests {
     use super::WorkState::{self, *};
 
-    const ALL: [WorkState; 6] = [Queued, Leased, Succeeded, Failed, Cancelled, Lost];
+    const ALL: [WorkState; 6] = WorkState::ALL;
+
+    #[test]
+    fn state_strings_are_the_serde_strings_and_parse_back() {
+        for s in ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(WorkState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(WorkState::parse("running"), None);
+        assert_eq!(WorkState::parse("Lost"), None);
+    }
 
     #[test]
     fn envelopes_round_trip_and_bad_bodies_say_why() {

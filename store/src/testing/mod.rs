@@ -521,6 +521,23 @@ pub mod runner_work {
         register(pool, client_id).await
     }
 
+    /// Evidence of nothing: for transitions whose work has no session to write to.
+    pub fn no_evidence(_: &work::WorkRow) -> Option<crate::sessions::NewEvent> {
+        None
+    }
+
+    /// A marker `execution_finished` naming the work and the state it ended in.
+    pub fn marker_evidence(row: &work::WorkRow) -> Option<crate::sessions::NewEvent> {
+        Some(crate::sessions::NewEvent {
+            kind: "execution_finished".into(),
+            call_id: Uuid::now_v7(),
+            invocation_id: Uuid::now_v7(),
+            role: "business",
+            tool_name: Some(row.tool.clone()),
+            payload: json!({"job_id": row.id, "state": row.state}),
+        })
+    }
+
     /// Registers a fresh instance of runner `client_id`.
     pub async fn register(pool: &Pool, client_id: &str) -> Uuid {
         let instance = Uuid::now_v7();
@@ -534,6 +551,7 @@ pub mod runner_work {
                 max_concurrency: 4,
                 projects: &["web".to_owned()],
             },
+            &no_evidence,
         )
         .await
         .expect("register runner");
