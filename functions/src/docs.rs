@@ -25,8 +25,9 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
          and on an execution that ended without success, `error` (`{{kind, message, …}}`, kinds in\n\
          ERRORS.md) on failure. On MCP that object is the\n\
          `structuredContent` (and the one text block); on REST it is the response body. Every MCP\n\
-         tool also accepts the wrapper metadata `recording_session_id`, `ack_session_message_ids`\n\
-         and `context_request`; REST accepts `recording_session_id`.\n"
+         tool also accepts the wrapper metadata `recording_session_id` and\n\
+         `ack_session_message_ids`, and on the stateless 2026-07-28 contract `context_request`\n\
+         (listed only there); REST accepts `recording_session_id`.\n"
     );
     let _ = writeln!(
         out,

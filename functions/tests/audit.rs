@@ -401,6 +401,87 @@ async fn tool_call_rows_carry_model_ergonomics_without_argument_values() {
     }
 }
 
+#[tokio::test]
+async fn serialized_result_bytes_leave_out_the_session_attention_sidecar() {
+    let db = TestDatabase::new().await;
+    register_project(&db, "agent:local:a").await;
+    let st = state(&db);
+    let key = full_key(&db).await;
+    let started = tools_call(
+        &st,
+        MODERN,
+        Some(&key),
+        "start_session",
+        json!({ "project": "agent:local:a", "instruction": "audited" }),
+    )
+    .await;
+    let w = started.result()["structuredContent"]["output"]["session_id"]
+        .as_str()
+        .expect("session_id")
+        .to_owned();
+    let posted = tools_call(
+        &st,
+        MODERN,
+        Some(&key),
+        "post_session_message",
+        json!({ "session_id": w, "kind": "question", "body": "confirm", "ack_required": true }),
+    )
+    .await;
+    assert_eq!(
+        posted.result()["structuredContent"]["success"],
+        true,
+        "{}",
+        posted.text()
+    );
+    for version in VERSIONS {
+        let r = tools_call(
+            &st,
+            version,
+            Some(&key),
+            "list_projects",
+            json!({ "recording_session_id": w }),
+        )
+        .await;
+        let sc = &r.result()["structuredContent"];
+        assert_eq!(sc["session_attention"]["total"], 1, "{version}: {sc}");
+        let mut model_facing = sc.clone();
+        model_facing
+            .as_object_mut()
+            .unwrap()
+            .remove("session_attention");
+        let m = ergonomics(&event_of(&db, &r).await).clone();
+        assert_eq!(
+            m["serialized_result_bytes"],
+            serde_json::to_vec(&model_facing).unwrap().len(),
+            "{version}: {m}"
+        );
+        assert!(
+            serde_json::to_vec(sc).unwrap().len()
+                > serde_json::to_vec(&model_facing).unwrap().len()
+        );
+    }
+    // The REST body carries the sidecar too; its size is not the measure either.
+    let r = rest(
+        &st,
+        "/api/tools/call",
+        Some(&key),
+        json!({ "tool": "list_projects", "arguments": {}, "recording_session_id": w }),
+    )
+    .await;
+    assert_eq!(r.body["session_attention"]["total"], 1, "{}", r.text());
+    let mut model_facing = r.body.clone();
+    model_facing
+        .as_object_mut()
+        .unwrap()
+        .remove("session_attention");
+    let m = ergonomics(&event_of(&db, &r).await).clone();
+    assert_eq!(
+        m["serialized_result_bytes"],
+        serde_json::to_vec(&model_facing).unwrap().len(),
+        "{m}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Session affinity
 

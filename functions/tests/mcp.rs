@@ -213,7 +213,7 @@ async fn legacy_revisions_initialize_ping_and_list() {
 }
 
 #[tokio::test]
-async fn every_revision_lists_tools_with_the_wrapper_properties() {
+async fn every_revision_lists_tools_with_the_wrapper_properties_of_its_contract() {
     let db = TestDatabase::new().await;
     let st = state(&db);
     let key = full_key(&db).await;
@@ -224,17 +224,20 @@ async fn every_revision_lists_tools_with_the_wrapper_properties() {
         assert!(!tools.is_empty(), "{version}");
         for t in tools {
             let props = &t["inputSchema"]["properties"];
-            for field in [
-                "recording_session_id",
-                "ack_session_message_ids",
-                "context_request",
-            ] {
+            for field in ["recording_session_id", "ack_session_message_ids"] {
                 assert!(
                     props.get(field).is_some(),
                     "{version}: {} lacks {field}",
                     t["name"]
                 );
             }
+            // The context_request sidecar is part of the stateless 2026-07-28 contract only.
+            assert_eq!(
+                props.get("context_request").is_some(),
+                version == MODERN,
+                "{version}: {}",
+                t["name"]
+            );
         }
     }
 }

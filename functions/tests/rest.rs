@@ -121,6 +121,55 @@ async fn the_openapi_document_fits_gpt_actions() {
 }
 
 #[tokio::test]
+async fn rest_publishes_only_the_recording_wrapper_field() {
+    let db = TestDatabase::new().await;
+    let st = state(&db);
+    let key = full_key(&db).await;
+    // The context_request sidecar (stateless MCP only) appears nowhere in the OpenAPI
+    // document; no request body takes it or MCP's ACK ids, every one takes
+    // recording_session_id.
+    let doc = openapi(&st).await;
+    let text = serde_json::to_string(&doc).unwrap();
+    assert!(
+        !text.contains("context_request"),
+        "the OpenAPI document names context_request"
+    );
+    for (path, _, op) in operations(&doc) {
+        if path.starts_with("/api/actions/") || path == "/api/tools/call" {
+            let body = &op["requestBody"]["content"]["application/json"]["schema"];
+            let body = match body.get("$ref").and_then(Value::as_str) {
+                Some(r) => doc
+                    .pointer(&r[1..])
+                    .unwrap_or_else(|| panic!("{path}: {r}")),
+                None => body,
+            };
+            assert!(
+                body["properties"]["recording_session_id"].is_object(),
+                "{path}: {body}"
+            );
+            assert!(
+                body["properties"].get("ack_session_message_ids").is_none(),
+                "{path}: {body}"
+            );
+        }
+    }
+    let listed = rest(&st, "/api/tools/list", Some(&key), json!({})).await;
+    for t in listed.body["output"]["tools"].as_array().unwrap() {
+        let props = t["input_schema"]["properties"].as_object().unwrap();
+        assert!(props.contains_key("recording_session_id"), "{}", t["name"]);
+        for field in ["context_request", "ack_session_message_ids"] {
+            assert!(!props.contains_key(field), "{} lists {field}", t["name"]);
+        }
+    }
+    assert!(
+        operations(&doc)
+            .iter()
+            .any(|(path, _, _)| path == "/api/actions/start_session"),
+        "start_session has no action"
+    );
+}
+
+#[tokio::test]
 async fn rest_answers_the_same_result_body_as_mcp() {
     let db = TestDatabase::new().await;
     let st = state(&db);

@@ -580,6 +580,235 @@ async fn work_on_project_refusals_change_nothing() {
     assert_eq!(output(&r)["started"], "created");
 }
 
+#[tokio::test]
+async fn start_session_creates_a_plain_session_owned_by_the_callers_authority() {
+    let (db, st, _) = setup().await;
+    let owner = credential_in_group(
+        &db,
+        CredentialKind::SharedKey,
+        &ALL_SCOPES,
+        &[],
+        Some("group-a"),
+    )
+    .await;
+    let same_group = credential_in_group(
+        &db,
+        CredentialKind::Project,
+        &PROJECT_SCOPES,
+        &[P],
+        Some("group-a"),
+    )
+    .await;
+    let other_group = credential_in_group(
+        &db,
+        CredentialKind::SharedKey,
+        &ALL_SCOPES,
+        &[],
+        Some("group-b"),
+    )
+    .await;
+    let mut ids = BTreeSet::new();
+    for via in SURFACES {
+        for mode in ["normal", "read_only"] {
+            let r = call_via(
+                &st,
+                via,
+                &owner,
+                "start_session",
+                json!({ "project": P, "instruction": "add a cache", "mode": mode }),
+                None,
+            )
+            .await;
+            let out = output(&r);
+            let id = out["session_id"].as_str().unwrap().to_owned();
+            assert!(id.starts_with("wc_sess_"), "{via:?}: {id}");
+            assert!(ids.insert(id.clone()), "{via:?}: {id} repeated");
+            assert_eq!(out["project"], P);
+            assert_eq!(out["mode"], mode, "{via:?}: {out}");
+            assert_eq!(out["lifecycle"], "active");
+            assert_eq!(out["events_observed"], 1, "{via:?}: {out}");
+            // A plain create: no startup projection.
+            for projected in [
+                "started",
+                "continuation_feedback",
+                "workflow_guidance",
+                "project_instructions",
+            ] {
+                assert!(
+                    out.get(projected).is_none(),
+                    "{via:?}: {projected} in {out}"
+                );
+            }
+            let rows = ledger(&db, &id).await;
+            assert_eq!(shape(&rows), [("task_instruction", "business")], "{via:?}");
+            assert_eq!(rows[0].tool_name.as_deref(), Some("start_session"));
+            assert_eq!(rows[0].payload["excerpt"], "add a cache");
+            let row = session_row(&db, &id).await;
+            assert_eq!(row.mode, mode);
+            assert_eq!(
+                row.root_instruction.as_ref().unwrap()["excerpt"],
+                "add a cache"
+            );
+        }
+    }
+    // The session belongs to the caller's authority group, exactly as a work_on_project
+    // start: the group resumes and reads it, another group cannot see it.
+    let id = ids.iter().next().unwrap().clone();
+    let r = call(
+        &st,
+        &same_group,
+        "work_on_project",
+        json!({ "session_id": id, "instruction": "continue" }),
+    )
+    .await;
+    assert_eq!(output(&r)["started"], "resumed");
+    let r = call(
+        &st,
+        &other_group,
+        "session_summary",
+        json!({ "session_id": id }),
+    )
+    .await;
+    assert_eq!(kind(&r), "unknown_session_id", "{r}");
+    let r = call(
+        &st,
+        &other_group,
+        "work_on_project",
+        json!({ "session_id": id, "instruction": "steal" }),
+    )
+    .await;
+    assert_eq!(kind(&r), "unknown_session_id", "{r}");
+}
+
+#[tokio::test]
+async fn start_session_refuses_what_work_on_project_refuses_and_changes_nothing() {
+    let (db, st, _) = setup().await;
+    let owner = credential_in_group(
+        &db,
+        CredentialKind::SharedKey,
+        &ALL_SCOPES,
+        &[],
+        Some("group-a"),
+    )
+    .await;
+    let pc_granted = credential_in_group(
+        &db,
+        CredentialKind::Project,
+        &PROJECT_SCOPES,
+        &[P],
+        Some("group-a"),
+    )
+    .await;
+    let read_only_key = credential_in_group(
+        &db,
+        CredentialKind::SharedKey,
+        &["project:read"],
+        &[],
+        Some("group-a"),
+    )
+    .await;
+    let cases: Vec<(&str, &String, Value, &str)> = vec![
+        (
+            "unknown project",
+            &owner,
+            json!({ "project": "agent:local:nope", "instruction": "x" }),
+            "unknown_project",
+        ),
+        (
+            "project outside the grant",
+            &pc_granted,
+            json!({ "project": Q, "instruction": "x" }),
+            "unknown_project",
+        ),
+        (
+            "no project",
+            &owner,
+            json!({ "instruction": "x" }),
+            "invalid_arguments",
+        ),
+        (
+            "no instruction",
+            &owner,
+            json!({ "project": P }),
+            "invalid_arguments",
+        ),
+        (
+            "an unknown mode",
+            &owner,
+            json!({ "project": P, "instruction": "x", "mode": "inspect" }),
+            "invalid_arguments",
+        ),
+        (
+            "a session to resume",
+            &owner,
+            json!({ "project": P, "instruction": "x", "session_id": nobody() }),
+            "invalid_arguments",
+        ),
+        (
+            "without project:write",
+            &read_only_key,
+            json!({ "project": P, "instruction": "x" }),
+            "insufficient_scope",
+        ),
+    ];
+    for via in SURFACES {
+        for (what, auth, args, want) in &cases {
+            // work_on_project refuses the same start the same way (a resume is its own).
+            if *what != "a session to resume" {
+                let before = workflow_totals(&db).await;
+                let w = call_via(&st, via, auth, "work_on_project", args.clone(), None).await;
+                assert_eq!(kind(&w), *want, "{via:?} work_on_project {what}: {w}");
+                assert_eq!(workflow_totals(&db).await, before, "{via:?} {what}");
+            }
+            let before = workflow_state(&db).await;
+            let totals = workflow_totals(&db).await;
+            let r = call_via(&st, via, auth, "start_session", args.clone(), None).await;
+            assert_eq!(kind(&r), *want, "{via:?} {what}: {r}");
+            if *want == "unknown_project" {
+                assert_eq!(
+                    r["error"]["project"], args["project"],
+                    "{via:?} {what}: {r}"
+                );
+            }
+            assert_eq!(
+                workflow_state(&db).await,
+                before,
+                "{via:?} {what}: state changed"
+            );
+            assert_eq!(
+                workflow_totals(&db).await,
+                totals,
+                "{via:?} {what}: rows written"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn start_session_may_be_recorded_in_a_read_only_session() {
+    let (db, st, key) = setup().await;
+    let ro = start_mode(&st, &key, P, "watch", "read_only").await;
+    let before = last_seq(&db, &ro).await;
+    // Creating a session changes no project: a read-only recorder takes it, as it takes a
+    // work_on_project start.
+    for tool in ["start_session", "work_on_project"] {
+        let r = rec(
+            &st,
+            &key,
+            tool,
+            json!({ "project": P, "instruction": "a sibling", "mode": "read_only" }),
+            &ro,
+        )
+        .await;
+        let out = output(&r);
+        assert_eq!(out["mode"], "read_only", "{tool}: {out}");
+        assert_ne!(out["session_id"], json!(ro));
+    }
+    let rows = ledger_after(&db, &ro, before).await;
+    one_recorder_pair(&rows[..2], "start_session");
+    one_recorder_pair(&rows[2..], "work_on_project");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. The recorder
 
@@ -589,7 +818,7 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
     let fresh = |i: &'static str| start(st, key, P, i);
     match tool {
         "list_tools" | "runtime_status" | "list_projects" => (json!({}), None),
-        "work_on_project" => (
+        "work_on_project" | "start_session" => (
             json!({ "project": P, "instruction": "recorded start" }),
             None,
         ),
@@ -690,6 +919,7 @@ async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() 
         for required in [
             "session_handoff_summary",
             "work_on_project",
+            "start_session",
             "runtime_status",
         ] {
             assert!(names.iter().any(|n| n == required), "{via:?}: {names:?}");
@@ -732,8 +962,9 @@ async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() 
                     "{via:?} {tool}: pairs share a call id"
                 );
             }
-            // work_on_project made a new session whose only event is its instruction.
-            if tool == "work_on_project" {
+            // work_on_project and start_session made a new session whose only event is its
+            // instruction.
+            if tool == "work_on_project" || tool == "start_session" {
                 let n = out["session_id"].as_str().unwrap();
                 let rows = ledger(&db, n).await;
                 assert_eq!(shape(&rows), [("task_instruction", "business")], "{via:?}");

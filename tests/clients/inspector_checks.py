@@ -24,7 +24,9 @@ import json
 import sys
 
 EXPECTED_TOOLS = {"list_tools", "list_projects", "runtime_status"}
-WRAPPER_FIELDS = ("recording_session_id", "ack_session_message_ids", "context_request")
+WRAPPER_FIELDS = ("recording_session_id", "ack_session_message_ids")
+# The context_request sidecar is part of the stateless 2026-07-28 contract only.
+SIDECAR = "context_request"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 
@@ -97,12 +99,17 @@ def main() -> None:
         missing = EXPECTED_TOOLS - tools.keys()
         if missing:
             fail(f"tools/list lacks {sorted(missing)}; got {sorted(tools)}")
+        # The CLI prints a listing without its _meta, so the era is the one asked for ("auto"
+        # must settle on 2026-07-28, as era_of checks on tool results).
+        modern = era != "legacy"
         for name, tool in tools.items():
             props = (tool.get("inputSchema") or {}).get("properties") or {}
             absent = [f for f in WRAPPER_FIELDS if f not in props]
             if absent:
                 fail(f"inputSchema of {name} lacks wrapper properties {absent}")
-        print(f"{len(tools)} tools: {', '.join(sorted(tools))}; wrapper properties on every schema")
+            if (SIDECAR in props) != modern:
+                fail(f"inputSchema of {name} {'lacks' if modern else 'lists'} {SIDECAR}")
+        print(f"{len(tools)} tools: {', '.join(sorted(tools))}; wrapper properties of the era on every schema")
     elif kind == "status":
         got = era_of(result, era)
         sc = structured(result)

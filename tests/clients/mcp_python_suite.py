@@ -54,6 +54,7 @@ EXPECTED_TOOLS = {
     "list_projects",
     "runtime_status",
     "work_on_project",
+    "start_session",
     "session_summary",
     "session_handoff_summary",
     "finish_coding_task",
@@ -66,7 +67,9 @@ BOARD_TOOLS = {
     "complete_session_message",
     "observe_session_messages",
 }
-WRAPPER_FIELDS = ("recording_session_id", "ack_session_message_ids", "context_request")
+WRAPPER_FIELDS = ("recording_session_id", "ack_session_message_ids")
+# The context_request sidecar is part of the stateless 2026-07-28 contract only.
+MODERN_WRAPPER_FIELDS = WRAPPER_FIELDS + ("context_request",)
 ACCEPT = "application/json, text/event-stream"
 
 
@@ -176,10 +179,11 @@ def expected_version(mode: str, got: str) -> None:
         )
 
 
-def check_tools(listing: Any, where: str) -> dict[str, Any]:
+def check_tools(listing: Any, where: str, mode: str) -> dict[str, Any]:
     tools = {t.name: t for t in listing.tools}
     missing = EXPECTED_TOOLS - tools.keys()
     expect(not missing, f"{where}: tools/list lacks {sorted(missing)}; got {sorted(tools)}")
+    modern = mode != "legacy"
     for name, tool in tools.items():
         schema = tool.input_schema or {}
         props = schema.get("properties") or {}
@@ -188,6 +192,10 @@ def check_tools(listing: Any, where: str) -> dict[str, Any]:
                 field in props,
                 f"{where}: inputSchema of {name} lacks wrapper property {field}; has {sorted(props)}",
             )
+        expect(
+            ("context_request" in props) == modern,
+            f"{where} ({mode}): inputSchema of {name} {'lacks' if modern else 'lists'} context_request",
+        )
     return {name: tool.input_schema for name, tool in sorted(tools.items())}
 
 
@@ -314,8 +322,8 @@ class Suite:
                     a.protocol_version == b.protocol_version,
                     f"A negotiated {a.protocol_version}, B {b.protocol_version}",
                 )
-                tools_a = check_tools(await a.list_tools(), "A tools/list")
-                tools_b = check_tools(await b.list_tools(), "B tools/list")
+                tools_a = check_tools(await a.list_tools(), "A tools/list", mode)
+                tools_b = check_tools(await b.list_tools(), "B tools/list", mode)
                 expect(tools_a == tools_b, "A and B list different tools or schemas")
                 st_b = check_runtime_status(await b.call_tool("runtime_status", {}), "B runtime_status")
                 st_a = check_runtime_status(await a.call_tool("runtime_status", {}), "A runtime_status")
@@ -342,7 +350,7 @@ class Suite:
             async with mcp_client(self.endpoint, hc, mode) as c:
                 expected_version(mode, c.protocol_version)
                 for round_ in range(2):
-                    check_tools(await c.list_tools(), f"round {round_} tools/list")
+                    check_tools(await c.list_tools(), f"round {round_} tools/list", mode)
                     check_runtime_status(await c.call_tool("runtime_status", {}), f"round {round_} runtime_status")
                     check_projects(
                         await c.call_tool("list_projects", {}), self.project_id, f"round {round_} list_projects"
@@ -371,7 +379,7 @@ class Suite:
         async with self.routed(wire) as hc:
             async with mcp_client(self.endpoint, hc, mode) as c:
                 expected_version(mode, c.protocol_version)
-                check_tools(await c.list_tools(), "tools/list")
+                check_tools(await c.list_tools(), "tools/list", mode)
 
                 created = tool_ok(
                     await c.call_tool("work_on_project", {"project": self.project_id, "instruction": instruction}),
@@ -509,7 +517,7 @@ class Suite:
                 mcp_client(self.endpoint, hcw2, mode) as worker2,
             ):
                 expected_version(mode, coord.protocol_version)
-                listed = set(check_tools(await coord.list_tools(), "coordinator tools/list"))
+                listed = set(check_tools(await coord.list_tools(), "coordinator tools/list", mode))
                 missing = BOARD_TOOLS - listed
                 expect(not missing, f"tools/list lacks the board tools {sorted(missing)}")
 
@@ -795,7 +803,7 @@ class Suite:
             async with mcp_client(self.endpoint, hc, mode) as c:
                 expected_version(mode, c.protocol_version)
                 with_header = (
-                    check_tools(await c.list_tools(), "tools/list"),
+                    check_tools(await c.list_tools(), "tools/list", mode),
                     check_runtime_status(await c.call_tool("runtime_status", {}), "runtime_status"),
                     check_projects(await c.call_tool("list_projects", {}), self.project_id, "list_projects"),
                 )
@@ -803,7 +811,7 @@ class Suite:
         async with self.routed(wire2) as hc:
             async with mcp_client(self.endpoint, hc, mode) as c:
                 without = (
-                    check_tools(await c.list_tools(), "tools/list"),
+                    check_tools(await c.list_tools(), "tools/list", mode),
                     check_runtime_status(await c.call_tool("runtime_status", {}), "runtime_status"),
                     check_projects(await c.call_tool("list_projects", {}), self.project_id, "list_projects"),
                 )

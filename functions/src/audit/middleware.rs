@@ -251,19 +251,20 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
             let mut summary = json!({ "transport": "mcp" });
             if let Some(result) = parsed.as_ref().and_then(|r| r.result) {
                 let tools = serde_json::from_str::<ToolsListResult<'_>>(result.get()).ok();
-                let tool_names: Vec<String> = tools
+                let tool_count = tools
                     .as_ref()
-                    .and_then(|t| serde_json::from_str::<Vec<ToolName>>(t.tools.get()).ok())
-                    .map(|v| v.into_iter().map(|t| t.name).collect())
-                    .unwrap_or_default();
+                    .and_then(|t| {
+                        serde_json::from_str::<Vec<serde::de::IgnoredAny>>(t.tools.get()).ok()
+                    })
+                    .map_or(0, |v| v.len());
                 summary["tool_surface"] = json!({
                     "schema_version": 1,
                     "protocol_era": protocol_era(rpc.as_ref().and_then(|r| r.params.as_ref()).and_then(|p| p.meta.as_ref())),
-                    "compact_schemas": false,
-                    "tool_count": tool_names.len(),
+                    "compact_schemas": crate::mcp::listing::COMPACT_SCHEMAS,
+                    "tool_count": tool_count,
                     "serialized_tools_bytes": tools.map_or(0, |t| t.tools.get().len()),
                     "serialized_result_bytes": result.get().len(),
-                    "gateway_tool_included": tool_names.iter().any(|n| n == "call_runtime_tool"),
+                    "gateway_tool_included": crate::mcp::listing::GATEWAY_TOOL_INCLUDED,
                 });
             }
             Classified {
@@ -328,9 +329,4 @@ fn classify_tool_call(
             summary: json!({ "transport": "mcp" }),
         },
     }
-}
-
-#[derive(Deserialize)]
-struct ToolName {
-    name: String,
 }

@@ -146,7 +146,7 @@ impl ToolRuntime {
             let json = serde_json::to_string(&result).expect("tool results serialize");
             let bytes = match state {
                 ExecutionState::Rejected => None,
-                _ => Some(json.len() as u64),
+                _ => Some(result.model_facing_bytes(&json) as u64),
             };
             let kind = result.error.as_ref().map(|e| e.kind);
             let telemetry = ModelErgonomics {

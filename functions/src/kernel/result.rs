@@ -391,6 +391,31 @@ impl ToolResult {
         }
     }
 
+    /// The `serialized_result_bytes` of telemetry: the UTF-8 length of the model-facing
+    /// `{success, output, error}` object as serde serializes it. The runtime's
+    /// `session_attention` sidecar is not the tool's result and is not counted. `serialized`
+    /// is this whole result already serialized, the answer itself when there is no sidecar.
+    pub fn model_facing_bytes(&self, serialized: &str) -> usize {
+        if self.session_attention.is_none() {
+            return serialized.len();
+        }
+        #[derive(Serialize)]
+        struct ModelFacing<'a> {
+            success: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            output: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<&'a ToolError>,
+        }
+        serde_json::to_vec(&ModelFacing {
+            success: self.success,
+            output: self.output.as_ref(),
+            error: self.error.as_ref(),
+        })
+        .expect("tool results serialize")
+        .len()
+    }
+
     /// The result as a JSON value.
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("tool results serialize")
@@ -432,6 +457,22 @@ mod tests {
         for r in [ToolResult::ok(json!({"a": 1})), failed, attended] {
             let expected = r.to_value();
             assert_eq!(r.into_value(), expected);
+        }
+    }
+
+    #[test]
+    fn model_facing_bytes_count_success_output_and_error_but_not_session_attention() {
+        let failed = ToolResult::err(
+            ToolError::new(ErrorKind::InvalidArguments, "bad").with("field", "limit"),
+        );
+        for plain in [ToolResult::ok(json!({"a": "é"})), failed] {
+            let bare = serde_json::to_string(&plain).unwrap();
+            assert_eq!(plain.model_facing_bytes(&bare), bare.len());
+            let mut attended = plain;
+            attended.session_attention = Some(json!({"unacknowledged": 1, "messages": []}));
+            let whole = serde_json::to_string(&attended).unwrap();
+            assert!(whole.len() > bare.len(), "{whole}");
+            assert_eq!(attended.model_facing_bytes(&whole), bare.len(), "{whole}");
         }
     }
 

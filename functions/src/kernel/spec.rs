@@ -84,12 +84,18 @@ pub enum SessionUse {
     /// Works in the session's context (execution defaults, evidence): it must be active, and
     /// a read-only session refuses the tool when it changes the project.
     Works,
+    /// Creates a fresh session and names none (no `session_id` argument). Session
+    /// management: a read-only recorder may record it, as it may record `work_on_project`.
+    Creates,
 }
 
 impl SessionUse {
     /// Whether the tool only manages the session itself (and so may run in read-only sessions).
     pub fn is_session_management(self) -> bool {
-        matches!(self, SessionUse::Changes | SessionUse::Manages)
+        matches!(
+            self,
+            SessionUse::Changes | SessionUse::Manages | SessionUse::Creates
+        )
     }
 }
 
@@ -195,14 +201,17 @@ impl ToolSpec {
         })
     }
 
-    /// Declares how the tool uses its `session_id` argument.
+    /// Declares how the tool uses its `session_id` argument (or, for [`SessionUse::Creates`],
+    /// that it makes its session).
     pub fn with_session(mut self, session: SessionUse) -> ToolSpec {
+        let names_a_session = self
+            .input_schema
+            .get("properties")
+            .and_then(|p| p.get("session_id"))
+            .is_some();
         assert!(
-            self.input_schema
-                .get("properties")
-                .and_then(|p| p.get("session_id"))
-                .is_some(),
-            "tool {} declares session use without a session_id argument",
+            names_a_session != (session == SessionUse::Creates),
+            "tool {}: a tool that creates its session takes no session_id, every other session use needs one",
             self.meta.name
         );
         self.session = session;

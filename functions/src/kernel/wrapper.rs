@@ -128,8 +128,38 @@ pub fn split(args: &mut Map<String, Value>) -> Result<WrapperMeta, WrapperError>
     Ok(meta)
 }
 
-/// JSON Schema of the wrapper fields, added to every runtime tool's published input schema.
-pub fn schema_properties() -> Map<String, Value> {
+/// A published contract that projects wrapper fields into tool input schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// MCP before 2026-07-28 (the handshake era).
+    LegacyMcp,
+    /// The stateless 2026-07-28 MCP contract.
+    StatelessMcp,
+    /// The REST actions and their OpenAPI document.
+    Rest,
+}
+
+impl Surface {
+    /// Whether `field` is part of this surface's published contract. The `context_request`
+    /// sidecar belongs to the stateless MCP contract only; REST takes only the recorder.
+    pub fn publishes(self, field: &str) -> bool {
+        match self {
+            Surface::StatelessMcp => true,
+            Surface::LegacyMcp => field != "context_request",
+            Surface::Rest => field == "recording_session_id",
+        }
+    }
+}
+
+/// JSON Schema of the wrapper fields `surface` publishes, added to every runtime tool's
+/// input schema there.
+pub fn schema_properties(surface: Surface) -> Map<String, Value> {
+    let mut all = all_schema_properties();
+    all.retain(|field, _| surface.publishes(field));
+    all
+}
+
+fn all_schema_properties() -> Map<String, Value> {
     match json!({
         "recording_session_id": {
             "type": "string",
@@ -233,12 +263,27 @@ mod tests {
 
     #[test]
     fn the_published_schema_accepts_what_split_accepts() {
-        let schema = json!({"type": "object", "properties": schema_properties(), "additionalProperties": false});
+        let schema = json!({"type": "object", "properties": schema_properties(Surface::StatelessMcp), "additionalProperties": false});
         let v = jsonschema::validator_for(&schema).unwrap();
         let good = json!({"recording_session_id": "wc_sess_x", "ack_session_message_ids": ["wc_msg_y"], "context_request": {"materials": ["m"]}});
         assert!(v.is_valid(&good));
         assert!(split(&mut obj(good)).is_ok());
         let nine: Vec<String> = (0..9).map(|i| format!("wc_msg_{i}")).collect();
         assert!(!v.is_valid(&json!({"ack_session_message_ids": nine})));
+    }
+
+    #[test]
+    fn only_the_stateless_mcp_contract_publishes_the_context_request_sidecar() {
+        let names = |s: Surface| {
+            let mut v: Vec<String> = schema_properties(s).keys().cloned().collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(Surface::StatelessMcp).len(), WRAPPER_FIELDS.len());
+        assert_eq!(
+            names(Surface::LegacyMcp),
+            ["ack_session_message_ids", "recording_session_id"]
+        );
+        assert_eq!(names(Surface::Rest), ["recording_session_id"]);
     }
 }

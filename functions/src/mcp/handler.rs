@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 #[cfg(feature = "conformance-fixtures")]
 use super::fixtures;
-use super::listing::{Listings, conflicts_with_wrapper};
+use super::listing::{Era, Listings, conflicts_with_wrapper};
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
 use crate::kernel::context::ClientWindow;
@@ -149,7 +149,12 @@ impl ServerHandler for WcMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let who = principal(&ctx)?;
-        let tools = self.listings.for_scopes(who.scopes);
+        let era = if is_modern(&ctx) {
+            Era::Stateless
+        } else {
+            Era::Legacy
+        };
+        let tools = self.listings.for_scopes(who.scopes, era);
         let mut result = ListToolsResult::with_all_items((*tools).clone());
         if is_modern(&ctx) {
             // The listing depends only on the caller's scopes: cacheable, but per caller.

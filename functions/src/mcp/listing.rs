@@ -1,5 +1,6 @@
-//! MCP tool listings: the kernel's specs rendered as MCP tools, with the wrapper metadata
-//! projected into every input schema, built once per scope set and shared.
+//! MCP tool listings: the kernel's specs rendered as MCP tools, with the wrapper metadata of
+//! the caller's protocol era projected into every input schema, built once per scope set and
+//! era and shared.
 
 use std::sync::{Arc, OnceLock};
 
@@ -9,48 +10,96 @@ use serde_json::{Map, Value};
 use crate::auth::{Scope, ScopeSet};
 use crate::kernel::ToolRuntime;
 use crate::kernel::spec::ToolSpec;
-use crate::kernel::wrapper;
+use crate::kernel::wrapper::{self, Surface};
 
-/// Listings by scope set (a scope set is a small bitset, so a table indexed by it).
+/// The `compact_schemas` fact of the `tools/list` audit summary (`tool_surface` v1): listed
+/// input schemas are complete, never compacted (only output-schema descriptions are dropped,
+/// see [`without_descriptions`]). One listing form exists, so this is a fact of the build,
+/// kept true by `listed_input_schemas_are_complete` below.
+pub const COMPACT_SCHEMAS: bool = false;
+
+/// The `gateway_tool_included` fact of the `tools/list` audit summary: no MCP tool dispatches
+/// other tools by name (REST's `callRuntimeTool` is a route, not a listed tool), so no listing
+/// includes one; kept true by `no_registered_tool_is_a_gateway` below.
+pub const GATEWAY_TOOL_INCLUDED: bool = false;
+
+/// Which MCP contract a caller speaks: the wrapper fields published differ between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Before 2026-07-28 (the handshake era).
+    Legacy,
+    /// The stateless 2026-07-28 contract.
+    Stateless,
+}
+
+impl Era {
+    fn surface(self) -> Surface {
+        match self {
+            Era::Legacy => Surface::LegacyMcp,
+            Era::Stateless => Surface::StatelessMcp,
+        }
+    }
+}
+
+/// Listings by scope set and era (a scope set is a small bitset, so a table indexed by it,
+/// one per era).
 pub struct Listings {
     runtime: Arc<ToolRuntime>,
-    by_scopes: Vec<OnceLock<Arc<Vec<Tool>>>>,
+    legacy: Vec<OnceLock<Arc<Vec<Tool>>>>,
+    stateless: Vec<OnceLock<Arc<Vec<Tool>>>>,
     every: Vec<Tool>,
 }
 
 impl Listings {
     /// Empty listings over `runtime`.
     pub fn new(runtime: Arc<ToolRuntime>) -> Self {
-        let every = runtime.specs().iter().map(|s| render(s)).collect();
+        let every = runtime
+            .specs()
+            .iter()
+            .map(|s| render(s, Era::Stateless))
+            .collect();
         let slots = 1usize << Scope::ALL.len();
         Self {
             runtime,
-            by_scopes: (0..slots).map(|_| OnceLock::new()).collect(),
+            legacy: (0..slots).map(|_| OnceLock::new()).collect(),
+            stateless: (0..slots).map(|_| OnceLock::new()).collect(),
             every,
         }
     }
 
-    /// The tools a holder of `scopes` sees, in name order.
-    pub fn for_scopes(&self, scopes: ScopeSet) -> Arc<Vec<Tool>> {
-        self.by_scopes[scopes.bits() as usize]
-            .get_or_init(|| Arc::new(self.runtime.visible(scopes).map(|s| render(s)).collect()))
+    /// The tools a holder of `scopes` sees in `era`, in name order.
+    pub fn for_scopes(&self, scopes: ScopeSet, era: Era) -> Arc<Vec<Tool>> {
+        let table = match era {
+            Era::Legacy => &self.legacy,
+            Era::Stateless => &self.stateless,
+        };
+        table[scopes.bits() as usize]
+            .get_or_init(|| {
+                Arc::new(
+                    self.runtime
+                        .visible(scopes)
+                        .map(|s| render(s, era))
+                        .collect(),
+                )
+            })
             .clone()
     }
 
-    /// Any registered tool by name, regardless of scope (for header validation).
+    /// Any registered tool by name, regardless of scope, as the stateless contract lists it
+    /// (for `Mcp-Name` header validation, which exists only there).
     pub fn get(&self, name: &str) -> Option<Tool> {
         self.every.iter().find(|t| t.name == name).cloned()
     }
 }
 
-/// A spec's input schema with the wrapper fields added to its properties.
-pub fn published_input_schema(spec: &ToolSpec) -> Map<String, Value> {
+/// A spec's input schema with the wrapper fields of `era` added to its properties.
+pub fn published_input_schema(spec: &ToolSpec, era: Era) -> Map<String, Value> {
     let mut schema = (*spec.input_schema).clone();
     let props = schema
         .entry("properties")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(props) = props {
-        for (k, v) in wrapper::schema_properties() {
+        for (k, v) in wrapper::schema_properties(era.surface()) {
             props.entry(k).or_insert(v);
         }
     }
@@ -92,7 +141,7 @@ fn without_descriptions(mut schema: Map<String, Value>) -> Map<String, Value> {
     }
 }
 
-fn render(spec: &ToolSpec) -> Tool {
+fn render(spec: &ToolSpec, era: Era) -> Tool {
     let m = &spec.meta;
     let mut annotations = ToolAnnotations::default();
     annotations.title = Some(m.title.to_owned());
@@ -103,7 +152,7 @@ fn render(spec: &ToolSpec) -> Tool {
     Tool::new_with_raw(
         m.name,
         Some(m.description.into()),
-        Arc::new(published_input_schema(spec)),
+        Arc::new(published_input_schema(spec, era)),
     )
     .with_title(m.title)
     .with_raw_output_schema(Arc::new(without_descriptions(spec.result_schema())))
@@ -114,6 +163,62 @@ fn render(spec: &ToolSpec) -> Tool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn listed_input_schemas_are_complete() {
+        // The fact this test keeps true; flipping it means rewriting the test.
+        const { assert!(!COMPACT_SCHEMAS) };
+        for spec in crate::tools::all() {
+            for era in [Era::Legacy, Era::Stateless] {
+                let listed = published_input_schema(&spec, era);
+                for (key, value) in spec.input_schema.iter() {
+                    if key == "properties" {
+                        let props = listed[key].as_object().unwrap();
+                        for (name, schema) in value.as_object().unwrap() {
+                            assert_eq!(props.get(name), Some(schema), "{} {name}", spec.meta.name);
+                        }
+                    } else {
+                        assert_eq!(listed.get(key), Some(value), "{} {key}", spec.meta.name);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_registered_tool_is_a_gateway() {
+        const { assert!(!GATEWAY_TOOL_INCLUDED) };
+        // A gateway takes another tool's name and free-form arguments to pass on.
+        for spec in crate::tools::all() {
+            let props = spec
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object);
+            let takes_arguments = props.is_some_and(|p| p.contains_key("arguments"));
+            assert!(!takes_arguments, "{} looks like a gateway", spec.meta.name);
+        }
+    }
+
+    #[test]
+    fn only_the_stateless_era_lists_the_context_request_sidecar() {
+        for spec in crate::tools::all() {
+            let legacy = published_input_schema(&spec, Era::Legacy);
+            let stateless = published_input_schema(&spec, Era::Stateless);
+            let name = spec.meta.name;
+            assert!(
+                legacy["properties"].get("context_request").is_none(),
+                "{name}"
+            );
+            assert!(
+                stateless["properties"]["context_request"].is_object(),
+                "{name}"
+            );
+            for field in ["recording_session_id", "ack_session_message_ids"] {
+                assert!(legacy["properties"][field].is_object(), "{name} {field}");
+                assert!(stateless["properties"][field].is_object(), "{name} {field}");
+            }
+        }
+    }
 
     #[test]
     fn listed_output_schemas_drop_descriptions_but_keep_every_constraint() {

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use crate::AppState;
 use crate::kernel::ToolRuntime;
 use crate::kernel::spec::{ToolSpec, error_schema};
+use crate::kernel::wrapper::{self, Surface};
 
 /// Most operations in the document: a surface a model can hold in mind.
 pub const MAX_OPERATIONS: usize = 30;
@@ -46,11 +47,10 @@ pub fn rest_input_schema(spec: &ToolSpec) -> Value {
     let props = schema
         .entry("properties")
         .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(props) = props
-        && let Some(rec) =
-            crate::kernel::wrapper::schema_properties().remove("recording_session_id")
-    {
-        props.entry("recording_session_id").or_insert(rec);
+    if let Value::Object(props) = props {
+        for (k, v) in wrapper::schema_properties(Surface::Rest) {
+            props.entry(k).or_insert(v);
+        }
     }
     Value::Object(schema)
 }
@@ -85,7 +85,7 @@ fn call_schema(runtime: &ToolRuntime) -> Value {
             "tool": { "type": "string", "minLength": 1, "maxLength": 128 },
             // null is the same as {}.
             "arguments": { "type": ["object", "null"] },
-            "recording_session_id": crate::kernel::wrapper::schema_properties()["recording_session_id"].clone(),
+            "recording_session_id": wrapper::schema_properties(Surface::Rest)["recording_session_id"].clone(),
         },
         "required": ["tool"],
         "additionalProperties": false,

@@ -21,6 +21,7 @@ mod run_shell;
 mod runtime_status;
 mod session_handoff_summary;
 mod session_summary;
+mod start_session;
 mod stop_job;
 mod update_session_context;
 mod work_on_project;
@@ -34,6 +35,7 @@ pub fn all() -> Vec<ToolSpec> {
         runtime_status::spec(),
         list_projects::spec(),
         work_on_project::spec(),
+        start_session::spec(),
         session_summary::spec(),
         session_handoff_summary::spec(),
         finish_coding_task::spec(),

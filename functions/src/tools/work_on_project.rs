@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange};
+use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, SessionRow};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
@@ -126,16 +126,62 @@ fn instruction_payload(instruction: &str) -> Value {
     json!({ "excerpt": e.text, "truncated": e.truncated, "chars": instruction.chars().count() })
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let payload = instruction_payload(&args.instruction);
+/// The instruction of a fresh session: its stored excerpt and the `task_instruction` event
+/// that opens its ledger, as written by `tool`.
+pub(crate) fn instruction_event(
+    ctx: &ToolContext,
+    tool: &str,
+    instruction: &str,
+) -> (Value, NewEvent) {
+    let payload = instruction_payload(instruction);
     let event = NewEvent {
         kind: TASK_INSTRUCTION.into(),
         call_id: uuid::Uuid::now_v7(),
         invocation_id: ctx.invocation_id,
         role: "business",
-        tool_name: Some("work_on_project".into()),
+        tool_name: Some(tool.into()),
         payload: payload.clone(),
     };
+    (payload, event)
+}
+
+/// Creates a fresh Workflow Session on `project`, owned by the caller's authority, its ledger
+/// opened by `event`. The one place a session is created: `work_on_project` and
+/// `start_session` share its project and mode rules.
+pub(crate) async fn create(
+    ctx: &ToolContext,
+    project: String,
+    mode: Option<Mode>,
+    root_instruction: Value,
+    event: NewEvent,
+) -> Result<SessionRow, ToolError> {
+    let client = ctx
+        .state
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
+    let known = wc_store::projects::get(&client, &project).await?.is_some();
+    if !known || !ctx.principal.projects.allows(&project) {
+        return Err(ToolError::new(
+            ErrorKind::UnknownProject,
+            "no such project is visible to this caller",
+        )
+        .with("project", project));
+    }
+    drop(client);
+    let new = NewSession {
+        id: SessionId::generate().as_str().to_owned(),
+        project,
+        owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
+        mode: mode.unwrap_or(Mode::Normal).as_str(),
+        root_instruction: Some(root_instruction),
+    };
+    Ok(sessions::create(&ctx.state.pool, &new, &[event]).await?)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let (payload, event) = instruction_event(&ctx, "work_on_project", &args.instruction);
     let resumed = match &args.session_id {
         Some(id) => Some(ctx.business_session(id)?),
         None => None,
@@ -174,29 +220,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 .with("pointer", "/project")
                 .with("rule", "required")
             })?;
-            let client = ctx
-                .state
-                .pool
-                .get()
-                .await
-                .map_err(wc_store::StoreError::from)?;
-            let known = wc_store::projects::get(&client, &project).await?.is_some();
-            if !known || !ctx.principal.projects.allows(&project) {
-                return Err(ToolError::new(
-                    ErrorKind::UnknownProject,
-                    "no such project is visible to this caller",
-                )
-                .with("project", project));
-            }
-            drop(client);
-            let new = NewSession {
-                id: SessionId::generate().as_str().to_owned(),
-                project,
-                owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
-                mode: args.mode.unwrap_or(Mode::Normal).as_str(),
-                root_instruction: Some(payload),
-            };
-            let row = sessions::create(&ctx.state.pool, &new, &[event]).await?;
+            let row = create(&ctx, project, args.mode, payload, event).await?;
             let fresh = feedback::build(&feedback::FeedbackInput {
                 fresh_session: true,
                 events: &[],

@@ -1,0 +1,82 @@
+//! `start_session`: create a fresh Workflow Session on a project, and nothing more. The plain
+//! create of the compatibility surface: the same authority, project and mode rules as a
+//! `work_on_project` start (one code path, [`work_on_project::create`]), without its startup
+//! projection (no continuation feedback, workflow guidance or project instructions).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::work_on_project::{self, Mode};
+use crate::auth::Scope;
+use crate::kernel::context::ToolContext;
+use crate::kernel::result::ToolError;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::workflow::exec_context::ExecutionContext;
+
+/// Arguments of `start_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Project id (`agent:<client>:<name>`).
+    #[schemars(
+        length(min = 1, max = 300),
+        regex(pattern = r"^[^\u0000-\u001F\u007F]+$")
+    )]
+    pub project: String,
+    /// The task, in plain words (at most 16,000 characters).
+    #[schemars(length(min = 1, max = 16000))]
+    pub instruction: String,
+    /// `normal` (default) or `read_only`.
+    pub mode: Option<Mode>,
+}
+
+/// Output of `start_session`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The new session's id.
+    pub session_id: String,
+    /// The project.
+    pub project: String,
+    /// Mode.
+    pub mode: String,
+    /// Lifecycle (`active`).
+    pub lifecycle: String,
+    /// Execution defaults of the session.
+    pub execution_context: ExecutionContext,
+    /// Events ever appended to the session (its instruction).
+    pub events_observed: i64,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "start_session",
+            title: "Start session",
+            description: "Create a fresh Workflow Session on a project with a task instruction, and return its id to pass as recording_session_id on later calls. A plain create under the same rules as work_on_project, without its startup guidance or feedback; use work_on_project to resume a session.",
+            category: Category::Session,
+            scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
+            read_only: false,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Creates)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let (payload, event) =
+        work_on_project::instruction_event(&ctx, "start_session", &args.instruction);
+    let row = work_on_project::create(&ctx, args.project, args.mode, payload, event).await?;
+    let execution_context: ExecutionContext =
+        serde_json::from_value(row.execution_context.clone()).unwrap_or_default();
+    Ok(Output {
+        session_id: row.id,
+        project: row.project,
+        mode: row.mode,
+        lifecycle: row.lifecycle,
+        execution_context,
+        events_observed: row.events_observed,
+    })
+}
