@@ -40,9 +40,9 @@ pub struct Args {
     /// Default shell for shell tools. `null` clears it.
     #[serde(default, deserialize_with = "present")]
     pub default_shell: Option<Option<Shell>>,
-    /// Named runner resource. `null` clears it.
+    /// Named runner resource: 1-64 of `A-Z a-z 0-9 . _ -`, never a credential. `null` clears it.
     #[serde(default, deserialize_with = "present")]
-    #[schemars(length(max = 64))]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._-]{1,64}$"), length(max = 64))]
     pub resource: Option<Option<String>>,
 }
 
