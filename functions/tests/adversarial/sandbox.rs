@@ -288,6 +288,20 @@ async fn await_daemons(marker: &str) {
     }
 }
 
+/// Starts a job leaving [`daemons`] marked `marker` and waits until both run; the job's id.
+async fn start_daemons(st: &AppState, key: &str, marker: &str) -> String {
+    let r = call(
+        st,
+        key,
+        "run_job",
+        json!({ "project": P, "command": daemons(marker) }),
+    )
+    .await;
+    let job_id = r["output"]["job_id"].as_str().expect("a job id").to_owned();
+    await_daemons(marker).await;
+    job_id
+}
+
 async fn assert_daemons_die(marker: &str, when: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !marked(marker).is_empty() {
@@ -307,15 +321,7 @@ async fn detached_daemons_die_when_their_job_is_stopped_or_times_out() {
     let _runner = TestRunner::start_at(&db, &base_url, "local", &[("alpha", root.path())]).await;
 
     let marker = format!("wc-stop-{}", Uuid::new_v4().simple());
-    let r = call(
-        &st,
-        &key,
-        "run_job",
-        json!({ "project": P, "command": daemons(&marker) }),
-    )
-    .await;
-    let job_id = r["output"]["job_id"].as_str().expect("a job id").to_owned();
-    await_daemons(&marker).await;
+    let job_id = start_daemons(&st, &key, &marker).await;
     let r = call(&st, &key, "stop_job", json!({ "job_id": job_id })).await;
     assert_eq!(r["output"]["stop_requested"], true, "{r}");
     assert_daemons_die(&marker, "stop_job").await;
@@ -343,15 +349,7 @@ async fn detached_daemons_die_when_their_runner_is_killed() {
     let root_path = root.path().canonicalize().unwrap();
     let (mut runner, _) = RunnerProcess::start(&db, &base_url, &root_path, &[], "").await;
     let marker = format!("wc-kill9-{}", Uuid::new_v4().simple());
-    let r = call(
-        &st,
-        &key,
-        "run_job",
-        json!({ "project": P, "command": daemons(&marker) }),
-    )
-    .await;
-    assert!(r["output"]["job_id"].is_string(), "{r}");
-    await_daemons(&marker).await;
+    start_daemons(&st, &key, &marker).await;
     runner.kill();
     assert_daemons_die(&marker, "runner SIGKILL").await;
 }
@@ -425,15 +423,7 @@ async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts()
     let (mut runner, _) =
         RunnerProcess::start_in(&db, &base_url, &root_path, &[], off, Some(&cgroup)).await;
     let marker = format!("wc-kill9-off-{}", Uuid::new_v4().simple());
-    let r = call(
-        &st,
-        &key,
-        "run_job",
-        json!({ "project": P, "command": daemons(&marker) }),
-    )
-    .await;
-    assert!(r["output"]["job_id"].is_string(), "{r}");
-    await_daemons(&marker).await;
+    start_daemons(&st, &key, &marker).await;
     runner.kill();
     // Without the sandbox only the job's leader has a death signal: the detached daemons run on
     // (this is what the sandboxed test above would see without its PID namespace)…
