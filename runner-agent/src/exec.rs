@@ -368,6 +368,17 @@ impl Launch<'_> {
     }
 }
 
+/// Between fork and exec: the child dies with the runner (`parent`). The death signal survives
+/// the exec of a program that is not set-id; a runner already gone before it was armed is
+/// caught by the parent check. Only async-signal-safe calls (prctl, getppid, kill).
+fn die_with_runner(parent: Pid) -> io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    if nix::unistd::getppid() != parent {
+        let _ = nix::sys::signal::raise(Signal::SIGKILL);
+    }
+    Ok(())
+}
+
 /// Starts the job unsandboxed: in a cgroup of its own where the host offers one, with
 /// `PR_SET_PDEATHSIG` so the runner's death kills it. The spawn runs on the calling thread, a
 /// runtime worker that lives as long as the runner (the death signal follows the thread that
@@ -388,12 +399,7 @@ fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
                 let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
                 nix::unistd::write(fd, b"0")?;
             }
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            // The runner died before the death signal was armed.
-            if nix::unistd::getppid() != parent {
-                let _ = nix::sys::signal::raise(Signal::SIGKILL);
-            }
-            Ok(())
+            die_with_runner(parent)
         });
     }
     let child = command.spawn()?;
@@ -453,14 +459,8 @@ async fn spawn_sandboxed(
                 )?;
             }
             // bwrap arms its own death signal (`--die-with-parent`) only once it runs; a runner
-            // killed while bwrap loads would leave the sandbox with no parent to follow. Armed
-            // here it survives the exec (bwrap is not set-id), and a runner already gone is
-            // caught by the parent check.
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            if nix::unistd::getppid() != parent {
-                let _ = nix::sys::signal::raise(Signal::SIGKILL);
-            }
-            Ok(())
+            // killed while bwrap loads would leave the sandbox with no parent to follow.
+            die_with_runner(parent)
         });
     }
     let spawned = command.spawn();
@@ -507,7 +507,11 @@ fn leader_pid(child: &Child) -> io::Result<Pid> {
 /// system's error). Handing the spawn an absolute path also lets the standard library start the
 /// child with `posix_spawn` instead of copying this process with `fork`, which costs
 /// milliseconds in a large process.
-fn program_path(argv0: &str, cwd: &Path, search_path: Option<&std::ffi::OsStr>) -> OsString {
+pub(crate) fn program_path(
+    argv0: &str,
+    cwd: &Path,
+    search_path: Option<&std::ffi::OsStr>,
+) -> OsString {
     let path = Path::new(argv0);
     if argv0.contains('/') {
         return if path.is_relative() {

@@ -438,20 +438,15 @@ fn expand(field: &'static str, path: &str, home: Option<&Path>) -> Result<PathBu
     Ok(expanded)
 }
 
-/// `path` made absolute against the working directory (the runner's files named relatively).
 /// `bwrap` as found on the runner's `PATH` (an executable file in an absolute directory), or the
 /// bare name when it is not there, which the probe then refuses.
 fn find_bwrap() -> PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join("bwrap"))
-        .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
-        .unwrap_or_else(|| PathBuf::from("bwrap"))
+    let found =
+        crate::exec::program_path("bwrap", Path::new("/"), std::env::var_os("PATH").as_deref());
+    PathBuf::from(found)
 }
 
+/// `path` made absolute against the working directory (the runner's files named relatively).
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }

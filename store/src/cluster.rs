@@ -515,14 +515,13 @@ host    all   all   ::1/128        scram-sha-256
 /// Writes [`HBA`] into `data`, owned by the cluster's account.
 fn write_hba(data: &Path, owner: Option<&User>) -> Result<(), ClusterError> {
     let path = data.join("pg_hba.conf");
-    fs::write(&path, HBA).map_err(io(format!("cannot write {}", path.display())))?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
-        .map_err(io(format!("cannot restrict {}", path.display())))?;
-    if let Some(user) = owner {
-        nix::unistd::chown(path.as_path(), Some(user.uid), Some(user.gid))
-            .map_err(|e| io(format!("cannot hand {} to postgres", path.display()))(e.into()))?;
+    // Replaced, never rewritten in place: the new file is private from its first byte.
+    match fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(format!("cannot replace {}", path.display()))(e)),
     }
-    Ok(())
+    write_private(&path, HBA, owner)
 }
 
 /// Makes an existing data directory require the password: when its `pg_hba.conf` is not the

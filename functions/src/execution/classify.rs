@@ -35,6 +35,12 @@ pub struct ExpectationView {
     pub actionable: bool,
 }
 
+/// Whether an exit status counts as success: 0, or one of the call's `accepted_exit_codes`.
+/// The one rule behind both `success` (`settle`) and the expectation's `matched`.
+pub fn exit_counts_as_success(code: i32, accepted: &[i32]) -> bool {
+    code == 0 || accepted.contains(&code)
+}
+
 /// Compares `outcome` (in caller-facing `state`) with the declaration. The tool result's
 /// `success` never depends on this: a declaration classifies the outcome for the ledger and the
 /// caller, it does not turn a failed run into a successful call.
@@ -46,7 +52,9 @@ pub fn classify(
 ) -> ExpectationView {
     let matched = (!state.is_pending()).then(|| match outcome {
         Some(o) if o.termination == Termination::Exited => {
-            let ok = o.exit_code.is_some_and(|c| c == 0 || accepted.contains(&c));
+            let ok = o
+                .exit_code
+                .is_some_and(|c| exit_counts_as_success(c, accepted));
             match declared {
                 ResultExpectation::Success => ok,
                 ResultExpectation::Failure => !ok && o.exit_code.is_some(),

@@ -753,7 +753,11 @@ fn failure(out: &ExecOutput) -> Option<ToolError> {
     let error = match out.execution_state {
         ExecState::Queued | ExecState::Running | ExecState::Succeeded => return None,
         ExecState::Failed => match (out.exit_code, out.signal) {
-            (Some(code), _) if out.expectation.accepted_exit_codes.contains(&code) => return None,
+            (Some(code), _)
+                if classify::exit_counts_as_success(code, &out.expectation.accepted_exit_codes) =>
+            {
+                return None;
+            }
             (Some(code), _) => {
                 let accepted = &out.expectation.accepted_exit_codes;
                 let counted = if accepted.is_empty() {
