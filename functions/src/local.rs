@@ -405,20 +405,30 @@ async fn serve(
     });
     let (runner, runner_state) = if switches.embedded_runner {
         let before = registered_instance(&pool).await;
-        match start_runner(&pool, addr, projects, runner_sqs, switches.sandbox).await? {
-            RunnerStart::Started(stop, joined) => {
-                // Ready means ready to execute: the banner waits for the runner to register.
-                let deadline = std::time::Instant::now() + Duration::from_secs(15);
-                while registered_instance(&pool).await == before {
-                    if std::time::Instant::now() >= deadline {
-                        tracing::warn!("the embedded runner has not registered after 15 s");
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                (Some((stop, joined)), EmbeddedRunner::Running)
+        let (stop, mut joined) =
+            start_runner(&pool, addr, projects, runner_sqs, switches.sandbox).await?;
+        // Ready means ready to execute: the banner waits for the runner to register, or
+        // for it to refuse to start (its sandbox cannot run here).
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut refused = None;
+        while registered_instance(&pool).await == before {
+            if joined.is_finished() {
+                refused = Some(match (&mut joined).await {
+                    Ok(Err(e)) => e.to_string(),
+                    Ok(Ok(())) => "it stopped before registering".to_owned(),
+                    Err(e) => format!("it failed: {e}"),
+                });
+                break;
             }
-            RunnerStart::SandboxUnusable(why) => {
+            if std::time::Instant::now() >= deadline {
+                tracing::warn!("the embedded runner has not registered after 15 s");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        match refused {
+            None => (Some((stop, joined)), EmbeddedRunner::Running),
+            Some(why) => {
                 tracing::warn!(error = %why, "the embedded runner is not started");
                 (None, EmbeddedRunner::NotStarted(why))
             }
@@ -467,7 +477,8 @@ pub const LOCAL_RUNNER: &str = "local";
 enum EmbeddedRunner {
     /// Registered (or still registering) and executing work for the projects.
     Running,
-    /// Not started: its jobs would be sandboxed and the sandbox cannot run here (the reason).
+    /// Not started: it refused to start, typically because its jobs would be sandboxed and the
+    /// sandbox cannot run here (the reason).
     /// wc-local still serves sessions, the board and audit; execution tools answer
     /// `runner_unavailable`.
     NotStarted(String),
@@ -475,29 +486,20 @@ enum EmbeddedRunner {
     None,
 }
 
-/// The outcome of [`start_runner`].
-enum RunnerStart {
-    /// The agent task runs: its stop switch and its handle.
-    Started(
-        tokio::sync::watch::Sender<Stop>,
-        tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
-    ),
-    /// The sandbox's probe failed; nothing was registered. Jobs are never run unsandboxed
-    /// unless `--no-sandbox` says so.
-    SandboxUnusable(String),
-}
-
 /// Starts the embedded runner for `projects`, talking to this server over loopback through the
-/// runner API exactly as a remote runner would. Each start gives it a fresh token. The sandbox
-/// is probed first, so a host without bubblewrap gets a banner that says why nothing executes
-/// instead of a runner task that ends at once.
+/// runner API exactly as a remote runner would. Each start gives it a fresh token. The agent
+/// probes its sandbox before registering and ends with the reason when it cannot run (jobs are
+/// never run unsandboxed unless `--no-sandbox` says so).
 async fn start_runner(
     pool: &wc_store::Pool,
     addr: SocketAddr,
     projects: &[LocalProject],
     sqs: Option<(String, Option<String>, String)>,
     sandbox: bool,
-) -> anyhow::Result<RunnerStart> {
+) -> anyhow::Result<(
+    tokio::sync::watch::Sender<Stop>,
+    tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
+)> {
     let secret = crate::runner_api::auth::generate();
     {
         let client = pool.get().await?;
@@ -534,18 +536,13 @@ async fn start_runner(
     } else {
         cfg = cfg.with_sandbox_mode(wc_runner_agent::sandbox::SandboxMode::Off);
     }
-    // The agent probes too and would end at once; probing here lets the banner say why.
-    let probe = cfg.sandbox.clone();
-    if let Err(e) = tokio::task::spawn_blocking(move || probe.probe()).await? {
-        return Ok(RunnerStart::SandboxUnusable(e.to_string()));
-    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
     let joined = tokio::spawn(wc_runner_agent::agent::run(
         cfg,
         AgentOptions::default(),
         stop_rx,
     ));
-    Ok(RunnerStart::Started(stop_tx, joined))
+    Ok((stop_tx, joined))
 }
 
 /// Runs a [`crate::maintenance`] pass a quarter of the lease apart (pruning hourly).

@@ -50,6 +50,9 @@ pub enum AgentError {
     /// The server refused the registration (protocol version, bad configuration).
     #[error("registration refused: {0}")]
     Refused(String),
+    /// Jobs would be sandboxed and the sandbox cannot run here; nothing was registered.
+    #[error("{0}")]
+    SandboxUnusable(crate::sandbox::SandboxError),
     /// Setting up failed.
     #[error("{0}")]
     Setup(String),
@@ -220,7 +223,7 @@ pub async fn run(
     tokio::task::spawn_blocking(move || sandbox.probe())
         .await
         .map_err(|e| AgentError::Setup(format!("cannot probe the sandbox: {e}")))?
-        .map_err(|e| AgentError::Setup(e.to_string()))?;
+        .map_err(AgentError::SandboxUnusable)?;
     tracing::info!(sandbox = %cfg.sandbox.describe(), "jobs are confined");
     tokio::task::spawn_blocking(crate::sandbox::sweep_orphaned_cgroups)
         .await
