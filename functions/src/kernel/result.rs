@@ -396,24 +396,14 @@ impl ToolResult {
     /// `session_attention` sidecar is not the tool's result and is not counted. `serialized`
     /// is this whole result already serialized, the answer itself when there is no sidecar.
     pub fn model_facing_bytes(&self, serialized: &str) -> usize {
-        if self.session_attention.is_none() {
-            return serialized.len();
+        // The sidecar is the last field serde writes: `,"session_attention":<value>` at the
+        // end. Its length is taken off instead of serializing the rest (the output may be long)
+        // a second time.
+        const KEY: &str = r#","session_attention":"#;
+        match &self.session_attention {
+            None => serialized.len(),
+            Some(attention) => serialized.len() - KEY.len() - attention.to_string().len(),
         }
-        #[derive(Serialize)]
-        struct ModelFacing<'a> {
-            success: bool,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            output: Option<&'a Value>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            error: Option<&'a ToolError>,
-        }
-        serde_json::to_vec(&ModelFacing {
-            success: self.success,
-            output: self.output.as_ref(),
-            error: self.error.as_ref(),
-        })
-        .expect("tool results serialize")
-        .len()
     }
 
     /// The result as a JSON value.
