@@ -492,6 +492,15 @@ pub async fn list_sessions(
     Ok(rows.iter().map(session_from_row).collect())
 }
 
+/// The session `$1` when the reader may see it: every session when `$2` is null, else only
+/// one opened by the caller fingerprinted `$2` ([`Visibility::opener`]).
+fn visible_session_query() -> String {
+    format!(
+        "SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 \
+         AND ($2::text IS NULL OR caller_fingerprint = $2::text)"
+    )
+}
+
 /// One session, when it is `visible` to the reader.
 pub async fn get_session(
     client: &impl GenericClient,
@@ -499,13 +508,7 @@ pub async fn get_session(
     id: &str,
 ) -> Result<Option<ActionSession>, StoreError> {
     let row = client
-        .query_opt(
-            &format!(
-                "SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 \
-                 AND ($2::text IS NULL OR caller_fingerprint = $2::text)"
-            ),
-            &[&id, &visible.opener()],
-        )
+        .query_opt(&visible_session_query(), &[&id, &visible.opener()])
         .await?;
     Ok(row.as_ref().map(session_from_row))
 }
@@ -569,10 +572,7 @@ pub async fn close_session(
         Box::pin(async move {
             let Some(row) = tx
                 .query_opt(
-                    &format!(
-                        "SELECT {SESSION_COLUMNS} FROM action_sessions WHERE session_id = $1 \
-                         AND ($2::text IS NULL OR caller_fingerprint = $2::text)"
-                    ),
+                    &visible_session_query(),
                     &[&id, &opener],
                 )
                 .await?
