@@ -195,12 +195,12 @@ impl Wakeups {
 
     /// A waiter for a change of session `session_id`'s message board (same rule as
     /// [`Self::on_queued`]).
-    pub fn on_board(&self, session_id: &str) -> Waiter {
+    pub fn on_board(&self, session_id: &wc_domain::SessionId) -> Waiter {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let notify = self.inner.board.add(session_id.to_owned(), id);
+        let notify = self.inner.board.add(session_id.to_string(), id);
         Waiter {
             hub: self.inner.clone(),
-            key: Key::Board(session_id.to_owned()),
+            key: Key::Board(session_id.to_string()),
             id,
             notify,
             interval: self.first_interval(),

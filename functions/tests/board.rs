@@ -156,10 +156,15 @@ async fn fill(db: &TestDatabase, s: &str, n: usize) {
     let actor = wc_store::board::Actor::new(uuid::Uuid::now_v7(), "test");
     for i in 0..n {
         let m = wc_store::testing::note(&format!("filler {i}"));
-        wc_store::board::post(db.pool(), s, m, actor.clone())
-            .await
-            .unwrap()
-            .unwrap();
+        wc_store::board::post(
+            db.pool(),
+            &wc_domain::SessionId::parse(s).unwrap(),
+            m,
+            actor.clone(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
     }
 }
 

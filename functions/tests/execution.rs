@@ -1201,6 +1201,7 @@ async fn jobs_run_in_the_background_and_can_be_followed_read_stopped_and_listed(
         let r = call(&env.st, &other, tool, json!({ "job_id": lines })).await;
         assert_eq!(kind(&r), "unknown_job", "{tool}: {r}");
     }
+    // A malformed id is refused for its form, naming the field, before any lookup.
     let r = call(
         &env.st,
         &other,
@@ -1208,7 +1209,8 @@ async fn jobs_run_in_the_background_and_can_be_followed_read_stopped_and_listed(
         json!({ "job_id": "not-a-uuid" }),
     )
     .await;
-    assert_eq!(kind(&r), "unknown_job", "{r}");
+    assert_eq!(kind(&r), "invalid_arguments", "{r}");
+    assert_eq!(r["error"]["pointer"], "/job_id", "{r}");
     let r = call(&env.st, &other, "list_jobs", json!({})).await;
     assert_eq!(output(&r)["returned"], 0, "{r}");
 }

@@ -52,7 +52,7 @@ async fn one_pass_reaps_drains_and_prunes() {
         }
     );
     let row = work::get(&c, leased).await.unwrap().unwrap();
-    assert_eq!(row.state, "lost");
+    assert_eq!(row.state, wc_domain::WorkState::Lost);
     let received = sqs.receive(&queue_url, 30).await;
     assert_eq!(received.len(), 1);
     assert_eq!(

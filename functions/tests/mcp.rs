@@ -459,15 +459,12 @@ async fn every_input_schema_publishes_the_wrapper_fields() {
         let props = &t["inputSchema"]["properties"];
         let rec = &props["recording_session_id"];
         assert_eq!(rec["type"], "string", "{name}");
-        assert_eq!(rec["pattern"], "^wc_sess_[A-Za-z0-9_-]+$", "{name}");
+        assert_eq!(rec["pattern"], wc_domain::SessionId::PATTERN, "{name}");
         let ack = &props["ack_session_message_ids"];
         assert_eq!(ack["type"], "array", "{name}");
         assert_eq!(ack["maxItems"], 8, "{name}");
         let item_pattern = ack["items"]["pattern"].as_str().unwrap_or_default();
-        assert!(
-            item_pattern.starts_with("^wc_msg_"),
-            "{name}: {item_pattern}"
-        );
+        assert_eq!(item_pattern, wc_domain::MessageId::PATTERN, "{name}");
         let ctx = &props["context_request"];
         assert_eq!(ctx["type"], "object", "{name}");
         assert!(ctx["properties"]["materials"].is_object(), "{name}");
@@ -599,7 +596,10 @@ async fn wrapper_fields_are_stripped_before_the_arguments_are_parsed() {
             Some(&key),
             "runtime_status",
             json!({
-                "ack_session_message_ids": ["wc_msg_1", "wc_msg_two"],
+                "ack_session_message_ids": [
+                    "wc_msg_1000000000000000000000",
+                    "wc_msg_two0000000000000000000"
+                ],
                 "context_request": { "materials": ["webcodex.workflow"] },
             }),
         )
@@ -615,12 +615,14 @@ async fn malformed_wrapper_metadata_is_invalid_params() {
     let db = TestDatabase::new().await;
     let st = state(&db);
     let key = full_key(&db).await;
-    let nine: Vec<String> = (0..9).map(|i| format!("wc_msg_{i}")).collect();
-    let eight: Vec<String> = (0..8).map(|i| format!("wc_msg_{i}")).collect();
+    let nine: Vec<String> = (0..9).map(|i| format!("wc_msg_{i:0>22}")).collect();
+    let eight: Vec<String> = (0..8).map(|i| format!("wc_msg_{i:0>22}")).collect();
     for version in VERSIONS {
         for bad in [
             json!({ "ack_session_message_ids": nine }),
             json!({ "ack_session_message_ids": ["msg_1"] }),
+            json!({ "ack_session_message_ids": ["wc_msg_1"] }),
+            json!({ "recording_session_id": "wc_sess_short" }),
             json!({ "recording_session_id": "sess_1" }),
             json!({ "recording_session_id": "wc_sess_has space" }),
             json!({ "context_request": { "other": [] } }),
@@ -656,7 +658,7 @@ async fn a_recording_session_that_names_no_session_is_unknown_session_id() {
             version,
             Some(&key),
             "runtime_status",
-            json!({ "recording_session_id": "wc_sess_nobody" }),
+            json!({ "recording_session_id": "wc_sess_nobody0000000000000000" }),
         )
         .await;
         let sc = &r.result()["structuredContent"];

@@ -267,7 +267,7 @@ async fn http_status_follows_the_error_kind() {
         (
             &key,
             "/api/actions/runtime_status",
-            json!({ "recording_session_id": "wc_sess_nobody" }),
+            json!({ "recording_session_id": "wc_sess_nobody0000000000000000" }),
             StatusCode::NOT_FOUND,
             "unknown_session_id",
         ),
@@ -290,8 +290,8 @@ async fn http_status_follows_the_error_kind() {
             "/api/tools/call",
             json!({
                 "tool": "runtime_status",
-                "arguments": { "recording_session_id": "wc_sess_a" },
-                "recording_session_id": "wc_sess_b",
+                "arguments": { "recording_session_id": "wc_sess_a000000000000000000000" },
+                "recording_session_id": "wc_sess_b000000000000000000000",
             }),
             StatusCode::BAD_REQUEST,
             "invalid_arguments",
@@ -299,7 +299,7 @@ async fn http_status_follows_the_error_kind() {
         (
             &key,
             "/api/tools/call",
-            json!({ "tool": "runtime_status", "arguments": { "recording_session_id": "wc_sess_a" } }),
+            json!({ "tool": "runtime_status", "arguments": { "recording_session_id": "wc_sess_a000000000000000000000" } }),
             StatusCode::NOT_FOUND,
             "unknown_session_id",
         ),
@@ -445,7 +445,7 @@ async fn every_tool_behaves_the_same_on_mcp_and_rest() {
         json!({ "category": "discovery" }),
         json!({ "category": "" }),
         json!({ "bogus": 1 }),
-        json!({ "recording_session_id": "wc_sess_nobody" }),
+        json!({ "recording_session_id": "wc_sess_nobody0000000000000000" }),
     ];
     let mut compared = 0;
     for spec in st.runtime.specs() {

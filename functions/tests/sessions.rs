@@ -9,6 +9,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use wc_domain::{EventRole, Lifecycle, Mode, SessionId};
 
 use axum::http::StatusCode;
 use base64::Engine;
@@ -644,7 +645,7 @@ async fn start_session_creates_a_plain_session_owned_by_the_callers_authority() 
             assert_eq!(rows[0].tool_name.as_deref(), Some("start_session"));
             assert_eq!(rows[0].payload["excerpt"], "add a cache");
             let row = session_row(&db, &id).await;
-            assert_eq!(row.mode, mode);
+            assert_eq!(row.mode.as_str(), mode);
             assert_eq!(
                 row.root_instruction.as_ref().unwrap()["excerpt"],
                 "add a cache"
@@ -1319,7 +1320,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
             name: name.to_owned(),
             arguments,
             wrapper: WrapperMeta {
-                recording_session_id: recording.map(str::to_owned),
+                recording_session_id: recording.map(|r| SessionId::parse(r).unwrap()),
                 ..Default::default()
             },
             principal: principal.clone(),
@@ -1337,7 +1338,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
 
     let ro = start_mode(&st, &key, P, "look, don't touch", "read_only").await;
     let normal = start(&st, &key, P, "touch away").await;
-    assert_eq!(session_row(&db, &ro).await.mode, "read_only");
+    assert_eq!(session_row(&db, &ro).await.mode, Mode::ReadOnly);
 
     // The kernel refuses, naming the field, before the tool runs and before any write.
     let totals = workflow_totals(&db).await;
@@ -1597,12 +1598,12 @@ async fn the_ledger_keeps_the_newest_two_thousand_events_and_counts_them_all() {
                 kind: "filler".into(),
                 call_id: Uuid::now_v7(),
                 invocation_id: Uuid::now_v7(),
-                role: "business",
+                role: EventRole::Business,
                 tool_name: None,
                 payload: json!({ "n": n + i }),
             })
             .collect();
-        let outcome = sessions::mutate(db.pool(), &id, move |_| {
+        let outcome = sessions::mutate(db.pool(), &SessionId::parse(&id).unwrap(), move |_| {
             Decision::Write(SessionChange::default(), events.clone(), ())
         })
         .await
@@ -1874,11 +1875,11 @@ async fn the_handoff_brief_is_bounded_redacted_and_honest() {
             kind: "tool_call_finished".into(),
             call_id: Uuid::now_v7(),
             invocation_id: Uuid::now_v7(),
-            role: "recorder",
+            role: EventRole::Recorder,
             tool_name: Some("read_files".into()),
             payload: json!({ "tool": "read_files", "success": true, "exploration_paths": paths }),
         };
-        sessions::mutate(db.pool(), &big, move |_| {
+        sessions::mutate(db.pool(), &SessionId::parse(&big).unwrap(), move |_| {
             Decision::Write(SessionChange::default(), vec![event.clone()], ())
         })
         .await
@@ -1989,7 +1990,7 @@ async fn finishing_closes_the_brief_and_every_later_mutation_is_session_closed()
     );
     assert_eq!(out["continuation_feedback"]["status"], "available");
     let row = session_row(&db, &s).await;
-    assert_eq!(row.lifecycle, "finished");
+    assert_eq!(row.lifecycle, Lifecycle::Finished);
     assert!(row.finished_at.is_some());
     let finished_events: Vec<LedgerRow> = ledger(&db, &s)
         .await
@@ -2048,7 +2049,7 @@ async fn finishing_closes_the_brief_and_every_later_mutation_is_session_closed()
     // Closing a finished session is the one lifecycle step left; then it is closed for good.
     let r = call(&st, &key, "close_session", json!({ "session_id": s })).await;
     assert_eq!(output(&r)["changed"], true);
-    assert_eq!(session_row(&db, &s).await.lifecycle, "closed");
+    assert_eq!(session_row(&db, &s).await.lifecycle, Lifecycle::Closed);
     let r = call(&st, &key, "close_session", json!({ "session_id": s })).await;
     assert_eq!(output(&r)["changed"], false);
     let r = call(

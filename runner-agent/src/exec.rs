@@ -146,7 +146,7 @@ async fn run(
     }
     // The root is opened to the sandbox; the cwd is where the work starts, inside it.
     let resolved = confine::resolve_cwd(&host.projects, &item.project, None).and_then(|root| {
-        let cwd = confine::resolve_cwd(&host.projects, &item.project, item.cwd.as_deref())?;
+        let cwd = confine::resolve_cwd(&host.projects, &item.project, item.cwd.as_ref())?;
         Ok((root, cwd))
     });
     let (root, cwd) = match resolved {

@@ -207,9 +207,10 @@ enum Answer {
     Alone(Box<Queued>),
 }
 
-static EVENTS: Combiner<Queued, Answer> = Combiner::new(MAX_EVENTS_PER_WRITE, |pool, _, batch| {
-    Box::pin(async move { record_batch(&pool, batch).await })
-});
+static EVENTS: Combiner<String, Queued, Answer> =
+    Combiner::new(MAX_EVENTS_PER_WRITE, |pool, _, batch| {
+        Box::pin(async move { record_batch(&pool, batch).await })
+    });
 
 /// Records `batch` (one caller and affinity) with one statement; the answer of each event.
 async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {

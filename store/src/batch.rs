@@ -26,28 +26,36 @@ use tokio::sync::oneshot;
 use crate::StoreError;
 
 /// Writes one batch: the items in queue order, answered in the same order.
-pub(crate) type WriteBatch<I, O> =
-    fn(Pool, String, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<O>> + Send>>;
+pub(crate) type WriteBatch<K, I, O> =
+    fn(Pool, K, Vec<I>) -> Pin<Box<dyn Future<Output = Vec<O>> + Send>>;
 
 /// Which writer a write queues for: a key (a row) on one pool (one database).
 #[derive(Clone, PartialEq, Eq, Hash)]
-struct Key {
+struct Key<K> {
     pool: usize,
-    key: String,
+    key: K,
 }
 
 type Queue<I, O> = Vec<(I, oneshot::Sender<O>)>;
 
+/// The queue of every key being written.
+type Queues<K, I, O> = HashMap<Key<K>, Queue<I, O>>;
+
 /// The queues of the keys being written; a key has an entry while its writer runs.
-pub(crate) struct Combiner<I, O> {
-    queues: Mutex<Option<HashMap<Key, Queue<I, O>>>>,
+pub(crate) struct Combiner<K, I, O> {
+    queues: Mutex<Option<Queues<K, I, O>>>,
     max_batch: usize,
-    write: WriteBatch<I, O>,
+    write: WriteBatch<K, I, O>,
 }
 
-impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
+impl<K, I, O> Combiner<K, I, O>
+where
+    K: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    I: Send + 'static,
+    O: Send + 'static,
+{
     /// A combiner writing batches of at most `max_batch` items with `write`.
-    pub(crate) const fn new(max_batch: usize, write: WriteBatch<I, O>) -> Self {
+    pub(crate) const fn new(max_batch: usize, write: WriteBatch<K, I, O>) -> Self {
         Self {
             queues: Mutex::new(None),
             max_batch,
@@ -60,12 +68,12 @@ impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
     pub(crate) async fn submit(
         &'static self,
         pool: &Pool,
-        key: &str,
+        key: &K,
         item: I,
     ) -> Result<O, StoreError> {
         let key = Key {
             pool: std::ptr::from_ref(pool.manager()) as usize,
-            key: key.to_owned(),
+            key: key.clone(),
         };
         let (reply, answer) = oneshot::channel();
         let start = {
@@ -96,7 +104,7 @@ impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
     /// The writer of `key`: takes its queue until it is empty, then removes the entry under
     /// the same lock, so a write either joins a queue this writer will take or starts a new
     /// writer.
-    async fn drive(&'static self, pool: Pool, key: Key, mut guard: EntryGuard<I, O>) {
+    async fn drive(&'static self, pool: Pool, key: Key<K>, mut guard: EntryGuard<K, I, O>) {
         loop {
             let batch: Queue<I, O> = {
                 let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
@@ -127,12 +135,12 @@ impl<I: Send + 'static, O: Send + 'static> Combiner<I, O> {
 /// dropped unpolled), so that
 /// the key's next write starts a new writer; the writes queued in it are dropped, and their
 /// callers get [`StoreError::WriterLost`].
-struct EntryGuard<I: 'static, O: 'static> {
-    combiner: &'static Combiner<I, O>,
-    key: Option<Key>,
+struct EntryGuard<K: Eq + std::hash::Hash + 'static, I: 'static, O: 'static> {
+    combiner: &'static Combiner<K, I, O>,
+    key: Option<Key<K>>,
 }
 
-impl<I, O> Drop for EntryGuard<I, O> {
+impl<K: Eq + std::hash::Hash, I, O> Drop for EntryGuard<K, I, O> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
             let mut queues = self
@@ -182,7 +190,7 @@ mod tests {
     use super::*;
     use crate::config::{DatabaseConfig, DatabaseUrl};
 
-    static ECHO: Combiner<u32, u32> =
+    static ECHO: Combiner<String, u32, u32> =
         Combiner::new(4, |_, _, items| Box::pin(async move { items }));
 
     fn queued(key: &str) -> Option<usize> {
@@ -207,7 +215,8 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         let mut write = {
             let _inside = runtime.enter();
-            let mut write = Box::pin(ECHO.submit(&pool, "dropped", 7));
+            let key = "dropped".to_owned();
+            let mut write = Box::pin(async move { ECHO.submit(&pool, &key, 7).await });
             // Queued, and its writer spawned on a runtime that never runs it.
             assert!(write.as_mut().poll(&mut cx).is_pending());
             write
@@ -227,7 +236,9 @@ mod tests {
         let mut writes = tokio::task::JoinSet::new();
         for i in 0..10u32 {
             let pool = pool.clone();
-            writes.spawn(async move { (i, ECHO.submit(&pool, "echo", i).await.unwrap()) });
+            writes.spawn(
+                async move { (i, ECHO.submit(&pool, &"echo".to_owned(), i).await.unwrap()) },
+            );
         }
         while let Some(done) = writes.join_next().await {
             let (sent, answered) = done.unwrap();

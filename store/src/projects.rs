@@ -4,13 +4,15 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
+use wc_domain::ProjectId;
+
 use crate::StoreError;
 
 /// A registered project.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Project {
     /// Canonical id, `agent:<client_id>:<name>`.
-    pub id: String,
+    pub id: ProjectId,
     /// Short name.
     pub name: String,
     /// Runner client that serves it.
@@ -69,7 +71,7 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<Project>, StoreErro
 /// Up to `limit` projects, by id, restricted to `only` when given.
 pub async fn list_visible(
     client: &impl GenericClient,
-    only: Option<&[String]>,
+    only: Option<&[ProjectId]>,
     limit: i64,
 ) -> Result<Vec<Project>, StoreError> {
     let stmt = client
@@ -87,7 +89,10 @@ pub async fn list_visible(
 }
 
 /// The project `id`, if registered.
-pub async fn get(client: &impl GenericClient, id: &str) -> Result<Option<Project>, StoreError> {
+pub async fn get(
+    client: &impl GenericClient,
+    id: &ProjectId,
+) -> Result<Option<Project>, StoreError> {
     let stmt = client
         .prepare_cached(
             "SELECT id, name, client_id, registered_at, updated_at FROM projects WHERE id = $1",

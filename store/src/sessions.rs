@@ -13,6 +13,8 @@ use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
+
 use crate::StoreError;
 use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
 
@@ -24,16 +26,16 @@ pub const MAX_EVENTS_PER_WRITE: usize = 128;
 /// A session row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRow {
-    /// `wc_sess_…`.
-    pub id: String,
+    /// The session's id.
+    pub id: SessionId,
     /// Canonical project id.
-    pub project: String,
+    pub project: ProjectId,
     /// Fingerprint of the owning authority group.
     pub owner_authority_fingerprint: String,
-    /// `normal` or `read_only`.
-    pub mode: String,
-    /// `active`, `finished` or `closed`.
-    pub lifecycle: String,
+    /// Mode.
+    pub mode: Mode,
+    /// Lifecycle.
+    pub lifecycle: Lifecycle,
     /// Execution defaults.
     pub execution_context: Value,
     /// Root instruction excerpt (`{excerpt, truncated, …}`), if any.
@@ -76,7 +78,7 @@ impl SessionRow {
 
     /// Whether the session accepts mutations.
     pub fn is_active(&self) -> bool {
-        self.lifecycle == "active"
+        self.lifecycle.is_active()
     }
 }
 
@@ -119,8 +121,8 @@ pub struct NewEvent {
     pub call_id: Uuid,
     /// Id of the kernel invocation.
     pub invocation_id: Uuid,
-    /// `recorder` or `business`.
-    pub role: &'static str,
+    /// Recorder or business.
+    pub role: EventRole,
     /// Tool name, when the event is about a tool call.
     pub tool_name: Option<String>,
     /// Bounded, already-redacted payload.
@@ -140,8 +142,8 @@ pub struct EventRow {
     pub call_id: Uuid,
     /// Invocation id.
     pub invocation_id: Uuid,
-    /// `recorder` or `business`.
-    pub role: String,
+    /// Recorder or business.
+    pub role: EventRole,
     /// Tool name.
     pub tool_name: Option<String>,
     /// Payload.
@@ -152,13 +154,13 @@ pub struct EventRow {
 #[derive(Debug, Clone)]
 pub struct NewSession {
     /// Id (already generated, ≥128 random bits).
-    pub id: String,
+    pub id: SessionId,
     /// Project.
-    pub project: String,
+    pub project: ProjectId,
     /// Owner fingerprint.
     pub owner_authority_fingerprint: String,
     /// Mode.
-    pub mode: &'static str,
+    pub mode: Mode,
     /// Root instruction excerpt.
     pub root_instruction: Option<Value>,
 }
@@ -204,7 +206,10 @@ pub(crate) async fn lock_statement<C: GenericClient>(
 }
 
 /// The session `id`, if it exists.
-pub async fn get(client: &impl GenericClient, id: &str) -> Result<Option<SessionRow>, StoreError> {
+pub async fn get(
+    client: &impl GenericClient,
+    id: &SessionId,
+) -> Result<Option<SessionRow>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1"
@@ -220,7 +225,7 @@ pub async fn get(client: &impl GenericClient, id: &str) -> Result<Option<Session
 /// The newest `limit` retained events, newest first.
 pub async fn recent_events(
     client: &impl GenericClient,
-    id: &str,
+    id: &SessionId,
     limit: i64,
 ) -> Result<Vec<EventRow>, StoreError> {
     let stmt = client
@@ -250,7 +255,7 @@ pub async fn recent_events(
 /// whose evidence was committed with its effect even though the caller could not confirm it).
 pub async fn call_recorded(
     client: &impl GenericClient,
-    id: &str,
+    id: &SessionId,
     call_id: Uuid,
 ) -> Result<bool, StoreError> {
     let stmt = client
@@ -266,9 +271,9 @@ pub async fn call_recorded(
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SessionChange {
     /// New lifecycle.
-    pub lifecycle: Option<&'static str>,
+    pub lifecycle: Option<Lifecycle>,
     /// New mode.
-    pub mode: Option<&'static str>,
+    pub mode: Option<Mode>,
     /// New execution context.
     pub execution_context: Option<Value>,
     /// New root instruction (only ever set once).
@@ -312,7 +317,7 @@ pub(crate) struct EventColumns<'a> {
     kinds: Vec<&'a str>,
     call_ids: Vec<Uuid>,
     invocation_ids: Vec<Uuid>,
-    roles: Vec<&'a str>,
+    roles: Vec<EventRole>,
     tools: Vec<Option<&'a str>>,
     payloads: Vec<&'a Value>,
 }
@@ -484,7 +489,7 @@ pub enum Appended {
 /// active takes nothing. On a client outside a transaction the statement commits by itself.
 pub async fn append(
     client: &impl GenericClient,
-    id: &str,
+    id: &SessionId,
     events: &[NewEvent],
     require_active: bool,
 ) -> Result<Appended, StoreError> {
@@ -537,7 +542,7 @@ pub async fn append(
 /// more than once (once per attempt) and must be a pure function of the row.
 pub async fn mutate<T, F>(
     pool: &Pool,
-    id: &str,
+    id: &SessionId,
     decide: F,
 ) -> Result<CasOutcome<Mutated<T>>, StoreError>
 where
@@ -546,7 +551,7 @@ where
 {
     let decide = std::sync::Arc::new(decide);
     compare_and_swap(pool, &CasPolicy::default(), |tx| {
-        let id = id.to_owned();
+        let id = id.clone();
         let decide = decide.clone();
         Box::pin(async move {
             let Some(row) = tx.query_opt(&lock_statement(tx).await?, &[&id]).await? else {
@@ -572,7 +577,7 @@ pub type Snapshot = (SessionRow, Vec<EventRow>, crate::board::BoardCounts);
 
 /// One consistent snapshot of a session, all its retained events and its message board's
 /// counts, read in a single read-only repeatable-read transaction.
-pub async fn snapshot(pool: &Pool, id: &str) -> Result<Option<Snapshot>, StoreError> {
+pub async fn snapshot(pool: &Pool, id: &SessionId) -> Result<Option<Snapshot>, StoreError> {
     let mut client = pool.get().await?;
     let tx = client
         .build_transaction()

@@ -13,7 +13,7 @@ use deadpool_postgres::{Client, GenericClient, Pool};
 use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
-use wc_runner_protocol::WorkState;
+use wc_domain::{EndReason, Lifecycle, ProjectId, SessionId, WorkMode, WorkQueue, WorkState};
 
 use crate::StoreError;
 use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
@@ -44,15 +44,15 @@ pub struct NewWork {
     /// The runner that must run it.
     pub client_id: String,
     /// Canonical project id.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Fingerprint of the creating principal's authority group.
     pub owner_authority_fingerprint: String,
     /// The Workflow Session whose evidence it is part of.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Tool that created it.
     pub tool: String,
-    /// `sync` or `job`.
-    pub mode: &'static str,
+    /// Synchronous or a job.
+    pub mode: WorkMode,
     /// The protocol `WorkItem`.
     pub item: Value,
     /// Server-side inputs: the classification of its outcome and the queuing invocation.
@@ -106,23 +106,23 @@ pub struct WorkRow {
     /// Runner client id.
     pub client_id: String,
     /// Canonical project id.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// Owner fingerprint.
     pub owner_authority_fingerprint: String,
     /// Session of its evidence.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Creating tool.
     pub tool: String,
-    /// `sync` or `job`.
-    pub mode: String,
+    /// Synchronous or a job.
+    pub mode: WorkMode,
     /// The protocol `WorkItem`.
     pub item: Value,
     /// Classification inputs and the queuing invocation.
     pub expectation: Value,
-    /// `postgres` or `sqs`.
-    pub queue: String,
-    /// `queued|leased|succeeded|failed|cancelled|lost`.
-    pub state: String,
+    /// Its queue.
+    pub queue: WorkQueue,
+    /// Its state.
+    pub state: WorkState,
     /// Instance holding (or that last held) the lease.
     pub instance_id: Option<Uuid>,
     /// Current (or last) lease token.
@@ -134,7 +134,7 @@ pub struct WorkRow {
     /// The runner's outcome, when reported.
     pub outcome: Option<Value>,
     /// Why it ended without a report.
-    pub end_reason: Option<String>,
+    pub end_reason: Option<EndReason>,
     /// Enqueued at.
     pub created_at: DateTime<Utc>,
     /// Leased at.
@@ -145,18 +145,10 @@ pub struct WorkRow {
     pub version: i64,
 }
 
-/// The stored state `s` as the protocol's type; any other string is a corrupt row.
-fn state_of(s: &str) -> Result<WorkState, StoreError> {
-    WorkState::parse(s).ok_or_else(|| StoreError::CorruptRow {
-        table: "runner_work",
-        detail: format!("unknown work state {s:?}"),
-    })
-}
-
 impl WorkRow {
     /// Whether the state can no longer change.
     pub fn is_terminal(&self) -> bool {
-        !matches!(self.state.as_str(), "queued" | "leased")
+        self.state.is_terminal()
     }
 }
 
@@ -221,7 +213,7 @@ pub(crate) async fn append_terminal_evidence(
 #[derive(Debug, Clone)]
 pub struct Evidence {
     /// The session (must be active).
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The event.
     pub event: NewEvent,
 }
@@ -234,7 +226,7 @@ pub enum Enqueued {
     /// The evidence session no longer exists; nothing was written.
     SessionNotFound,
     /// The evidence session is no longer active (its lifecycle); nothing was written.
-    SessionInactive(String),
+    SessionInactive(Lifecycle),
     /// An open-work limit was reached; nothing was written.
     OverLimit(OverLimit),
 }
@@ -517,8 +509,10 @@ pub async fn claim_one(
         .await?;
     Ok(
         match client.query_opt(&stmt, &[&work_id, &client_id]).await? {
-            Some(row) if row.get::<_, &str>(0) == "queued" => Claim::Deferred,
-            Some(row) => Claim::AlreadyClaimed(state_of(row.get(0))?),
+            Some(row) => match row.try_get::<_, WorkState>(0)? {
+                WorkState::Queued => Claim::Deferred,
+                state => Claim::AlreadyClaimed(state),
+            },
             None => Claim::NotFound,
         },
     )
@@ -689,14 +683,14 @@ pub async fn append_output(
             ],
         )
         .await?;
-    let state: Option<String> = row.get(0);
+    let state: Option<WorkState> = row.get(0);
     let ok: i64 = row.get(1);
     let over: i64 = row.get(2);
     Ok(match (state, ok, over) {
         (None, _, _) => Report::NotFound,
         (Some(_), _, n) if n > 0 => Report::BeyondLimit,
-        (Some(s), 1, _) => Report::Accepted(state_of(&s)?),
-        (Some(s), _, _) => Report::LeaseLost(state_of(&s)?),
+        (Some(s), 1, _) => Report::Accepted(s),
+        (Some(s), _, _) => Report::LeaseLost(s),
     })
 }
 
@@ -761,15 +755,15 @@ pub async fn finish(
             ],
         )
         .await?;
-    let current: Option<String> = row.get("current_state");
+    let current: Option<WorkState> = row.get("current_state");
     let replay: Option<bool> = row.get("replay");
     let over: i64 = row.get("over");
     let report = if row.get::<_, Option<Uuid>>("id").is_some() {
         let ended = from_row(&row);
         append_terminal_evidence(&tx, std::slice::from_ref(&ended), evidence).await?;
-        Report::Accepted(state_of(&ended.state)?)
+        Report::Accepted(ended.state)
     } else {
-        match current.as_deref().map(state_of).transpose()? {
+        match current {
             None => Report::NotFound,
             Some(_) if over > 0 => Report::BeyondLimit,
             Some(s) if replay == Some(true) && s == state => Report::Accepted(s),
@@ -848,8 +842,8 @@ pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<WorkRow
 fn as_read(found: &Row) -> WorkRow {
     let mut row = from_row(found);
     if found.get::<_, bool>("expired") {
-        row.state = "lost".into();
-        row.end_reason = Some("lease_expired".into());
+        row.state = WorkState::Lost;
+        row.end_reason = Some(EndReason::LeaseExpired);
     }
     row
 }
@@ -883,15 +877,12 @@ pub async fn request_cancel(
     let row = tx.query_one(&stmt, &[&id]).await?;
     let after = if row.get::<_, Option<Uuid>>("id").is_some() {
         let changed = from_row(&row);
-        if changed.state == "cancelled" {
+        if changed.state == WorkState::Cancelled {
             append_terminal_evidence(&tx, std::slice::from_ref(&changed), evidence).await?;
         }
-        Some(state_of(&changed.state)?)
+        Some(changed.state)
     } else {
-        row.get::<_, Option<String>>("before")
-            .as_deref()
-            .map(state_of)
-            .transpose()?
+        row.get::<_, Option<WorkState>>("before")
     };
     tx.commit().await?;
     Ok(after)
@@ -903,13 +894,13 @@ pub struct ListFilter {
     /// Only this owner.
     pub owner_authority_fingerprint: String,
     /// Only these projects (`None`: any).
-    pub projects: Option<Vec<String>>,
+    pub projects: Option<Vec<ProjectId>>,
     /// Only this project.
-    pub project_id: Option<String>,
+    pub project_id: Option<ProjectId>,
     /// Only this session.
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Only this mode.
-    pub mode: Option<&'static str>,
+    pub mode: Option<WorkMode>,
 }
 
 /// Newest first, up to `limit`; expired leases read as [`get`] reads them.

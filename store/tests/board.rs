@@ -2,17 +2,19 @@
 //! transaction, and the database refuses a post that would overfill it.
 
 use uuid::Uuid;
+#[allow(unused_imports)]
+use wc_domain::{EventRole, MessageId, SessionId};
 use wc_store::StoreError;
 use wc_store::board::{self, Actor, MAX_RETAINED_MESSAGES};
 use wc_store::sessions;
 use wc_store::testing::{TestDatabase, note, task_instruction};
 
-async fn new_session(db: &TestDatabase) -> String {
+async fn new_session(db: &TestDatabase) -> SessionId {
     db.new_session(task_instruction()).await
 }
 
 /// Posts a note; `Err` names the violated constraint when the database refused it.
-async fn post(db: &TestDatabase, session: &str, body: &str) -> Result<board::Posted, String> {
+async fn post(db: &TestDatabase, session: &SessionId, body: &str) -> Result<board::Posted, String> {
     board::post(
         db.pool(),
         session,
@@ -31,7 +33,7 @@ async fn post(db: &TestDatabase, session: &str, body: &str) -> Result<board::Pos
 }
 
 /// (messages on the board, the session's retained count, messages ever posted).
-async fn board_state(db: &TestDatabase, session: &str) -> (i64, i32, i64) {
+async fn board_state(db: &TestDatabase, session: &SessionId) -> (i64, i32, i64) {
     let client = db.pool().get().await.unwrap();
     let n: i64 = client
         .query_one(
@@ -117,7 +119,7 @@ async fn the_low_water_number_never_passes_a_message_that_is_kept() {
     let db = TestDatabase::new().await;
     let session = new_session(&db).await;
     let mut todo = note("the oldest message: a todo");
-    todo.kind = "todo".into();
+    todo.kind = wc_domain::MessageKind::Todo;
     let posted = board::post(
         db.pool(),
         &session,
@@ -188,9 +190,9 @@ async fn the_low_water_number_never_passes_a_message_that_is_kept() {
 }
 
 /// The stored row of message `id`.
-async fn message(db: &TestDatabase, id: &str) -> Option<board::MessageRow> {
+async fn message(db: &TestDatabase, id: &MessageId) -> Option<board::MessageRow> {
     let client = db.pool().get().await.unwrap();
-    let session: Option<String> = client
+    let session: Option<SessionId> = client
         .query_opt(
             "SELECT session_id FROM session_messages WHERE id = $1",
             &[&id],
@@ -213,7 +215,7 @@ async fn message(db: &TestDatabase, id: &str) -> Option<board::MessageRow> {
     .unwrap()
     .0
     .into_iter()
-    .find(|m| m.id == id)
+    .find(|m| &m.id == id)
 }
 
 #[tokio::test]
@@ -222,7 +224,7 @@ async fn a_reply_whose_post_removes_a_reply_of_the_same_todo_counts_both() {
     let session = new_session(&db).await;
     let actor = || Actor::new(Uuid::now_v7(), "post_session_message");
     let mut todo = note("a todo");
-    todo.kind = "todo".into();
+    todo.kind = wc_domain::MessageKind::Todo;
     let todo = board::post(db.pool(), &session, todo, actor())
         .await
         .unwrap()
@@ -293,7 +295,10 @@ async fn a_reply_to_a_message_not_on_the_board_changes_nothing() {
     .message;
     let client = db.pool().get().await.unwrap();
     let before = sessions::get(&client, &session).await.unwrap().unwrap();
-    for parent in [elsewhere.id.clone(), format!("wc_msg_{}", "Z".repeat(22))] {
+    for parent in [
+        elsewhere.id.clone(),
+        MessageId::parse(&format!("wc_msg_{}", "Z".repeat(22))).unwrap(),
+    ] {
         let mut m = note("a reply");
         m.reply_to = Some(parent);
         let refused = board::post(

@@ -9,6 +9,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+#[allow(unused_imports)]
+use wc_domain::{EventRole, MessageId, SessionId};
 
 use tokio::task::JoinSet;
 use uuid::Uuid;
@@ -17,7 +19,7 @@ use wc_store::board::{self, Actor, MAX_POSTS_PER_WRITE, NewMessage, Refusal};
 use wc_store::testing::pg_proxy::{Break, Fired, PgProxy, proxied_pool, server_addr};
 use wc_store::testing::{TestDatabase, note, task_instruction};
 
-async fn new_session(db: &TestDatabase) -> String {
+async fn new_session(db: &TestDatabase) -> SessionId {
     db.new_session(task_instruction()).await
 }
 
@@ -28,7 +30,7 @@ type PostResult = Result<board::Outcome<board::Posted>, StoreError>;
 /// queued. Results in the order of `messages`.
 async fn post_all_queued(
     db: &TestDatabase,
-    session: &str,
+    session: &SessionId,
     messages: Vec<NewMessage>,
 ) -> Vec<PostResult> {
     post_all_queued_through(db, db.pool(), session, messages).await
@@ -38,7 +40,7 @@ async fn post_all_queued(
 async fn post_all_queued_through(
     db: &TestDatabase,
     pool: &wc_store::Pool,
-    session: &str,
+    session: &SessionId,
     messages: Vec<NewMessage>,
 ) -> Vec<PostResult> {
     let mut holder = db.pool().get().await.unwrap();
@@ -83,7 +85,7 @@ async fn post_all_queued_through(
 }
 
 /// Each message of the session: (number, transaction id that wrote it, observation revision).
-async fn written(db: &TestDatabase, session: &str) -> BTreeMap<String, (i64, String, i64)> {
+async fn written(db: &TestDatabase, session: &SessionId) -> BTreeMap<String, (i64, String, i64)> {
     let client = db.pool().get().await.unwrap();
     client
         .query(
@@ -104,7 +106,7 @@ async fn queued_posts_are_written_in_transactions_of_at_most_the_bound() {
     let session = new_session(&db).await;
     let total = MAX_POSTS_PER_WRITE + 4;
     let messages: Vec<NewMessage> = (0..total).map(|i| note(&format!("note {i}"))).collect();
-    let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+    let ids: Vec<MessageId> = messages.iter().map(|m| m.id.clone()).collect();
 
     let results = post_all_queued(&db, &session, messages).await;
     for r in &results {
@@ -114,24 +116,24 @@ async fn queued_posts_are_written_in_transactions_of_at_most_the_bound() {
     assert_eq!(rows.len(), total);
 
     // Queued in this order, written in this order: numbers and revisions follow it.
-    let numbers: Vec<i64> = ids.iter().map(|id| rows[id].0).collect();
+    let numbers: Vec<i64> = ids.iter().map(|id| rows[id.as_str()].0).collect();
     assert_eq!(numbers, (1..=total as i64).collect::<Vec<_>>());
-    let revisions: Vec<i64> = ids.iter().map(|id| rows[id].2).collect();
+    let revisions: Vec<i64> = ids.iter().map(|id| rows[id.as_str()].2).collect();
     assert!(revisions.windows(2).all(|w| w[0] < w[1]), "{revisions:?}");
     for (r, id) in results.iter().zip(&ids) {
         let posted = r.as_ref().unwrap().as_ref().unwrap();
         assert_eq!(&posted.message.id, id);
-        assert_eq!(posted.message.number, rows[id].0);
+        assert_eq!(posted.message.number, rows[id.as_str()].0);
     }
 
     // The first MAX_POSTS_PER_WRITE in one transaction, the rest in the next.
     let first: HashSet<&String> = ids[..MAX_POSTS_PER_WRITE]
         .iter()
-        .map(|id| &rows[id].1)
+        .map(|id| &rows[id.as_str()].1)
         .collect();
     let rest: HashSet<&String> = ids[MAX_POSTS_PER_WRITE..]
         .iter()
-        .map(|id| &rows[id].1)
+        .map(|id| &rows[id.as_str()].1)
         .collect();
     assert_eq!(first.len(), 1, "first batch written by {first:?}");
     assert_eq!(rest.len(), 1, "second batch written by {rest:?}");
@@ -148,7 +150,7 @@ async fn queued_posts_are_written_in_transactions_of_at_most_the_bound() {
         .await
         .unwrap();
     let ledger: Vec<(String, i64)> = events.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let expected: Vec<(String, i64)> = ids.iter().cloned().zip(1..).collect();
+    let expected: Vec<(String, i64)> = ids.iter().map(|i| i.to_string()).zip(1..).collect();
     assert_eq!(ledger, expected);
     let counts = client
         .query_one(
@@ -166,7 +168,7 @@ async fn a_refused_post_leaves_the_rest_of_its_batch_written() {
     let db = TestDatabase::new().await;
     let session = new_session(&db).await;
     let mut messages: Vec<NewMessage> = (0..6).map(|i| note(&format!("note {i}"))).collect();
-    messages[2].reply_to = Some(format!("wc_msg_{}", "Z".repeat(22)));
+    messages[2].reply_to = Some(MessageId::parse(&format!("wc_msg_{}", "Z".repeat(22))).unwrap());
     let refused = messages[2].id.clone();
 
     let results = post_all_queued(&db, &session, messages).await;
@@ -181,7 +183,7 @@ async fn a_refused_post_leaves_the_rest_of_its_batch_written() {
         }
     }
     let rows = written(&db, &session).await;
-    assert!(!rows.contains_key(&refused));
+    assert!(!rows.contains_key(refused.as_str()));
     assert_eq!(rows.len(), 5);
     let xids: HashSet<&String> = rows.values().map(|r| &r.1).collect();
     assert_eq!(xids.len(), 1, "written together: {xids:?}");
@@ -229,7 +231,7 @@ async fn a_post_to_a_missing_session_is_refused_on_its_own() {
     let db = TestDatabase::new().await;
     let results = board::post(
         db.pool(),
-        &format!("wc_sess_{}", "A".repeat(22)),
+        &SessionId::parse(&format!("wc_sess_{}", "A".repeat(22))).unwrap(),
         note("nowhere"),
         Actor::new(Uuid::now_v7(), "post_session_message"),
     )

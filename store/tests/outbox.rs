@@ -35,7 +35,7 @@ async fn enqueue_sqs(pool: &Pool, queue_url: &str) -> Uuid {
     .unwrap()
     {
         Enqueued::Queued(row) => {
-            assert_eq!(row.queue, "sqs");
+            assert_eq!(row.queue, wc_domain::WorkQueue::Sqs);
             row.id
         }
         other => panic!("{other:?}"),

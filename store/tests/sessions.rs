@@ -2,6 +2,7 @@
 
 use serde_json::json;
 use uuid::Uuid;
+use wc_domain::{EventRole, Lifecycle, SessionId};
 use wc_store::cas::CasOutcome;
 use wc_store::sessions::{self, Decision, Mutated, NewEvent, RETAINED_EVENTS, SessionChange};
 use wc_store::testing::TestDatabase;
@@ -11,13 +12,13 @@ fn event(kind: &str) -> NewEvent {
         kind: kind.into(),
         call_id: Uuid::now_v7(),
         invocation_id: Uuid::now_v7(),
-        role: "recorder",
+        role: EventRole::Recorder,
         tool_name: Some("t".into()),
         payload: json!({}),
     }
 }
 
-async fn new_session(db: &TestDatabase) -> String {
+async fn new_session(db: &TestDatabase) -> SessionId {
     db.new_session(event("task_instruction")).await
 }
 
@@ -32,7 +33,7 @@ fn append(n: usize) -> impl Fn(&sessions::SessionRow) -> Decision<()> + Send + S
 }
 
 /// The session holds exactly `expected` events with seqs 1..=expected; returns its row.
-async fn assert_gap_free(db: &TestDatabase, id: &str, expected: i64) -> sessions::SessionRow {
+async fn assert_gap_free(db: &TestDatabase, id: &SessionId, expected: i64) -> sessions::SessionRow {
     let client = db.pool().get().await.unwrap();
     let session = sessions::get(&client, id).await.unwrap().unwrap();
     assert_eq!(session.events_observed, expected);
@@ -55,7 +56,7 @@ async fn retention_keeps_the_newest_events_and_the_cumulative_count() {
 
 /// After `observed` events, exactly the newest `RETAINED_EVENTS` remain and the session says
 /// older ones were removed.
-async fn assert_retained_tail(db: &TestDatabase, id: &str, observed: i64) {
+async fn assert_retained_tail(db: &TestDatabase, id: &SessionId, observed: i64) {
     let client = db.pool().get().await.unwrap();
     let session = sessions::get(&client, id).await.unwrap().unwrap();
     assert_eq!(session.events_observed, observed);
@@ -93,9 +94,11 @@ async fn leave_writes_nothing_and_missing_sessions_are_reported() {
     };
     assert_eq!(seen, 1);
     assert_eq!(row.version, 1, "leave must not bump the version");
-    let out = sessions::mutate(db.pool(), "wc_sess_doesnotexist0000000000", |_| {
-        Decision::Leave(())
-    })
+    let out = sessions::mutate(
+        db.pool(),
+        &SessionId::parse("wc_sess_doesnotexist0000000000").unwrap(),
+        |_| Decision::Leave(()),
+    )
     .await
     .unwrap();
     assert!(matches!(
@@ -114,7 +117,7 @@ async fn lifecycle_changes_stamp_their_times() {
     let out = sessions::mutate(db.pool(), &id, |_| {
         Decision::Write(
             SessionChange {
-                lifecycle: Some("finished"),
+                lifecycle: Some(Lifecycle::Finished),
                 ..Default::default()
             },
             vec![event("session_finished")],
@@ -130,7 +133,7 @@ async fn lifecycle_changes_stamp_their_times() {
     else {
         panic!()
     };
-    assert_eq!(row.lifecycle, "finished");
+    assert_eq!(row.lifecycle, Lifecycle::Finished);
     assert!(row.finished_at.is_some() && row.closed_at.is_none());
     assert_eq!(row.events_observed, 2);
 }
@@ -187,7 +190,7 @@ async fn appends_keep_the_retention_bound_and_refuse_inactive_or_missing_session
     sessions::mutate(db.pool(), &id, |_| {
         Decision::Write(
             SessionChange {
-                lifecycle: Some("finished"),
+                lifecycle: Some(Lifecycle::Finished),
                 ..Default::default()
             },
             vec![],
@@ -214,7 +217,7 @@ async fn appends_keep_the_retention_bound_and_refuse_inactive_or_missing_session
 
     let out = sessions::append(
         &client,
-        "wc_sess_doesnotexist0000000000",
+        &SessionId::parse("wc_sess_doesnotexist0000000000").unwrap(),
         &[event("x")],
         false,
     )

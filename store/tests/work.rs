@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 use uuid::Uuid;
-use wc_runner_protocol::WorkState;
+use wc_domain::{ProjectId, SessionId, WorkState};
 use wc_store::Pool;
 use wc_store::runners::{self, Registered, Registration};
 use wc_store::testing::TestDatabase;
@@ -21,7 +21,7 @@ async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
     .unwrap()
     {
         Enqueued::Queued(row) => {
-            assert_eq!(row.state, "queued");
+            assert_eq!(row.state, WorkState::Queued);
             row.id
         }
         other => panic!("{other:?}"),
@@ -266,7 +266,7 @@ async fn expired_leases_read_as_lost_the_reaper_ends_them_and_they_never_requeue
     );
     let row = work::get(&c, w1).await.unwrap().unwrap();
     assert_eq!(
-        (row.state.as_str(), row.end_reason.as_deref()),
+        (row.state.as_str(), row.end_reason.map(|r| r.as_str())),
         ("lost", Some("lease_expired"))
     );
     let listed = work::list(
@@ -314,7 +314,10 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
         .remove(0);
     let new = register(db.pool(), "host").await;
     assert_ne!(old, new);
-    assert_eq!(work::get(&c, w).await.unwrap().unwrap().state, "lost");
+    assert_eq!(
+        work::get(&c, w).await.unwrap().unwrap().state,
+        WorkState::Lost
+    );
     let outcome = json!({});
     assert_eq!(
         work::finish(
@@ -398,7 +401,10 @@ async fn instances_are_ordered_by_registration_not_by_their_ids() {
         register_as(&db, later).await,
         Registered::Current { lost_work: 0 }
     );
-    assert_eq!(work::get(&c, w).await.unwrap().unwrap().state, "leased");
+    assert_eq!(
+        work::get(&c, w).await.unwrap().unwrap().state,
+        WorkState::Leased
+    );
     for old in [first, Uuid::max()] {
         assert_eq!(register_as(&db, old).await, Registered::Superseded);
     }
@@ -496,7 +502,7 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
 fn owned(owner: char, project: &str, queue: QueueRoute) -> NewWork {
     NewWork {
         owner_authority_fingerprint: owner.to_string().repeat(64),
-        project_id: format!("agent:host:{project}"),
+        project_id: ProjectId::of_runner("host", project).unwrap(),
         ..new_work("host", queue)
     }
 }
@@ -744,7 +750,7 @@ async fn runners_count_work_in_flight_for_one_owner_or_for_all() {
 }
 
 /// The `execution_finished` events of session `id`, oldest first: `(seq, payload)`.
-async fn finished_events(pool: &Pool, id: &str) -> Vec<(i64, serde_json::Value)> {
+async fn finished_events(pool: &Pool, id: &SessionId) -> Vec<(i64, serde_json::Value)> {
     let c = pool.get().await.unwrap();
     let mut events: Vec<(i64, serde_json::Value)> = wc_store::sessions::recent_events(&c, id, 100)
         .await
@@ -894,7 +900,10 @@ async fn work_of_a_closed_session_still_ends_and_its_ledger_takes_nothing() {
     .await
     .unwrap();
     assert_eq!(report, Report::Accepted(WorkState::Failed));
-    assert_eq!(work::get(&c, w).await.unwrap().unwrap().state, "failed");
+    assert_eq!(
+        work::get(&c, w).await.unwrap().unwrap().state,
+        WorkState::Failed
+    );
     assert!(finished_events(db.pool(), &session).await.is_empty());
     let s = wc_store::sessions::get(&c, &session)
         .await

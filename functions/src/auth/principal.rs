@@ -41,10 +41,10 @@ pub enum ProjectGrants {
 
 impl ProjectGrants {
     /// Whether `project` is reachable.
-    pub fn allows(&self, project: &str) -> bool {
+    pub fn allows(&self, project: &wc_domain::ProjectId) -> bool {
         match self {
             ProjectGrants::All => true,
-            ProjectGrants::Only(set) => set.contains(project),
+            ProjectGrants::Only(set) => set.contains(project.as_str()),
         }
     }
 }

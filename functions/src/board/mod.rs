@@ -8,12 +8,11 @@
 
 pub mod tokens;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use rand::RngCore;
 use schemars::JsonSchema;
 use serde::Serialize;
+use wc_domain::{MessageId, MessageKind, MessageStatus, Priority, SessionId};
 use wc_store::board::{self, AssignmentSnapshot, MessageRow, Refusal};
 use wc_store::sessions::SessionRow;
 
@@ -21,10 +20,6 @@ use crate::AppState;
 use crate::kernel::result::{ErrorKind, ToolError};
 use tokens::{SessionBinding, TokenKeys, TokenProblem};
 
-/// Prefix of every session message id.
-pub const MESSAGE_ID_PREFIX: &str = "wc_msg_";
-/// Pattern of a message id in tool schemas.
-pub const MESSAGE_ID_PATTERN: &str = r"^wc_msg_[A-Za-z0-9_-]{22}$";
 /// Longest message body, in Unicode characters.
 pub const MAX_BODY_CHARS: usize = 4000;
 /// Most messages `session_attention` re-projects on one result.
@@ -33,13 +28,6 @@ pub const MAX_ATTENTION_MESSAGES: i64 = 5;
 pub const ATTENTION_EXCERPT_CHARS: usize = 300;
 /// Name of the database-kept secret used when `WC_TOKEN_SECRET` is not configured.
 const SECRET_NAME: &str = "board_tokens";
-
-/// A fresh message id: the prefix and 128 random bits (22 base64url characters).
-pub fn new_message_id() -> String {
-    let mut bytes = [0u8; 16];
-    rand::rng().fill_bytes(&mut bytes);
-    format!("{MESSAGE_ID_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
-}
 
 /// The token keys of this deployment: from `WC_TOKEN_SECRET`, else from the secret kept in the
 /// database (generated on first use). Derived once per process: the secret is configuration,
@@ -84,9 +72,9 @@ pub fn refused(r: Refusal) -> ToolError {
             format!("the session is {lifecycle}; its board accepts no changes"),
         )
         .with("field", "session_id")
-        .with("lifecycle", lifecycle),
+        .with("lifecycle", lifecycle.as_str()),
         Refusal::UnknownMessage(field) => unknown_message(field),
-        Refusal::NotATodo(kind) => not_a_todo(&kind),
+        Refusal::NotATodo(kind) => not_a_todo(kind),
         Refusal::CompletionKeyConflict => ToolError::new(
             ErrorKind::CompletionKeyConflict,
             "completion_key was already used for a different completion; use a new key for a new intent",
@@ -105,13 +93,13 @@ pub fn unknown_message(field: &'static str) -> ToolError {
 }
 
 /// `not_a_todo` for a message of `kind`.
-pub fn not_a_todo(kind: &str) -> ToolError {
+pub fn not_a_todo(kind: MessageKind) -> ToolError {
     ToolError::new(
         ErrorKind::NotATodo,
         format!("the message is a {kind}; only todos have assignments and completions"),
     )
     .with("field", "message_id")
-    .with("message_kind", kind.to_owned())
+    .with("message_kind", kind.as_str())
 }
 
 /// A refused observation token or fence as a tool error.
@@ -132,30 +120,30 @@ pub fn bad_token(kind: ErrorKind, field: &'static str, problem: TokenProblem) ->
 /// A message as the board tools return it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MessageView {
-    /// `wc_msg_…`.
-    pub message_id: String,
+    /// The message's id.
+    pub message_id: MessageId,
     /// Position in the session's posting order (1, 2, …).
     pub number: i64,
-    /// `note`, `question`, `todo` or `answer`.
-    pub kind: String,
-    /// `low`, `normal` or `high`.
-    pub priority: String,
+    /// Kind.
+    pub kind: MessageKind,
+    /// Priority.
+    pub priority: Priority,
     /// Whether recorded calls re-project it until it is acknowledged or resolved.
     pub ack_required: bool,
     /// The message it replies to.
-    pub reply_to: Option<String>,
-    /// `open`, `resolved` or `completed`.
-    pub status: String,
+    pub reply_to: Option<MessageId>,
+    /// Status.
+    pub status: MessageStatus,
     /// The body (secrets redacted before storage).
     pub body: String,
     /// Whether redaction changed the body.
     pub body_redacted: bool,
     /// The recording session that posted it; absent when the post was not recorded.
-    pub author_session_id: Option<String>,
+    pub author_session_id: Option<SessionId>,
     /// When an ACK of it was first observed (bookkeeping only: not a read receipt).
     pub first_ack_observed_at: Option<DateTime<Utc>>,
     /// Todos: the answer that completed it.
-    pub answer_message_id: Option<String>,
+    pub answer_message_id: Option<MessageId>,
     /// Todos: direct replies posted to it.
     pub reply_count: Option<i32>,
     /// Posted at.
@@ -171,17 +159,17 @@ impl From<&MessageRow> for MessageView {
         MessageView {
             message_id: m.id.clone(),
             number: m.number,
-            kind: m.kind.clone(),
-            priority: m.priority.clone(),
+            kind: m.kind,
+            priority: m.priority,
             ack_required: m.ack_required,
             reply_to: m.reply_to.clone(),
-            status: m.status.clone(),
+            status: m.status,
             body: m.body.clone(),
             body_redacted: m.body_redacted,
             author_session_id: m.author_session_id.clone(),
             first_ack_observed_at: m.first_ack_observed_at,
             answer_message_id: m.answer_message_id.clone(),
-            reply_count: (m.kind == "todo").then_some(m.reply_count),
+            reply_count: (m.kind == MessageKind::Todo).then_some(m.reply_count),
             created_at: m.created_at,
             updated_at: m.updated_at,
             closed_at: m.closed_at,
@@ -216,8 +204,8 @@ pub fn assignment_view(
     let oversized = snapshot.replies.len() as i64 > board::MAX_ASSIGNMENT_REPLIES
         || i64::from(todo.reply_count) > board::MAX_ASSIGNMENT_REPLIES;
     let reason = match () {
-        _ if todo.status == "completed" => Some("todo_completed"),
-        _ if todo.status == "resolved" => Some("todo_resolved"),
+        _ if todo.status == MessageStatus::Completed => Some("todo_completed"),
+        _ if todo.status == MessageStatus::Resolved => Some("todo_resolved"),
         _ if todo.replies_pruned => Some("replies_lost_to_retention"),
         _ if oversized => Some("too_many_replies"),
         _ => None,
@@ -252,7 +240,7 @@ pub fn assignment_view(
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SessionAttention {
     /// The recording session they belong to.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The oldest ones first, at most 5, bodies cut to 300 characters.
     pub messages: Vec<AttentionMessage>,
     /// How many there are (not counting those this request acknowledged).
@@ -260,24 +248,24 @@ pub struct SessionAttention {
     /// Whether some are not shown.
     pub truncated: bool,
     /// Ids this request acknowledged whose first ACK it was.
-    pub ack_observed: Vec<String>,
+    pub ack_observed: Vec<MessageId>,
 }
 
 /// One re-projected message.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AttentionMessage {
-    /// `wc_msg_…`; echo it in `ack_session_message_ids` to acknowledge it.
-    pub message_id: String,
+    /// Echo it in `ack_session_message_ids` to acknowledge it.
+    pub message_id: MessageId,
     /// Kind.
-    pub kind: String,
+    pub kind: MessageKind,
     /// Priority.
-    pub priority: String,
+    pub priority: Priority,
     /// Body excerpt.
     pub body: String,
     /// Whether the excerpt is shorter than the body.
     pub body_truncated: bool,
     /// Author session, if recorded.
-    pub author_session_id: Option<String>,
+    pub author_session_id: Option<SessionId>,
 }
 
 impl From<&MessageRow> for AttentionMessage {
@@ -285,8 +273,8 @@ impl From<&MessageRow> for AttentionMessage {
         let truncated = m.body.chars().count() > ATTENTION_EXCERPT_CHARS;
         AttentionMessage {
             message_id: m.id.clone(),
-            kind: m.kind.clone(),
-            priority: m.priority.clone(),
+            kind: m.kind,
+            priority: m.priority,
             body: if truncated {
                 m.body.chars().take(ATTENTION_EXCERPT_CHARS).collect()
             } else {
@@ -305,7 +293,7 @@ impl From<&MessageRow> for AttentionMessage {
 pub async fn project_attention(
     state: &AppState,
     recorder: &SessionRow,
-    acks: &[String],
+    acks: &[MessageId],
     invocation_id: uuid::Uuid,
     tool: &str,
 ) -> Option<serde_json::Value> {
@@ -345,20 +333,5 @@ pub async fn project_attention(
             tracing::warn!(error = %e, "could not read session attention");
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn message_ids_are_unguessable_and_match_their_pattern() {
-        let re = regex::Regex::new(MESSAGE_ID_PATTERN).unwrap();
-        let a = new_message_id();
-        let b = new_message_id();
-        assert_ne!(a, b);
-        assert!(re.is_match(&a), "{a}");
-        assert_eq!(a.len(), MESSAGE_ID_PREFIX.len() + 22);
     }
 }

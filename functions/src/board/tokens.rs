@@ -15,6 +15,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
+use wc_domain::{MessageId, SessionId};
 
 type HmacSha256 = hmac::Hmac<Sha256>;
 
@@ -85,7 +86,7 @@ impl TokenProblem {
 #[derive(Debug, Clone, Copy)]
 pub struct SessionBinding<'a> {
     /// Session id.
-    pub id: &'a str,
+    pub id: &'a SessionId,
     /// Incarnation: creation time of the session row, in microseconds.
     pub generation: i64,
 }
@@ -152,7 +153,7 @@ impl TokenKeys {
     /// An observation token for `session` at `revision`.
     pub fn observation_token(&self, session: SessionBinding<'_>, revision: i64) -> String {
         let mut p = vec![VERSION];
-        p.extend_from_slice(&session_digest(session.id));
+        p.extend_from_slice(&session_digest(session.id.as_str()));
         p.extend_from_slice(&session.generation.to_be_bytes());
         p.extend_from_slice(&revision.to_be_bytes());
         Self::seal(&self.observation, OBSERVATION_PREFIX, &p)
@@ -167,7 +168,7 @@ impl TokenKeys {
         token: &str,
     ) -> Result<i64, TokenProblem> {
         let p = Self::open(&self.observation, OBSERVATION_PREFIX, token, 1 + 8 + 8 + 8)?;
-        if p[1..9] != session_digest(session.id) {
+        if p[1..9] != session_digest(session.id.as_str()) {
             return Err(TokenProblem::WrongSession);
         }
         let generation = i64::from_be_bytes(p[9..17].try_into().expect("8 bytes"));
@@ -188,11 +189,11 @@ impl TokenKeys {
     pub fn fence(
         &self,
         session: SessionBinding<'_>,
-        todo_id: &str,
+        todo_id: &MessageId,
         assignment_revision: i64,
     ) -> String {
         let mut p = vec![VERSION];
-        p.extend_from_slice(&session_digest(session.id));
+        p.extend_from_slice(&session_digest(session.id.as_str()));
         p.extend_from_slice(&todo_suffix(todo_id));
         p.extend_from_slice(&session.generation.to_be_bytes());
         p.extend_from_slice(&assignment_revision.to_be_bytes());
@@ -204,7 +205,7 @@ impl TokenKeys {
     pub fn open_fence(
         &self,
         session: SessionBinding<'_>,
-        todo_id: &str,
+        todo_id: &MessageId,
         fence: &str,
     ) -> Result<i64, TokenProblem> {
         let p = Self::open(
@@ -213,7 +214,7 @@ impl TokenKeys {
             fence,
             1 + 8 + TODO_ID_CHARS + 8 + 8,
         )?;
-        if p[1..9] != session_digest(session.id) {
+        if p[1..9] != session_digest(session.id.as_str()) {
             return Err(TokenProblem::WrongSession);
         }
         if p[9..9 + TODO_ID_CHARS] != todo_suffix(todo_id) {
@@ -228,11 +229,10 @@ impl TokenKeys {
     }
 }
 
-/// The 22 random characters of a message id (zero-padded if the id is shorter, which parsed
-/// ids never are).
-fn todo_suffix(id: &str) -> [u8; TODO_ID_CHARS] {
+/// The 22 random characters of a message id.
+fn todo_suffix(id: &MessageId) -> [u8; TODO_ID_CHARS] {
     let mut out = [0u8; TODO_ID_CHARS];
-    let rest = id.strip_prefix(super::MESSAGE_ID_PREFIX).unwrap_or(id);
+    let rest = &id.as_str()[MessageId::PREFIX.len()..];
     for (o, b) in out.iter_mut().zip(rest.bytes()) {
         *o = b;
     }
@@ -243,11 +243,23 @@ fn todo_suffix(id: &str) -> [u8; TODO_ID_CHARS] {
 mod tests {
     use super::*;
 
-    const S: SessionBinding<'static> = SessionBinding {
-        id: "wc_sess_AAAAAAAAAAAAAAAAAAAAAA",
-        generation: 1_700_000_000_000_000,
-    };
-    const T: &str = "wc_msg_BBBBBBBBBBBBBBBBBBBBBB";
+    use std::sync::LazyLock;
+
+    static SID: LazyLock<SessionId> =
+        LazyLock::new(|| SessionId::parse("wc_sess_AAAAAAAAAAAAAAAAAAAAAA").unwrap());
+    static OTHER: LazyLock<SessionId> =
+        LazyLock::new(|| SessionId::parse("wc_sess_CCCCCCCCCCCCCCCCCCCCCC").unwrap());
+    static TODO: LazyLock<MessageId> =
+        LazyLock::new(|| MessageId::parse("wc_msg_BBBBBBBBBBBBBBBBBBBBBB").unwrap());
+    static OTHER_TODO: LazyLock<MessageId> =
+        LazyLock::new(|| MessageId::parse("wc_msg_DDDDDDDDDDDDDDDDDDDDDD").unwrap());
+
+    fn s() -> SessionBinding<'static> {
+        SessionBinding {
+            id: &SID,
+            generation: 1_700_000_000_000_000,
+        }
+    }
 
     fn keys() -> TokenKeys {
         TokenKeys::new(&[7u8; 32])
@@ -256,25 +268,22 @@ mod tests {
     #[test]
     fn observation_tokens_round_trip_and_bind_their_session() {
         let k = keys();
-        let t = k.observation_token(S, 41);
+        let t = k.observation_token(s(), 41);
         assert!(t.starts_with("wco1_") && t.len() <= MAX_TOKEN_CHARS, "{t}");
-        assert_eq!(k.open_observation_token(S, 41, &t), Ok(41));
-        assert_eq!(k.open_observation_token(S, 100, &t), Ok(41));
+        assert_eq!(k.open_observation_token(s(), 41, &t), Ok(41));
+        assert_eq!(k.open_observation_token(s(), 100, &t), Ok(41));
         assert_eq!(
-            k.open_observation_token(S, 40, &t),
+            k.open_observation_token(s(), 40, &t),
             Err(TokenProblem::FutureRevision)
         );
-        let other = SessionBinding {
-            id: "wc_sess_CCCCCCCCCCCCCCCCCCCCCC",
-            ..S
-        };
+        let other = SessionBinding { id: &OTHER, ..s() };
         assert_eq!(
             k.open_observation_token(other, 100, &t),
             Err(TokenProblem::WrongSession)
         );
         let reborn = SessionBinding {
-            generation: S.generation + 1,
-            ..S
+            generation: s().generation + 1,
+            ..s()
         };
         assert_eq!(
             k.open_observation_token(reborn, 100, &t),
@@ -285,7 +294,7 @@ mod tests {
     #[test]
     fn every_altered_character_is_refused() {
         let k = keys();
-        let t = k.observation_token(S, 7);
+        let t = k.observation_token(s(), 7);
         for i in 5..t.len() {
             let mut b = t.clone().into_bytes();
             b[i] = if b[i] == b'A' { b'B' } else { b'A' };
@@ -294,7 +303,7 @@ mod tests {
                 continue;
             }
             assert!(
-                k.open_observation_token(S, 100, &altered).is_err(),
+                k.open_observation_token(s(), 100, &altered).is_err(),
                 "position {i} of {t}"
             );
         }
@@ -307,20 +316,20 @@ mod tests {
             &format!("{t}A"),
         ] {
             assert_eq!(
-                k.open_observation_token(S, 100, bad),
+                k.open_observation_token(s(), 100, bad),
                 Err(TokenProblem::Malformed),
                 "{bad}"
             );
         }
         let long = format!("wco1_{}", "A".repeat(MAX_TOKEN_CHARS));
         assert_eq!(
-            k.open_observation_token(S, 100, &long),
+            k.open_observation_token(s(), 100, &long),
             Err(TokenProblem::Oversized)
         );
         // Another secret: same shape, refused.
-        let other = TokenKeys::new(&[8u8; 32]).observation_token(S, 7);
+        let other = TokenKeys::new(&[8u8; 32]).observation_token(s(), 7);
         assert_eq!(
-            k.open_observation_token(S, 100, &other),
+            k.open_observation_token(s(), 100, &other),
             Err(TokenProblem::Malformed)
         );
     }
@@ -328,23 +337,23 @@ mod tests {
     #[test]
     fn fences_bind_session_todo_and_generation_and_are_not_tokens() {
         let k = keys();
-        let f = k.fence(S, T, 3);
+        let f = k.fence(s(), &TODO, 3);
         assert!(f.starts_with("wcf1_") && f.len() <= MAX_TOKEN_CHARS, "{f}");
-        assert_eq!(k.open_fence(S, T, &f), Ok(3));
+        assert_eq!(k.open_fence(s(), &TODO, &f), Ok(3));
         assert_eq!(
-            k.open_fence(S, "wc_msg_DDDDDDDDDDDDDDDDDDDDDD", &f),
+            k.open_fence(s(), &OTHER_TODO, &f),
             Err(TokenProblem::WrongMessage)
         );
-        let other = SessionBinding {
-            id: "wc_sess_CCCCCCCCCCCCCCCCCCCCCC",
-            ..S
-        };
-        assert_eq!(k.open_fence(other, T, &f), Err(TokenProblem::WrongSession));
-        // A token is not a fence and a fence is not a token, even under the same secret.
-        let t = k.observation_token(S, 3);
-        assert_eq!(k.open_fence(S, T, &t), Err(TokenProblem::Malformed));
+        let other = SessionBinding { id: &OTHER, ..s() };
         assert_eq!(
-            k.open_observation_token(S, 100, &f),
+            k.open_fence(other, &TODO, &f),
+            Err(TokenProblem::WrongSession)
+        );
+        // A token is not a fence and a fence is not a token, even under the same secret.
+        let t = k.observation_token(s(), 3);
+        assert_eq!(k.open_fence(s(), &TODO, &t), Err(TokenProblem::Malformed));
+        assert_eq!(
+            k.open_observation_token(s(), 100, &f),
             Err(TokenProblem::Malformed)
         );
     }

@@ -17,6 +17,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
+use wc_domain::{
+    EndReason, EventRole, ProjectId, RelativePath, SessionId, WorkId, WorkMode, WorkQueue,
+};
 use wc_runner_protocol::{
     PROTOCOL_VERSION, Termination, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
 };
@@ -95,24 +98,24 @@ impl JsonSchema for AcceptedExitCodes {
 #[derive(Debug, Clone)]
 pub struct Target {
     /// Canonical project id, `agent:<client_id>:<name>`.
-    pub project_id: String,
+    pub project_id: ProjectId,
     /// The runner.
     pub client_id: String,
     /// The runner-local project id.
     pub local: String,
 }
 
-fn unknown_project(project: &str) -> ToolError {
+fn unknown_project(project: &ProjectId) -> ToolError {
     ToolError::new(
         ErrorKind::UnknownProject,
         "no such project is visible to this caller",
     )
-    .with("project", project.to_owned())
+    .with("project", project.as_str())
 }
 
 /// Resolves `project` to its runner, refusing projects the caller cannot see and runners
 /// that are not connected (nothing is queued for a host nobody serves).
-pub async fn resolve_target(ctx: &ToolContext, project: &str) -> Result<Target, ToolError> {
+pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Target, ToolError> {
     if !ctx.principal.projects.allows(project) {
         return Err(unknown_project(project));
     }
@@ -132,7 +135,7 @@ pub async fn resolve_target(ctx: &ToolContext, project: &str) -> Result<Target, 
             ErrorKind::RunnerUnavailable,
             "no runner serving this project is connected; nothing was started",
         )
-        .with("project", project.to_owned())
+        .with("project", project.as_str())
         .with("runner", p.client_id.clone()));
     }
     Ok(Target {
@@ -153,11 +156,11 @@ pub fn is_online(ctx: &ToolContext, r: &wc_store::runners::Runner) -> bool {
 
 /// The project of an execution request: the argument, else the session's.
 pub fn request_project(
-    project: Option<&str>,
+    project: Option<&ProjectId>,
     session: Option<&Arc<SessionRow>>,
-) -> Result<String, ToolError> {
+) -> Result<ProjectId, ToolError> {
     project
-        .map(str::to_owned)
+        .cloned()
         .or_else(|| session.map(|s| s.project.clone()))
         .ok_or_else(|| {
             ToolError::new(
@@ -187,8 +190,8 @@ pub struct Setting {
 pub async fn setting(
     ctx: &ToolContext,
     tool: &str,
-    project: Option<&str>,
-    session_id: Option<&str>,
+    project: Option<&ProjectId>,
+    session_id: Option<&SessionId>,
     purpose: Option<&str>,
 ) -> Result<Setting, ToolError> {
     let session = session_id.map(|id| ctx.business_session(id)).transpose()?;
@@ -254,12 +257,12 @@ pub fn invalid(pointer: &str, rule: &str, message: String) -> ToolError {
 pub struct Request {
     /// Tool name.
     pub tool: &'static str,
-    /// `sync` or `job`.
-    pub mode: &'static str,
+    /// Synchronous or a job.
+    pub mode: WorkMode,
     /// What to run.
     pub spec: WorkSpec,
-    /// Project-relative cwd (explicit or inherited).
-    pub cwd: Option<String>,
+    /// Project-relative cwd (explicit or inherited); `None` is the root.
+    pub cwd: Option<RelativePath>,
     /// Standard input.
     pub stdin: Option<String>,
     /// Wall-clock limit.
@@ -301,7 +304,7 @@ async fn submit_as(
         env: Default::default(),
         limits: WorkLimits {
             timeout_ms: req.timeout_ms,
-            output_bytes_per_stream: if req.mode == "job" {
+            output_bytes_per_stream: if req.mode == WorkMode::Job {
                 JOB_OUTPUT_BYTES
             } else {
                 SYNC_OUTPUT_BYTES
@@ -349,7 +352,7 @@ async fn submit_as(
             kind: "execution_queued".into(),
             call_id: Uuid::now_v7(),
             invocation_id: ctx.invocation_id,
-            role: "business",
+            role: EventRole::Business,
             tool_name: Some(req.tool.to_owned()),
             payload: json!({
                 "job_id": item.work_id,
@@ -357,7 +360,7 @@ async fn submit_as(
                 "mode": req.mode,
                 "kind": spec_kind(&req.spec),
                 // The argument summary is redacted; so is this copy of the cwd.
-                "cwd": req.cwd.as_deref().map(crate::redaction::redact),
+                "cwd": req.cwd.as_ref().map(|c| crate::redaction::redact(c.as_str())),
                 "timeout_ms": req.timeout_ms,
                 "expectation": expectation,
             }),
@@ -382,7 +385,7 @@ async fn submit_as(
                 ErrorKind::SessionClosed,
                 format!("the session is {lifecycle}"),
             )
-            .with("lifecycle", lifecycle)),
+            .with("lifecycle", lifecycle.as_str())),
             Enqueued::OverLimit(over) => Err(over_limit(over, limits, &target.project_id)),
         },
         wc_store::cas::CasOutcome::Conflict { .. } => Err(ToolError::new(
@@ -398,7 +401,7 @@ pub const RETRY_AFTER_MS: u64 = 5_000;
 
 /// The refusal of work over an open-work limit: `rate_limited` when the caller's own open
 /// work is at its limit, `queue_full` when the project's is; both say when to retry.
-fn over_limit(over: work::OverLimit, limits: work::OpenLimits, project: &str) -> ToolError {
+fn over_limit(over: work::OverLimit, limits: work::OpenLimits, project: &ProjectId) -> ToolError {
     let (kind, message, open, limit) = match over {
         work::OverLimit::Owner(open) => (
             ErrorKind::RateLimited,
@@ -423,13 +426,13 @@ fn over_limit(over: work::OverLimit, limits: work::OpenLimits, project: &str) ->
         .with("retry_after_ms", RETRY_AFTER_MS)
         .with("open_work", open)
         .with("limit", limit)
-        .with("project", project.to_owned())
+        .with("project", project.as_str())
 }
 
 /// Sends the SQS message of just-committed work (never inside the enqueuing transaction). A
 /// failure is logged and the outbox row stays for the periodic drain.
 async fn publish_committed(ctx: &ToolContext, row: &WorkRow) {
-    if row.queue != "sqs" {
+    if row.queue != WorkQueue::Sqs {
         return;
     }
     let Some(publisher) = &ctx.state.publisher else {
@@ -500,15 +503,15 @@ async fn wait_with(
 
 /// A job visible to the caller: its owner is the caller's authority group and its project is
 /// still visible. Anything else is `unknown_job`, revealing nothing.
-pub async fn load_job(ctx: &ToolContext, job_id: &str) -> Result<WorkRow, ToolError> {
+pub async fn load_job(ctx: &ToolContext, job_id: WorkId) -> Result<WorkRow, ToolError> {
     let unknown = || {
         ToolError::new(
             ErrorKind::UnknownJob,
             "no such job is visible to this caller",
         )
-        .with("job_id", job_id.chars().take(64).collect::<String>())
+        .with("job_id", job_id.to_string())
     };
-    let id: Uuid = job_id.parse().map_err(|_| unknown())?;
+    let id = job_id.uuid();
     let client = ctx
         .state
         .pool
@@ -628,9 +631,9 @@ pub fn stored_expectation(row: &WorkRow) -> (ResultExpectation, Vec<i32>, Option
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ExecOutput {
     /// Job handle (use with job_status, job_log, stop_job).
-    pub job_id: String,
+    pub job_id: WorkId,
     /// Canonical project id.
-    pub project: String,
+    pub project: ProjectId,
     /// Tool that started it.
     pub tool: String,
     /// `queued`, `running`, `succeeded` (exit 0), `failed` (another exit code, or a signal),
@@ -697,21 +700,24 @@ pub fn status_view(row: &WorkRow) -> ExecOutput {
     let state = execution_state(row, outcome.as_ref());
     let (declared, accepted, purpose) = stored_expectation(row);
     let expectation = classify(declared, &accepted, state, outcome.as_ref());
-    let error = outcome.as_ref().and_then(|o| o.error.clone()).or_else(|| {
-        match row.end_reason.as_deref() {
-            Some("lease_expired") => Some(
+    let error = outcome
+        .as_ref()
+        .and_then(|o| o.error.clone())
+        .or_else(|| match row.end_reason {
+            Some(EndReason::LeaseExpired) => Some(
                 "the runner stopped reporting (its lease expired); the outcome is unknown"
                     .to_owned(),
             ),
-            Some("instance_replaced") => {
+            Some(EndReason::InstanceReplaced) => {
                 Some("the runner restarted while this ran; the outcome is unknown".to_owned())
             }
-            Some("stopped_while_queued") => Some("stopped before any runner took it".to_owned()),
-            _ => None,
-        }
-    });
+            Some(EndReason::StoppedWhileQueued) => {
+                Some("stopped before any runner took it".to_owned())
+            }
+            None => None,
+        });
     ExecOutput {
-        job_id: row.id.to_string(),
+        job_id: WorkId::from(row.id),
         project: row.project_id.clone(),
         tool: row.tool.clone(),
         execution_state: state,
@@ -740,7 +746,9 @@ pub fn settle(out: ExecOutput) -> Result<ExecOutput, ToolError> {
         return Ok(out);
     };
     let output = serde_json::to_value(&out).map_err(ToolError::internal)?;
-    Err(error.with("job_id", out.job_id.clone()).with_output(output))
+    Err(error
+        .with("job_id", out.job_id.to_string())
+        .with_output(output))
 }
 
 /// How `out` failed, when it did.
@@ -845,7 +853,7 @@ pub fn terminal_evidence(row: &WorkRow) -> Option<NewEvent> {
         kind: "execution_finished".into(),
         call_id,
         invocation_id,
-        role: "business",
+        role: EventRole::Business,
         tool_name: Some(row.tool.clone()),
         payload,
     })
@@ -909,29 +917,19 @@ pub fn check_shell_text(pointer: &str, text: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// The cwd of a call: explicit, else the session default (validated as project-relative).
+/// The cwd of a call: explicit, else the session default (a project path: execution tools
+/// refuse a session whose defaults name a remote resource); `None` is the project root.
 pub fn cwd(
-    explicit: Option<&str>,
+    explicit: Option<&RelativePath>,
     defaults: &ExecutionContext,
-) -> Result<Option<String>, ToolError> {
-    let raw = explicit.or(defaults.default_cwd.as_deref());
-    match raw {
-        None => Ok(None),
-        Some(raw) => {
-            let p = crate::workflow::exec_context::ProjectRelativePath::parse(raw)
-                .map_err(|e| invalid("/cwd", "projectRelativePath", format!("cwd {e}")))?;
-            let s = p.as_str();
-            if !s.is_empty() {
-                wc_runner_protocol::check_relative_path("cwd", s)
-                    .map_err(|e| invalid("/cwd", "projectRelativePath", e.to_string()))?;
-            }
-            Ok(if s.is_empty() || s == "." {
-                None
-            } else {
-                Some(s.to_owned())
-            })
-        }
-    }
+) -> Result<Option<RelativePath>, ToolError> {
+    let path = match (explicit, &defaults.default_cwd) {
+        (Some(p), _) => p.clone(),
+        (None, Some(raw)) => crate::workflow::exec_context::project_cwd(raw)
+            .map_err(|e| invalid("/cwd", "projectRelativePath", format!("cwd {e}")))?,
+        (None, None) => return Ok(None),
+    };
+    Ok((!path.is_root()).then_some(path))
 }
 
 /// Queues `req` and waits for its end up to the configured wait; past it the result is the
@@ -973,8 +971,8 @@ mod tests {
 
     fn ended(state: ExecState, exit_code: Option<i32>, signal: Option<i32>) -> ExecOutput {
         ExecOutput {
-            job_id: "0190b6a0-0000-7000-8000-000000000000".into(),
-            project: "agent:local:alpha".into(),
+            job_id: WorkId::parse("0190b6a0-0000-7000-8000-000000000000").unwrap(),
+            project: wc_domain::ProjectId::parse("agent:local:alpha").unwrap(),
             tool: "run_shell".into(),
             execution_state: state,
             exit_code,
@@ -1016,7 +1014,7 @@ mod tests {
                 (Err(e), Some(kind)) => {
                     assert_eq!(e.kind, kind, "{state:?}");
                     assert!(kind.is_execution_outcome());
-                    assert_eq!(e.details["job_id"], out.job_id.as_str());
+                    assert_eq!(e.details["job_id"], out.job_id.to_string());
                     assert_eq!(e.details["execution_state"], state.as_str());
                     let carried = e.output.expect("a failed execution carries its view");
                     assert_eq!(carried, serde_json::to_value(&out).unwrap(), "{state:?}");

@@ -112,10 +112,10 @@ impl ToolContext {
     /// The business session the kernel loaded and authorized for argument `session_id`.
     pub fn business_session(
         &self,
-        session_id: &str,
+        session_id: &wc_domain::SessionId,
     ) -> Result<Arc<wc_store::sessions::SessionRow>, crate::kernel::result::ToolError> {
         match &self.business {
-            Some(s) if s.id == session_id => Ok(s.clone()),
+            Some(s) if &s.id == session_id => Ok(s.clone()),
             _ => Err(crate::kernel::result::ToolError::new(
                 crate::kernel::result::ErrorKind::UnknownSessionId,
                 "session_id names no session this caller can use",

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
+use wc_domain::{EventRole, Mode, ProjectId, SessionId};
 use wc_store::sessions::{NewEvent, SessionRow};
 
 use super::result::{ErrorKind, ToolError, ToolResult};
@@ -42,7 +43,7 @@ const MAX_SUMMARY_STRING_CHARS: usize = 256;
 #[derive(Debug, Clone)]
 struct Pair {
     session: Arc<SessionRow>,
-    role: &'static str,
+    role: EventRole,
     call_id: Uuid,
     /// Whether the session must still be active when the call starts (a recorder always;
     /// a business session unless the tool manages lifecycles).
@@ -145,6 +146,26 @@ fn mode_denied(field: &'static str, tool: &str) -> ToolError {
     .with("mode", "read_only")
 }
 
+/// Argument `name` as its domain type, when the call gives it. The arguments were validated
+/// against the tool's schema, which the type generates, so a refusal here means a tool's
+/// schema and its type disagree.
+fn typed_arg<T: std::str::FromStr<Err = wc_domain::ParseError>>(
+    args: &Value,
+    name: &str,
+) -> Result<Option<T>, ToolError> {
+    match args.get(name).and_then(Value::as_str) {
+        None => Ok(None),
+        Some(raw) => raw.parse().map(Some).map_err(|e: wc_domain::ParseError| {
+            ToolError::new(
+                ErrorKind::InvalidArguments,
+                format!("argument /{name}: {e}"),
+            )
+            .with("pointer", format!("/{name}"))
+            .with("rule", "pattern")
+        }),
+    }
+}
+
 /// Authorizes the sessions of `call` and, for a mutating tool, commits the `started` events.
 /// Every refusal happens here, before any effect.
 pub async fn begin(
@@ -154,33 +175,31 @@ pub async fn begin(
     wrapper: &WrapperMeta,
     args: &Value,
 ) -> Result<Recording, ToolError> {
-    let business = match (spec.session, args.get("session_id").and_then(Value::as_str)) {
+    let session_id = typed_arg::<SessionId>(args, "session_id")?;
+    let project = typed_arg::<ProjectId>(args, "project")?;
+    let business = match (spec.session, &session_id) {
         (SessionUse::None, _) | (_, None) => None,
-        (use_, Some(raw)) => {
-            let row = authority::load(&state.pool, principal, raw, "session_id").await?;
+        (use_, Some(id)) => {
+            let row = authority::load(&state.pool, principal, id, "session_id").await?;
             if matches!(use_, SessionUse::Changes | SessionUse::Works) {
                 authority::require_active(&row, "session_id")?;
             }
-            if let Some(project) = args.get("project").and_then(Value::as_str) {
+            if let Some(project) = &project {
                 authority::require_project(&row, project, "session_id")?;
             }
             Some(row)
         }
     };
     // The request's project: the explicit argument, else the business session's.
-    let request_project = args
-        .get("project")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| business.as_ref().map(|b| b.project.clone()));
+    let request_project = project.or_else(|| business.as_ref().map(|b| b.project.clone()));
     let recorder = match &wrapper.recording_session_id {
         None => None,
-        Some(raw) => {
+        Some(id) => {
             // Recording in the business session itself: it was just loaded and authorized for
             // this caller, and authority does not depend on the argument's role.
             let row = match &business {
-                Some(b) if b.id == *raw => b.clone(),
-                _ => authority::load(&state.pool, principal, raw, "recording_session_id").await?,
+                Some(b) if b.id == *id => b.clone(),
+                _ => authority::load(&state.pool, principal, id, "recording_session_id").await?,
             };
             authority::require_active(&row, "recording_session_id")?;
             if let Some(project) = &request_project {
@@ -193,10 +212,10 @@ pub async fn begin(
     // exempt: they change only the session itself.
     let changes_project = !spec.meta.read_only && !spec.session.is_session_management();
     if changes_project {
-        if business.as_ref().is_some_and(|b| b.mode == "read_only") {
+        if business.as_ref().is_some_and(|b| b.mode == Mode::ReadOnly) {
             return Err(mode_denied("session_id", spec.meta.name));
         }
-        if recorder.as_ref().is_some_and(|r| r.mode == "read_only") {
+        if recorder.as_ref().is_some_and(|r| r.mode == Mode::ReadOnly) {
             return Err(mode_denied("recording_session_id", spec.meta.name));
         }
     }
@@ -204,7 +223,7 @@ pub async fn begin(
     if let Some(r) = &recorder {
         pairs.push(Pair {
             session: r.clone(),
-            role: "recorder",
+            role: EventRole::Recorder,
             call_id: Uuid::now_v7(),
             must_be_active: true,
             inline: false,
@@ -213,7 +232,7 @@ pub async fn begin(
     if let Some(b) = &business {
         pairs.push(Pair {
             session: b.clone(),
-            role: "business",
+            role: EventRole::Business,
             call_id: Uuid::now_v7(),
             must_be_active: spec.session != SessionUse::Manages,
             inline: spec.inline_evidence,
@@ -323,7 +342,7 @@ async fn append(
     require_active: bool,
 ) -> Result<(), ToolError> {
     // Per session: its events, and whether it must still be active to take them.
-    let mut by_session: BTreeMap<&str, (Vec<NewEvent>, bool)> = BTreeMap::new();
+    let mut by_session: BTreeMap<&SessionId, (Vec<NewEvent>, bool)> = BTreeMap::new();
     // Started events: recorder first, then business; finished events in reverse.
     // An inline pair is the tool's to write; if it did not, it is written whole at the end,
     // unless it was committed after all (the change committed but its reply was lost).
@@ -339,19 +358,19 @@ async fn append(
     let skip = |pair: &Pair, finishing: bool| pair.inline && (!finishing || inline_written);
     if finished.is_none() || recording.deferred_start {
         for pair in recording.pairs.iter().filter(|p| !skip(p, false)) {
-            let entry = by_session.entry(pair.session.id.as_str()).or_default();
+            let entry = by_session.entry(&pair.session.id).or_default();
             entry.0.push(started_event(recording, spec, pair));
             entry.1 |= pair.must_be_active;
         }
     } else if !inline_written {
         for pair in recording.pairs.iter().filter(|p| p.inline) {
-            let entry = by_session.entry(pair.session.id.as_str()).or_default();
+            let entry = by_session.entry(&pair.session.id).or_default();
             entry.0.push(started_event(recording, spec, pair));
         }
     }
     if let Some(done) = finished {
         for pair in recording.pairs.iter().rev().filter(|p| !skip(p, true)) {
-            let entry = by_session.entry(pair.session.id.as_str()).or_default();
+            let entry = by_session.entry(&pair.session.id).or_default();
             entry.0.push(finished_event(recording, spec, pair, done));
         }
     }

@@ -6,7 +6,9 @@
 //!   acknowledges.
 //! - `context_request` — a bounded request for context material.
 
+use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
+use wc_domain::{MessageId, SessionId};
 
 /// Names of the wrapper fields.
 pub const WRAPPER_FIELDS: [&str; 3] = [
@@ -24,9 +26,9 @@ pub const MAX_CONTEXT_MATERIALS: usize = 8;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WrapperMeta {
     /// Session to record the call in.
-    pub recording_session_id: Option<String>,
+    pub recording_session_id: Option<SessionId>,
     /// Messages acknowledged by this request.
-    pub ack_session_message_ids: Vec<String>,
+    pub ack_session_message_ids: Vec<MessageId>,
     /// Context materials requested.
     pub context_materials: Vec<String>,
 }
@@ -41,28 +43,20 @@ pub struct WrapperError {
     pub problem: String,
 }
 
-fn id_with_prefix(s: &str, prefix: &str) -> bool {
-    s.len() <= 128
-        && s.strip_prefix(prefix).is_some_and(|rest| {
-            !rest.is_empty()
-                && rest
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        })
-}
-
 /// Removes the wrapper fields from `args` and validates them.
 pub fn split(args: &mut Map<String, Value>) -> Result<WrapperMeta, WrapperError> {
     let mut meta = WrapperMeta::default();
     if let Some(v) = args.remove("recording_session_id") {
-        match v.as_str() {
-            Some(s) if id_with_prefix(s, "wc_sess_") => {
-                meta.recording_session_id = Some(s.to_owned())
-            }
-            _ => {
+        let id = v
+            .as_str()
+            .ok_or("must be a string".to_owned())
+            .and_then(|s| SessionId::parse(s).map_err(|e| e.problem));
+        match id {
+            Ok(id) => meta.recording_session_id = Some(id),
+            Err(problem) => {
                 return Err(WrapperError {
                     field: "recording_session_id",
-                    problem: "must be a Workflow Session id (wc_sess_…)".into(),
+                    problem,
                 });
             }
         }
@@ -81,14 +75,18 @@ pub fn split(args: &mut Map<String, Value>) -> Result<WrapperMeta, WrapperError>
             });
         }
         for item in items {
-            match item.as_str() {
-                Some(s) if id_with_prefix(s, "wc_msg_") => {
-                    meta.ack_session_message_ids.push(s.to_owned())
-                }
-                _ => {
+            match item.as_str().map(MessageId::parse) {
+                Some(Ok(id)) => meta.ack_session_message_ids.push(id),
+                Some(Err(e)) => {
                     return Err(WrapperError {
                         field: "ack_session_message_ids",
-                        problem: "every item must be a session message id (wc_msg_…)".into(),
+                        problem: format!("every item {}", e.problem),
+                    });
+                }
+                None => {
+                    return Err(WrapperError {
+                        field: "ack_session_message_ids",
+                        problem: "every item must be a session message id (a string)".into(),
                     });
                 }
             }
@@ -159,18 +157,20 @@ pub fn schema_properties(surface: Surface) -> Map<String, Value> {
     all
 }
 
+/// The schema of a domain type, as its own `JsonSchema` impl writes it.
+fn schema_of<T: JsonSchema>() -> Value {
+    T::json_schema(&mut schemars::SchemaGenerator::default()).to_value()
+}
+
 fn all_schema_properties() -> Map<String, Value> {
+    let mut recording = schema_of::<SessionId>();
+    recording["description"] = "Workflow Session to record this call in (wrapper metadata).".into();
     match json!({
-        "recording_session_id": {
-            "type": "string",
-            "pattern": "^wc_sess_[A-Za-z0-9_-]+$",
-            "maxLength": 128,
-            "description": "Workflow Session to record this call in (wrapper metadata)."
-        },
+        "recording_session_id": recording,
         "ack_session_message_ids": {
             "type": "array",
             "maxItems": MAX_ACK_IDS,
-            "items": { "type": "string", "pattern": "^wc_msg_[A-Za-z0-9_-]+$", "maxLength": 128 },
+            "items": schema_of::<MessageId>(),
             "description": "ACK-required session messages this request acknowledges (wrapper metadata)."
         },
         "context_request": {
@@ -195,6 +195,12 @@ fn all_schema_properties() -> Map<String, Value> {
 mod tests {
     use super::*;
 
+    const SID: &str = "wc_sess_abc-1AAAAAAAAAAAAAAAAAAAA";
+
+    fn msg(i: usize) -> String {
+        format!("wc_msg_{i:0>22}")
+    }
+
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
     }
@@ -203,13 +209,13 @@ mod tests {
     fn wrappers_are_removed_and_the_rest_is_left_alone() {
         let mut args = obj(json!({
             "project": "p",
-            "recording_session_id": "wc_sess_abc-1",
-            "ack_session_message_ids": ["wc_msg_1", "wc_msg_2"],
+            "recording_session_id": SID,
+            "ack_session_message_ids": [msg(1), msg(2)],
             "context_request": {"materials": ["webcodex.workflow"]}
         }));
         let meta = split(&mut args).unwrap();
         assert_eq!(args, obj(json!({"project": "p"})));
-        assert_eq!(meta.recording_session_id.as_deref(), Some("wc_sess_abc-1"));
+        assert_eq!(meta.recording_session_id.unwrap().as_str(), SID);
         assert_eq!(meta.ack_session_message_ids.len(), 2);
         assert_eq!(meta.context_materials, ["webcodex.workflow"]);
     }
@@ -227,7 +233,7 @@ mod tests {
 
     #[test]
     fn malformed_wrappers_are_refused() {
-        let nine: Vec<String> = (0..9).map(|i| format!("wc_msg_{i}")).collect();
+        let nine: Vec<String> = (0..9).map(msg).collect();
         for (bad, field) in [
             (
                 json!({"recording_session_id": "sess_1"}),
@@ -236,6 +242,14 @@ mod tests {
             (
                 json!({"recording_session_id": "wc_sess_"}),
                 "recording_session_id",
+            ),
+            (
+                json!({"recording_session_id": "wc_sess_short"}),
+                "recording_session_id",
+            ),
+            (
+                json!({"ack_session_message_ids": ["wc_msg_1"]}),
+                "ack_session_message_ids",
             ),
             (json!({"recording_session_id": 5}), "recording_session_id"),
             (
@@ -247,7 +261,7 @@ mod tests {
                 "ack_session_message_ids",
             ),
             (
-                json!({"ack_session_message_ids": "wc_msg_1"}),
+                json!({"ack_session_message_ids": msg(1)}),
                 "ack_session_message_ids",
             ),
             (
@@ -265,10 +279,17 @@ mod tests {
     fn the_published_schema_accepts_what_split_accepts() {
         let schema = json!({"type": "object", "properties": schema_properties(Surface::StatelessMcp), "additionalProperties": false});
         let v = jsonschema::validator_for(&schema).unwrap();
-        let good = json!({"recording_session_id": "wc_sess_x", "ack_session_message_ids": ["wc_msg_y"], "context_request": {"materials": ["m"]}});
+        let good = json!({"recording_session_id": SID, "ack_session_message_ids": [msg(7)], "context_request": {"materials": ["m"]}});
         assert!(v.is_valid(&good));
         assert!(split(&mut obj(good)).is_ok());
-        let nine: Vec<String> = (0..9).map(|i| format!("wc_msg_{i}")).collect();
+        for bad in [
+            json!({"recording_session_id": "wc_sess_x"}),
+            json!({"ack_session_message_ids": ["wc_msg_y"]}),
+        ] {
+            assert!(!v.is_valid(&bad), "{bad}");
+            assert!(split(&mut obj(bad)).is_err());
+        }
+        let nine: Vec<String> = (0..9).map(msg).collect();
         assert!(!v.is_valid(&json!({"ack_session_message_ids": nine})));
     }
 

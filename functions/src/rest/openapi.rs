@@ -314,8 +314,8 @@ mod tests {
         let runtime = ToolRuntime::new(crate::tools::all(), Default::default());
         let doc = document(&runtime, None);
         let out = ExecOutput {
-            job_id: "0190b6a0-0000-7000-8000-000000000000".into(),
-            project: "agent:local:alpha".into(),
+            job_id: wc_domain::WorkId::parse("0190b6a0-0000-7000-8000-000000000000").unwrap(),
+            project: wc_domain::ProjectId::parse("agent:local:alpha").unwrap(),
             tool: "run_shell".into(),
             execution_state: ExecState::Failed,
             exit_code: Some(7),

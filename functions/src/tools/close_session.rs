@@ -3,6 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use wc_domain::{EventRole, Lifecycle, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
@@ -16,17 +17,16 @@ use crate::workflow::mutation;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
 }
 
 /// Output of `close_session`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Now `closed`.
-    pub lifecycle: String,
+    pub lifecycle: Lifecycle,
     /// False when it was already closed (nothing changed).
     pub changed: bool,
 }
@@ -52,20 +52,20 @@ pub fn spec() -> ToolSpec {
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let invocation_id = ctx.invocation_id;
     let (changed, _) = mutation::mutate(&ctx.state.pool, &args.session_id, move |row| {
-        if row.lifecycle == "closed" {
+        if row.lifecycle == Lifecycle::Closed {
             return Decision::Leave(Ok(false));
         }
         let event = NewEvent {
             kind: "session_closed".into(),
             call_id: uuid::Uuid::now_v7(),
             invocation_id,
-            role: "business",
+            role: EventRole::Business,
             tool_name: Some("close_session".into()),
             payload: json!({ "from": row.lifecycle }),
         };
         Decision::Write(
             SessionChange {
-                lifecycle: Some("closed"),
+                lifecycle: Some(Lifecycle::Closed),
                 ..Default::default()
             },
             vec![event],
@@ -75,7 +75,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     .await?;
     Ok(Output {
         session_id: args.session_id,
-        lifecycle: "closed".into(),
+        lifecycle: Lifecycle::Closed,
         changed,
     })
 }

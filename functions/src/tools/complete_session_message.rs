@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use wc_domain::{MessageId, MessageKind, MessageStatus, Priority, SessionId};
 use wc_store::StoreError;
 use wc_store::board::{self, Completed, Completion, CompletionRequest, NewMessage};
 
@@ -28,11 +29,9 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The coordinator's session that holds the todo.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The todo.
-    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
-    pub message_id: String,
+    pub message_id: MessageId,
     /// The `assignment_fence` of the assignment this completion is based on.
     #[schemars(length(min = 1, max = 4096))]
     pub expected_assignment_fence: String,
@@ -49,15 +48,15 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The todo.
-    pub message_id: String,
+    pub message_id: MessageId,
     /// Whether the todo is completed by this completion (also true for a replay of it).
     pub state_changed: bool,
     /// The todo's status.
-    pub status: String,
+    pub status: MessageStatus,
     /// The answer posted with the completion.
-    pub answer_message_id: Option<String>,
+    pub answer_message_id: Option<MessageId>,
     /// When the completion was accepted.
     pub completed_at: Option<DateTime<Utc>>,
     /// When nothing changed: the assignment as it is now.
@@ -96,9 +95,9 @@ fn fingerprint(message_id: &str, answer: &str, author: Option<&str>) -> String {
     hex::encode(h.finalize())
 }
 
-fn accepted(session_id: &str, c: Completion) -> Output {
+fn accepted(session_id: &SessionId, c: Completion) -> Output {
     Output {
-        session_id: session_id.to_owned(),
+        session_id: session_id.clone(),
         message_id: c.message_id,
         state_changed: true,
         status: c.status,
@@ -131,14 +130,14 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         expected_assignment_revision: expected,
         completion_key: args.completion_key.clone(),
         fingerprint: fingerprint(
-            &args.message_id,
+            args.message_id.as_str(),
             &args.answer,
             ctx.recorder.as_ref().map(|r| r.id.as_str()),
         ),
         answer: NewMessage {
-            id: b::new_message_id(),
-            kind: "answer".into(),
-            priority: "normal".into(),
+            id: MessageId::generate(),
+            kind: MessageKind::Answer,
+            priority: Priority::Normal,
             ack_required: false,
             reply_to: Some(args.message_id.clone()),
             body,
@@ -172,7 +171,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 session_id: session.id.clone(),
                 message_id: todo.id.clone(),
                 state_changed: false,
-                status: assignment.todo.status.clone(),
+                status: assignment.todo.status,
                 answer_message_id: None,
                 completed_at: None,
                 assignment: Some(assignment),

@@ -5,6 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use wc_domain::{EventRole, Lifecycle, ProjectId, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
@@ -27,8 +28,7 @@ pub const STORED_SUMMARY_BYTES: usize = 6000;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// What was done, in plain words (at most 4,000 characters; stored redacted).
     #[schemars(length(max = 4000))]
     pub summary: Option<String>,
@@ -38,11 +38,11 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Its project.
-    pub project: String,
+    pub project: ProjectId,
     /// Now `finished`.
-    pub lifecycle: String,
+    pub lifecycle: Lifecycle,
     /// The handoff brief of the finished session.
     pub handoff_brief: Value,
     /// Feedback about the finished attempt.
@@ -78,7 +78,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         kind: "session_finished".into(),
         call_id: uuid::Uuid::now_v7(),
         invocation_id: ctx.invocation_id,
-        role: "business",
+        role: EventRole::Business,
         tool_name: Some("finish_coding_task".into()),
         payload: json!({ "summary": summary }),
     };
@@ -88,7 +88,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         }
         Decision::Write(
             SessionChange {
-                lifecycle: Some("finished"),
+                lifecycle: Some(Lifecycle::Finished),
                 ..Default::default()
             },
             vec![event.clone()],
@@ -101,7 +101,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     Ok(Output {
         session_id: session.id.clone(),
         project: session.project.clone(),
-        lifecycle: evidence.session.lifecycle.clone(),
+        lifecycle: evidence.session.lifecycle,
         handoff_brief: evidence.brief(&workspace, &validation, false).to_json(),
         continuation_feedback: evidence
             .feedback(

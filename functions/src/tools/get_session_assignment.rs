@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::{MessageId, MessageKind, SessionId};
 use wc_store::board;
 
 use crate::auth::Scope;
@@ -16,18 +17,16 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The coordinator's session that holds the todo.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The todo.
-    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
-    pub message_id: String,
+    pub message_id: MessageId,
 }
 
 /// Output of `get_session_assignment`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The todo and its direct replies.
     pub assignment: AssignmentView,
     /// Opaque fence of this snapshot; pass it as `expected_assignment_fence` to
@@ -56,15 +55,15 @@ pub fn spec() -> ToolSpec {
 /// The current assignment of `todo_id` and its fence.
 pub async fn current(
     ctx: &ToolContext,
-    session_id: &str,
-    todo_id: &str,
+    session_id: &SessionId,
+    todo_id: &MessageId,
 ) -> Result<(AssignmentView, Option<String>), ToolError> {
     let keys = b::keys(&ctx.state).await?;
     let snapshot = board::assignment(&ctx.state.pool, session_id, todo_id)
         .await?
         .ok_or_else(|| b::unknown_message("message_id"))?;
-    if snapshot.todo.kind != "todo" {
-        return Err(b::not_a_todo(&snapshot.todo.kind));
+    if snapshot.todo.kind != MessageKind::Todo {
+        return Err(b::not_a_todo(snapshot.todo.kind));
     }
     Ok(b::assignment_view(keys, &snapshot))
 }

@@ -2,6 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::WorkId;
 
 use crate::auth::Scope;
 use crate::execution;
@@ -30,8 +31,7 @@ pub enum Stream {
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The job id.
-    #[schemars(length(min = 1, max = 64))]
-    pub job_id: String,
+    pub job_id: WorkId,
     /// `stdout` (default) or `stderr`.
     pub stream: Option<Stream>,
     /// Byte offset to start at (default 0; ignored with `tail`).
@@ -48,7 +48,7 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The job.
-    pub job_id: String,
+    pub job_id: WorkId,
     /// The stream read.
     pub stream: Stream,
     /// Offset of the first returned byte.
@@ -86,7 +86,7 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let row = execution::load_job(&ctx, args.job_id).await?;
     let stream = args.stream.unwrap_or_default();
     let name = match stream {
         Stream::Stdout => "stdout",
@@ -117,7 +117,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let next_offset = offset + bytes.len() as u64;
     let kept = kept as u64;
     Ok(Output {
-        job_id: row.id.to_string(),
+        job_id: WorkId::from(row.id),
         stream,
         offset,
         data: String::from_utf8_lossy(&bytes).into_owned(),

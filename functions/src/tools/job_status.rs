@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use wc_domain::WorkId;
 
 use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
@@ -16,7 +17,7 @@ use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 pub struct Args {
     /// The job id returned by run_job or a running run_* call.
     #[schemars(length(min = 1, max = 64))]
-    pub job_id: String,
+    pub job_id: WorkId,
 }
 
 /// The spec.
@@ -37,7 +38,7 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let row = execution::load_job(&ctx, args.job_id).await?;
     let out = execution::view(&ctx, &row, false).await?;
     execution::settle(out)
 }

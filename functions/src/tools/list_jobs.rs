@@ -2,6 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::{ProjectId, SessionId, WorkMode};
 
 use crate::auth::{ProjectGrants, Scope};
 use crate::execution::{self, ExecOutput};
@@ -20,14 +21,9 @@ pub const MAX_LIMIT: u32 = 100;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// Only this project.
-    #[schemars(
-        length(min = 1, max = 300),
-        regex(pattern = r"^[^\u0000-\u001F\u007F]+$")
-    )]
-    pub project: Option<String>,
+    pub project: Option<ProjectId>,
     /// Only work recorded in this Workflow Session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// Only background jobs (true) or only synchronous runs (false).
     pub jobs_only: Option<bool>,
     /// How many (default 20, at most 100), newest first.
@@ -70,11 +66,18 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
         projects: match &ctx.principal.projects {
             ProjectGrants::All => None,
-            ProjectGrants::Only(set) => Some(set.iter().cloned().collect()),
+            // A grant that is no project id names no project.
+            ProjectGrants::Only(set) => Some(
+                set.iter()
+                    .filter_map(|p| ProjectId::parse(p).ok())
+                    .collect(),
+            ),
         },
         project_id: args.project,
         session_id: args.session_id,
-        mode: args.jobs_only.map(|j| if j { "job" } else { "sync" }),
+        mode: args
+            .jobs_only
+            .map(|j| if j { WorkMode::Job } else { WorkMode::Sync }),
     };
     let rows = {
         let client = ctx

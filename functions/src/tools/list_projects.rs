@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::ProjectId;
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
@@ -25,7 +26,7 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListedProject {
     /// Canonical id (`agent:<client>:<name>`).
-    pub id: String,
+    pub id: ProjectId,
     /// Short name.
     pub name: String,
     /// Runner client that serves it.

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::ProjectId;
 
 use crate::auth::{ProjectGrants, Scope};
 use crate::execution;
@@ -40,7 +41,7 @@ pub struct RunnerView {
     /// Work items it runs at once.
     pub max_concurrency: Option<i32>,
     /// Project ids it serves (canonical).
-    pub projects: Vec<String>,
+    pub projects: Vec<ProjectId>,
     /// Work of the caller's authority group it holds leases on now (other callers' work is
     /// not counted).
     pub work_in_flight: i64,
@@ -85,8 +86,8 @@ pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
         ProjectGrants::All => None,
         ProjectGrants::Only(set) => Some(
             set.iter()
-                .filter_map(|p| p.strip_prefix("agent:")?.split_once(':'))
-                .map(|(c, _)| c.to_owned())
+                .filter_map(|p| ProjectId::parse(p).ok())
+                .filter_map(|p| p.runner_parts().map(|(c, _)| c.to_owned()))
                 .collect(),
         ),
     };
@@ -102,7 +103,7 @@ pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
             projects: r
                 .projects
                 .iter()
-                .map(|p| format!("agent:{}:{p}", r.client_id))
+                .filter_map(|p| ProjectId::of_runner(&r.client_id, p).ok())
                 .filter(|p| ctx.principal.projects.allows(p))
                 .collect(),
             client_id: r.client_id,

@@ -2,6 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::{MessageId, MessageKind, MessageStatus, SessionId};
 use wc_store::board::{self, ListFilter};
 
 use crate::auth::Scope;
@@ -10,46 +11,18 @@ use crate::kernel::context::ToolContext;
 use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 
-/// Statuses to filter on.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Open.
-    Open,
-    /// Resolved.
-    Resolved,
-    /// Completed (todos).
-    Completed,
-}
-
-/// Kinds to filter on.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum KindFilter {
-    /// Notes.
-    Note,
-    /// Questions.
-    Question,
-    /// Todos.
-    Todo,
-    /// Answers.
-    Answer,
-}
-
 /// Arguments of `list_session_messages`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Only messages with this status.
-    pub status: Option<Status>,
+    pub status: Option<MessageStatus>,
     /// Only messages of this kind.
-    pub kind: Option<KindFilter>,
+    pub kind: Option<MessageKind>,
     /// Only direct replies of this message.
-    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
-    pub reply_to: Option<String>,
+    pub reply_to: Option<MessageId>,
     /// Newest messages to return (default 50, at most 200).
     #[schemars(range(min = 1, max = 200))]
     pub limit: Option<u32>,
@@ -59,7 +32,7 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Matching retained messages, newest first.
     pub messages: Vec<MessageView>,
     /// How many were returned.
@@ -110,23 +83,8 @@ pub fn spec() -> ToolSpec {
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let filter = ListFilter {
-        status: args.status.map(|s| {
-            match s {
-                Status::Open => "open",
-                Status::Resolved => "resolved",
-                Status::Completed => "completed",
-            }
-            .to_owned()
-        }),
-        kind: args.kind.map(|k| {
-            match k {
-                KindFilter::Note => "note",
-                KindFilter::Question => "question",
-                KindFilter::Todo => "todo",
-                KindFilter::Answer => "answer",
-            }
-            .to_owned()
-        }),
+        status: args.status,
+        kind: args.kind,
         reply_to: args.reply_to,
     };
     let limit = i64::from(args.limit.unwrap_or(50).clamp(1, 200));

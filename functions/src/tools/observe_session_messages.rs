@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::SessionId;
 use wc_store::board;
 
 use crate::auth::Scope;
@@ -33,8 +34,7 @@ const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The token of the previous observation; omit it to establish a baseline.
     #[schemars(length(min = 1, max = 4096))]
     pub token: Option<String>,
@@ -51,7 +51,7 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Pass it to the next observation.
     pub token: String,
     /// Messages changed after the given token, oldest change first, each at its current state.

@@ -2,6 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::{MessageId, MessageKind, Priority, SessionId};
 use wc_store::board::{self, NewMessage};
 
 use crate::auth::Scope;
@@ -10,56 +11,6 @@ use crate::kernel::context::ToolContext;
 use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::redaction::redact;
-
-/// Kinds of message.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// Information.
-    Note,
-    /// A question for another window.
-    Question,
-    /// Work to be done: workers take it with `get_session_assignment` and finish it with
-    /// `complete_session_message`.
-    Todo,
-    /// A reply (needs `reply_to`).
-    Answer,
-}
-
-impl Kind {
-    /// Wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Note => "note",
-            Kind::Question => "question",
-            Kind::Todo => "todo",
-            Kind::Answer => "answer",
-        }
-    }
-}
-
-/// Priorities.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Priority {
-    /// Low.
-    Low,
-    /// Normal (the default).
-    Normal,
-    /// High.
-    High,
-}
-
-impl Priority {
-    /// Wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::Low => "low",
-            Priority::Normal => "normal",
-            Priority::High => "high",
-        }
-    }
-}
 
 fn answer_needs_reply_to(schema: &mut schemars::Schema) {
     schema.insert(
@@ -75,10 +26,9 @@ fn answer_needs_reply_to(schema: &mut schemars::Schema) {
 #[schemars(transform = answer_needs_reply_to)]
 pub struct Args {
     /// The session whose board to post to.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// `note`, `question`, `todo` or `answer` (an answer needs `reply_to`).
-    pub kind: Kind,
+    pub kind: MessageKind,
     /// The message (1-4,000 characters; secrets are redacted before it is stored).
     #[schemars(length(min = 1, max = 4000), regex(pattern = r"^[^\u0000]*$"))]
     pub body: String,
@@ -86,8 +36,7 @@ pub struct Args {
     /// (`ack_session_message_ids`) or resolved. Default false.
     pub ack_required: Option<bool>,
     /// The message this one replies to (same session).
-    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
-    pub reply_to: Option<String>,
+    pub reply_to: Option<MessageId>,
     /// `low`, `normal` (default) or `high`.
     pub priority: Option<Priority>,
 }
@@ -96,9 +45,9 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The new message's id.
-    pub message_id: String,
+    pub message_id: MessageId,
     /// The message as stored.
     pub message: MessageView,
 }
@@ -140,7 +89,7 @@ pub fn stored_body(raw: &str) -> Result<(String, bool), ToolError> {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
-    if args.kind == Kind::Answer && args.reply_to.is_none() {
+    if args.kind == MessageKind::Answer && args.reply_to.is_none() {
         return Err(ToolError::new(
             ErrorKind::InvalidArguments,
             "an answer replies to a message: reply_to is required",
@@ -149,9 +98,9 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     }
     let (body, body_redacted) = stored_body(&args.body)?;
     let message = NewMessage {
-        id: b::new_message_id(),
-        kind: args.kind.as_str().into(),
-        priority: args.priority.unwrap_or(Priority::Normal).as_str().into(),
+        id: MessageId::generate(),
+        kind: args.kind,
+        priority: args.priority.unwrap_or(Priority::Normal),
         ack_required: args.ack_required.unwrap_or(false),
         reply_to: args.reply_to,
         body,

@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::{MessageId, MessageStatus, SessionId};
 use wc_store::board;
 
 use crate::auth::Scope;
@@ -16,22 +17,20 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The message.
-    #[schemars(regex(pattern = r"^wc_msg_[A-Za-z0-9_-]{22}$"))]
-    pub message_id: String,
+    pub message_id: MessageId,
 }
 
 /// Output of `resolve_session_message`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The message.
-    pub message_id: String,
+    pub message_id: MessageId,
     /// Its status now (`resolved`, or `completed` for a completed todo).
-    pub status: String,
+    pub status: MessageStatus,
     /// Whether this call changed it (false: it was already closed).
     pub state_changed: bool,
     /// The message now.
@@ -69,7 +68,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     Ok(Output {
         session_id: session.id.clone(),
         message_id: resolved.message.id.clone(),
-        status: resolved.message.status.clone(),
+        status: resolved.message.status,
         state_changed: resolved.changed,
         message: MessageView::from(&resolved.message),
     })

@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use wc_domain::{ProjectId, RelativePath, SessionId, WorkMode};
 use wc_runner_protocol::WorkSpec;
 
 use crate::auth::Scope;
@@ -20,11 +21,7 @@ use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 ]))]
 pub struct Args {
     /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
-    #[schemars(
-        length(min = 1, max = 300),
-        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
-    )]
-    pub project: Option<String>,
+    pub project: Option<ProjectId>,
     /// Program and arguments; `argv[0]` is looked up on PATH unless it contains `/`.
     #[schemars(
         length(min = 1, max = 256),
@@ -33,14 +30,8 @@ pub struct Args {
     )]
     pub argv: Vec<String>,
     /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root): no leading `/` or `~`, no `..`, `:`, `=`, `\` or control characters.
-    #[schemars(
-        length(min = 1, max = 1024),
-        regex(
-            pattern = r"^(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)(?:/(?:\.|[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*|\.[^/\\:=~.\u0000-\u001F\u007F-\u009F][^/\\:=~\u0000-\u001F\u007F-\u009F]*)?)*$"
-        )
-    )]
-    pub cwd: Option<String>,
+    /// else the root): no leading `/` or `~`, no `..`, `:`, `\` or control characters.
+    pub cwd: Option<RelativePath>,
     /// Text written to the process's standard input.
     #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
     pub stdin: Option<String>,
@@ -59,8 +50,7 @@ pub struct Args {
     )]
     pub purpose: Option<String>,
     /// Workflow Session whose execution defaults apply and whose ledger records the run.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
 }
 
 /// The spec.
@@ -89,8 +79,8 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
     } = execution::setting(
         &ctx,
         "run_process",
-        args.project.as_deref(),
-        args.session_id.as_deref(),
+        args.project.as_ref(),
+        args.session_id.as_ref(),
         args.purpose.as_deref(),
     )
     .await?;
@@ -103,9 +93,9 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
     }
     let req = Request {
         tool: "run_process",
-        mode: "sync",
+        mode: WorkMode::Sync,
         spec: WorkSpec::Process { argv: args.argv },
-        cwd: execution::cwd(args.cwd.as_deref(), &defaults)?,
+        cwd: execution::cwd(args.cwd.as_ref(), &defaults)?,
         stdin: args.stdin,
         timeout_ms: execution::timeout(args.timeout_ms)?,
         expectation: args.result_expectation.unwrap_or_default(),

@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use wc_domain::{ProjectId, SessionId};
 use wc_store::sessions;
 
 use crate::auth::Scope;
@@ -18,8 +19,7 @@ use crate::workflow::feedback::ExplorationLimit;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Observe the workspace (default true).
     pub include_workspace: Option<bool>,
     /// Observe validation (default true).
@@ -35,9 +35,9 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Its project.
-    pub project: String,
+    pub project: ProjectId,
     /// The version-1 handoff brief (at most 8,192 bytes serialized).
     pub handoff_brief: Value,
     /// Detailed evidence, with `diagnostic: true`.

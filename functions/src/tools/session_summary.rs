@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
 use wc_store::sessions;
 
 use crate::auth::Scope;
@@ -24,8 +25,7 @@ pub const MAX_LIMIT: u32 = 200;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Newest events to include (default 50, at most 200).
     #[schemars(range(min = 1, max = 200))]
     pub limit: Option<u32>,
@@ -41,7 +41,7 @@ pub struct SummaryEvent {
     /// When.
     pub occurred_at: DateTime<Utc>,
     /// `recorder` or `business`.
-    pub role: String,
+    pub role: EventRole,
     /// Tool, for call events.
     pub tool_name: Option<String>,
     /// Call pair id.
@@ -56,13 +56,13 @@ pub struct SummaryEvent {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Its project.
-    pub project: String,
+    pub project: ProjectId,
     /// Lifecycle.
-    pub lifecycle: String,
+    pub lifecycle: Lifecycle,
     /// Mode.
-    pub mode: String,
+    pub mode: Mode,
     /// Execution defaults.
     pub execution_context: ExecutionContext,
     /// Events ever appended (cumulative, including those removed by retention).
@@ -131,8 +131,8 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     Ok(Output {
         session_id: session.id.clone(),
         project: session.project.clone(),
-        lifecycle: session.lifecycle.clone(),
-        mode: session.mode.clone(),
+        lifecycle: session.lifecycle,
+        mode: session.mode,
         execution_context: serde_json::from_value(session.execution_context.clone())
             .unwrap_or_default(),
         events_observed: session.events_observed,

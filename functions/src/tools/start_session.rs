@@ -5,8 +5,9 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::{Lifecycle, Mode, ProjectId, SessionId};
 
-use super::work_on_project::{self, Mode};
+use super::work_on_project;
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::ToolError;
@@ -18,11 +19,7 @@ use crate::workflow::exec_context::ExecutionContext;
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// Project id (`agent:<client>:<name>`).
-    #[schemars(
-        length(min = 1, max = 300),
-        regex(pattern = r"^[^\u0000-\u001F\u007F]+$")
-    )]
-    pub project: String,
+    pub project: ProjectId,
     /// The task, in plain words (at most 16,000 characters).
     #[schemars(length(min = 1, max = 16000))]
     pub instruction: String,
@@ -34,13 +31,13 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The new session's id.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The project.
-    pub project: String,
+    pub project: ProjectId,
     /// Mode.
-    pub mode: String,
+    pub mode: Mode,
     /// Lifecycle (`active`).
-    pub lifecycle: String,
+    pub lifecycle: Lifecycle,
     /// Execution defaults of the session.
     pub execution_context: ExecutionContext,
     /// Events ever appended to the session (its instruction).

@@ -4,6 +4,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_domain::WorkId;
 
 use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
@@ -16,8 +17,7 @@ use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The job id.
-    #[schemars(length(min = 1, max = 64))]
-    pub job_id: String,
+    pub job_id: WorkId,
 }
 
 /// Output of `stop_job`.
@@ -47,7 +47,7 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let row = execution::load_job(&ctx, args.job_id).await?;
     let stop_requested = !row.is_terminal();
     if stop_requested {
         let mut client = ctx
@@ -58,7 +58,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             .map_err(wc_store::StoreError::from)?;
         wc_store::work::request_cancel(&mut client, row.id, &execution::terminal_evidence).await?;
     }
-    let row = execution::load_job(&ctx, &args.job_id).await?;
+    let row = execution::load_job(&ctx, args.job_id).await?;
     let job = execution::view(&ctx, &row, false).await?;
     Ok(Output {
         stop_requested,

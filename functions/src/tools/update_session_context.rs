@@ -5,6 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
+use wc_domain::{EventRole, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
@@ -12,7 +13,7 @@ use crate::kernel::context::ToolContext;
 use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::workflow::exec_context::{
-    ExecutionContext, ProjectRelativePath, Shell, remote_path, valid_resource,
+    ExecutionContext, Shell, project_cwd, remote_path, valid_resource,
 };
 use crate::workflow::mutation;
 
@@ -30,8 +31,7 @@ where
 #[serde(deny_unknown_fields)]
 pub struct Args {
     /// The session.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Default working directory: project-relative (no absolute paths, URIs, `..` or control
     /// characters), or a remote path when `resource` is set; never credentials. `null` clears it.
     #[serde(default, deserialize_with = "present")]
@@ -50,7 +50,7 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The execution defaults now in force.
     pub execution_context: ExecutionContext,
     /// Whether anything changed.
@@ -106,16 +106,15 @@ fn desired(current: &ExecutionContext, args: &Args) -> Result<ExecutionContext, 
                     .map_err(|e| invalid("/default_cwd", format!("default_cwd {e}")))?,
             ),
             Some(raw) => Some(
-                ProjectRelativePath::parse(raw)
+                project_cwd(raw)
                     .map_err(|e| invalid("/default_cwd", format!("default_cwd {e}")))?
-                    .as_str()
-                    .to_owned(),
+                    .into_string(),
             ),
         };
     } else if args.resource.is_some() && next.resource.is_none() && current.resource.is_some() {
         // Dropping the resource leaves a remote cwd meaningless: it must be valid locally.
         if let Some(cwd) = &next.default_cwd {
-            ProjectRelativePath::parse(cwd).map_err(|e| {
+            project_cwd(cwd).map_err(|e| {
                 invalid("/default_cwd", format!("the remote default_cwd is not a valid project path once the resource is cleared: {e}"))
             })?;
         }
@@ -158,7 +157,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 kind: "session_context_updated".into(),
                 call_id: uuid::Uuid::now_v7(),
                 invocation_id,
-                role: "business",
+                role: EventRole::Business,
                 tool_name: Some("update_session_context".into()),
                 payload,
             };

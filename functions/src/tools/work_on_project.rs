@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
 use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, SessionRow};
 
 use crate::auth::Scope;
@@ -14,7 +15,6 @@ use crate::workflow::evidence::{self, Evidence, TASK_INSTRUCTION};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::exec_context::ExecutionContext;
 use crate::workflow::feedback::ExplorationLimit;
-use crate::workflow::ids::SessionId;
 use crate::workflow::{authority, feedback, mutation};
 
 /// Characters of an instruction kept in the ledger (redacted).
@@ -22,25 +22,6 @@ pub const STORED_INSTRUCTION_CHARS: usize = 2_000;
 /// Bytes of UTF-8 an instruction excerpt may take in the ledger (rows hold at most 8 KiB of
 /// JSON, and 2,000 four-byte characters would not leave room for the rest).
 pub const STORED_INSTRUCTION_BYTES: usize = 6_000;
-
-/// Session modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Project work allowed.
-    Normal,
-    /// Only reading; project-changing tools are refused in this session.
-    ReadOnly,
-}
-
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Mode::Normal => "normal",
-            Mode::ReadOnly => "read_only",
-        }
-    }
-}
 
 /// Arguments of `work_on_project`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -52,17 +33,12 @@ impl Mode {
 pub struct Args {
     /// Project id (`agent:<client>:<name>`). Required to start; when resuming it must equal the
     /// session's project.
-    #[schemars(
-        length(min = 1, max = 300),
-        regex(pattern = r"^[^\u0000-\u001F\u007F]+$")
-    )]
-    pub project: Option<String>,
+    pub project: Option<ProjectId>,
     /// The task, in plain words (at most 16,000 characters).
     #[schemars(length(min = 1, max = 16000))]
     pub instruction: String,
     /// Resume exactly this session; omit to start a fresh one.
-    #[schemars(regex(pattern = r"^wc_sess_[A-Za-z0-9_-]+$"), length(max = 128))]
-    pub session_id: Option<String>,
+    pub session_id: Option<SessionId>,
     /// `normal` (default) or `read_only`. On resume, changes the session's mode.
     pub mode: Option<Mode>,
     /// Include the workflow guidance (default true; false only if you already hold it).
@@ -75,15 +51,15 @@ pub struct Args {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
     /// The session id.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The project.
-    pub project: String,
+    pub project: ProjectId,
     /// `created` or `resumed`.
     pub started: String,
     /// Mode.
-    pub mode: String,
+    pub mode: Mode,
     /// Lifecycle.
-    pub lifecycle: String,
+    pub lifecycle: Lifecycle,
     /// Execution defaults of the session.
     pub execution_context: ExecutionContext,
     /// Events ever appended to the session.
@@ -138,7 +114,7 @@ pub(crate) fn instruction_event(
         kind: TASK_INSTRUCTION.into(),
         call_id: uuid::Uuid::now_v7(),
         invocation_id: ctx.invocation_id,
-        role: "business",
+        role: EventRole::Business,
         tool_name: Some(tool.into()),
         payload: payload.clone(),
     };
@@ -150,7 +126,7 @@ pub(crate) fn instruction_event(
 /// `start_session` share its project and mode rules.
 pub(crate) async fn create(
     ctx: &ToolContext,
-    project: String,
+    project: ProjectId,
     mode: Option<Mode>,
     root_instruction: Value,
     event: NewEvent,
@@ -167,14 +143,14 @@ pub(crate) async fn create(
             ErrorKind::UnknownProject,
             "no such project is visible to this caller",
         )
-        .with("project", project));
+        .with("project", project.as_str()));
     }
     drop(client);
     let new = NewSession {
-        id: SessionId::generate().as_str().to_owned(),
+        id: SessionId::generate(),
         project,
         owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
-        mode: mode.unwrap_or(Mode::Normal).as_str(),
+        mode: mode.unwrap_or(Mode::Normal),
         root_instruction: Some(root_instruction),
     };
     Ok(sessions::create(&ctx.state.pool, &new, &[event]).await?)
@@ -197,7 +173,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 &validation,
                 ExplorationLimit::Standard,
             );
-            let mode = args.mode.map(Mode::as_str);
+            let mode = args.mode;
             let ((), row) = mutation::mutate(&ctx.state.pool, &session.id, move |row| {
                 if !row.is_active() {
                     return Decision::Leave(Err(mutation::closed(row)));

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use wc_store::sessions::{self, SessionRow};
 
-use super::ids::SessionId;
+use wc_domain::{ProjectId, SessionId};
+
 use crate::auth::Principal;
 use crate::kernel::result::{ErrorKind, ToolError};
 
@@ -33,18 +34,17 @@ fn unknown(field: &'static str) -> ToolError {
     .with("field", field)
 }
 
-/// Loads the session named by `raw` (the value of argument `field`) if this caller may use it:
-/// well-formed id, exists, same authority group, and its project is reachable by the caller.
+/// Loads the session `id` (the value of argument `field`) if this caller may use it: it
+/// exists, has the caller's authority group, and its project is reachable by the caller.
 /// Anything else is `unknown_session_id`, revealing nothing.
 pub async fn load(
     pool: &wc_store::Pool,
     principal: &Principal,
-    raw: &str,
+    id: &SessionId,
     field: &'static str,
 ) -> Result<Arc<SessionRow>, ToolError> {
-    let id = SessionId::parse(raw).ok_or_else(|| unknown(field))?;
     let client = pool.get().await.map_err(wc_store::StoreError::from)?;
-    let row = sessions::get(&client, id.as_str())
+    let row = sessions::get(&client, id)
         .await?
         .ok_or_else(|| unknown(field))?;
     require_usable(principal, &row, field)?;
@@ -77,17 +77,17 @@ pub fn require_active(row: &SessionRow, field: &'static str) -> Result<(), ToolE
             format!("the session named by {field} is {}", row.lifecycle),
         )
         .with("field", field)
-        .with("lifecycle", row.lifecycle.clone()))
+        .with("lifecycle", row.lifecycle.as_str()))
     }
 }
 
 /// `project_mismatch` unless the session belongs to `project`.
 pub fn require_project(
     row: &SessionRow,
-    project: &str,
+    project: &ProjectId,
     field: &'static str,
 ) -> Result<(), ToolError> {
-    if row.project == project {
+    if &row.project == project {
         Ok(())
     } else {
         Err(ToolError::new(
@@ -95,7 +95,7 @@ pub fn require_project(
             format!("the session named by {field} belongs to another project than this request"),
         )
         .with("field", field)
-        .with("session_project", row.project.clone())
-        .with("request_project", project.to_owned()))
+        .with("session_project", row.project.as_str())
+        .with("request_project", project.as_str()))
     }
 }

@@ -7,9 +7,7 @@ use wc_store::sessions::{self, EventRow, SessionRow};
 
 use super::excerpt::SourceText;
 use super::feedback::{self, ContinuationFeedback, ExplorationLimit, FeedbackInput, LedgerEvent};
-use super::handoff::{
-    self, BriefInput, CollaborationCounts, HandoffBrief, JobCounts, Lifecycle, Mode,
-};
+use super::handoff::{self, BriefInput, CollaborationCounts, HandoffBrief, JobCounts};
 use super::handoff::{ValidationEvidence, WorkspaceEvidence};
 use crate::kernel::result::{ErrorKind, ToolError};
 
@@ -29,7 +27,10 @@ pub struct Evidence {
 
 impl Evidence {
     /// Reads the evidence of `id`; the caller has already authorized it.
-    pub async fn load(pool: &wc_store::Pool, id: &str) -> Result<Evidence, ToolError> {
+    pub async fn load(
+        pool: &wc_store::Pool,
+        id: &wc_domain::SessionId,
+    ) -> Result<Evidence, ToolError> {
         match sessions::snapshot(pool, id).await? {
             Some((session, events, board)) => Ok(Evidence {
                 session,
@@ -101,8 +102,8 @@ impl Evidence {
     ) -> HandoffBrief {
         let recent_files = recent_files(&self.events);
         handoff::build(&BriefInput {
-            lifecycle: Lifecycle::parse(&self.session.lifecycle).unwrap_or(Lifecycle::Closed),
-            mode: Mode::parse(&self.session.mode).unwrap_or(Mode::ReadOnly),
+            lifecycle: self.session.lifecycle,
+            mode: self.session.mode,
             root_instruction: self
                 .session
                 .root_instruction

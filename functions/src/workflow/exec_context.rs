@@ -2,6 +2,7 @@
 //! fields, validated at construction so that nothing else can be stored.
 
 use serde::{Deserialize, Serialize};
+use wc_domain::{ParseError, RelativePath};
 
 /// Longest project-relative or remote default cwd.
 pub const MAX_CWD_BYTES: usize = 1024;
@@ -18,35 +19,22 @@ pub enum Shell {
     Bash,
 }
 
-/// A normalized project-relative path: no absolute form, no URI, no `..`, no control
-/// characters; `.` segments and duplicate separators are removed. Existence and symlinks are
-/// checked later, by the runner, on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ProjectRelativePath(String);
-
-/// Why a path was refused.
+/// Why a default cwd was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
-    /// Empty after normalization is fine (the root); this is for over-long input.
+    /// A remote path over the bound.
     #[error("is longer than {MAX_CWD_BYTES} bytes")]
     TooLong,
-    /// Absolute path (`/x`, `C:\x`, `\\server`).
-    #[error("must be relative to the project root, not absolute")]
-    Absolute,
-    /// A URI (`file://…`).
-    #[error("must be a path, not a URI")]
-    Uri,
-    /// Parent traversal.
-    #[error("must not contain `..`")]
-    Parent,
-    /// Control characters.
+    /// Control characters in a remote path.
     #[error("must not contain control characters")]
     Control,
     /// Something the redaction rules take for a credential: an execution default is never a
     /// place for secrets, and storing one would serve it back in every session summary.
     #[error("must not contain credentials")]
     Credential,
+    /// Not a project-relative path (the form every project path takes).
+    #[error("{}", .0.problem)]
+    Form(ParseError),
 }
 
 /// Whether the redaction rules would change `raw`, i.e. it carries something credential-shaped.
@@ -54,47 +42,14 @@ fn carries_credential(raw: &str) -> bool {
     crate::redaction::redact(raw) != raw
 }
 
-impl ProjectRelativePath {
-    /// Validates and normalizes `raw`.
-    pub fn parse(raw: &str) -> Result<ProjectRelativePath, PathError> {
-        if raw.len() > MAX_CWD_BYTES {
-            return Err(PathError::TooLong);
-        }
-        if raw.chars().any(char::is_control) {
-            return Err(PathError::Control);
-        }
-        if carries_credential(raw) {
-            return Err(PathError::Credential);
-        }
-        let lower = raw.to_ascii_lowercase();
-        if let Some((scheme, _)) = lower.split_once("://")
-            && !scheme.is_empty()
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-        {
-            return Err(PathError::Uri);
-        }
-        let bytes = raw.as_bytes();
-        let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
-        if raw.starts_with('/') || raw.starts_with('\\') || drive || raw.starts_with('~') {
-            return Err(PathError::Absolute);
-        }
-        let mut parts = Vec::new();
-        for part in raw.split(['/', '\\']) {
-            match part {
-                "" | "." => {}
-                ".." => return Err(PathError::Parent),
-                p => parts.push(p),
-            }
-        }
-        Ok(ProjectRelativePath(parts.join("/")))
+/// A project-relative default cwd: the one [`RelativePath`] form, and nothing
+/// credential-shaped (a default is stored and served back).
+pub fn project_cwd(raw: &str) -> Result<RelativePath, PathError> {
+    let path = RelativePath::parse(raw).map_err(PathError::Form)?;
+    if carries_credential(raw) {
+        return Err(PathError::Credential);
     }
-
-    /// The normalized path (`""` is the project root).
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+    Ok(path)
 }
 
 /// Checks a remote default cwd (used with a named resource): bounded, no control characters.
@@ -140,48 +95,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn relative_paths_normalize() {
-        for (raw, want) in [
-            ("src", "src"),
-            ("./src//lib/", "src/lib"),
-            ("", ""),
-            (".", ""),
-            ("a\\b", "a/b"),
-            ("dir with space/x", "dir with space/x"),
-        ] {
-            assert_eq!(
-                ProjectRelativePath::parse(raw).unwrap().as_str(),
-                want,
-                "{raw}"
+    fn project_cwds_are_relative_paths_without_credentials() {
+        assert_eq!(project_cwd("./src//lib/").unwrap().as_str(), "src/lib");
+        assert!(project_cwd(".").unwrap().is_root());
+        for raw in ["/etc", "C:\\Windows", "~/x", "file:///etc", "../x", "a\nb"] {
+            assert!(
+                matches!(project_cwd(raw), Err(PathError::Form(_))),
+                "{raw:?}"
             );
         }
-    }
-
-    #[test]
-    fn escaping_forms_fail() {
-        for (raw, err) in [
-            ("/etc", PathError::Absolute),
-            ("C:\\Windows", PathError::Absolute),
-            ("\\\\server\\share", PathError::Absolute),
-            ("~/x", PathError::Absolute),
-            ("file:///etc", PathError::Uri),
-            ("https://x/y", PathError::Uri),
-            ("../x", PathError::Parent),
-            ("a/../../b", PathError::Parent),
-            ("a\nb", PathError::Control),
-            ("a\u{0}b", PathError::Control),
-            (
-                "build/token=7f3c9a1b2d4e5f60718293a4",
-                PathError::Credential,
-            ),
-            ("src/password=hunter2hunter2", PathError::Credential),
+        for raw in [
+            "build/token=7f3c9a1b2d4e5f60718293a4",
+            "src/password=hunter2hunter2",
         ] {
-            assert_eq!(ProjectRelativePath::parse(raw), Err(err), "{raw:?}");
+            assert_eq!(project_cwd(raw), Err(PathError::Credential), "{raw:?}");
         }
-        assert_eq!(
-            ProjectRelativePath::parse(&"a".repeat(MAX_CWD_BYTES + 1)),
-            Err(PathError::TooLong)
-        );
     }
 
     #[test]

@@ -66,10 +66,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use wc_domain::Lifecycle;
+
 use super::excerpt::{self, BoundedList, Excerpt, INSTRUCTION_EXCERPT_CHARS, SourceText};
 use super::handoff::{
-    Basis, CollaborationCounts, Facts, JobCounts, Lifecycle, NEXT_ACTIONS_MAX, NextAction,
-    ReasonCode, ValidationEvidence, ValidationView, WorkspaceEvidence, WorkspaceView,
+    Basis, CollaborationCounts, Facts, JobCounts, NEXT_ACTIONS_MAX, NextAction, ReasonCode,
+    ValidationEvidence, ValidationView, WorkspaceEvidence, WorkspaceView,
 };
 
 /// Changed workspace paths kept in continuation feedback (the detailed view; the brief keeps

@@ -60,6 +60,7 @@
 //! mode, progress, validation status, attention counts, basis and the flags are never removed.
 
 use std::collections::BTreeSet;
+use wc_domain::{Lifecycle, Mode};
 
 use serde::Serialize;
 
@@ -77,51 +78,6 @@ pub const RECENT_FILES_MAX: usize = 8;
 pub const FAILURE_IDENTITIES_MAX: usize = 5;
 /// Deterministic next actions kept (brief and continuation feedback).
 pub const NEXT_ACTIONS_MAX: usize = 5;
-
-/// Workflow Session lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Lifecycle {
-    /// Mutable; work may continue.
-    Active,
-    /// Finished by `finish_coding_task`.
-    Finished,
-    /// Closed.
-    Closed,
-}
-
-impl Lifecycle {
-    /// Parses the stored spelling (`active`, `finished`, `closed`).
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "active" => Some(Self::Active),
-            "finished" => Some(Self::Finished),
-            "closed" => Some(Self::Closed),
-            _ => None,
-        }
-    }
-}
-
-/// Workflow Session mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Full runtime.
-    Normal,
-    /// No writes, no shell.
-    ReadOnly,
-}
-
-impl Mode {
-    /// Parses the stored spelling (`normal`, `read_only`).
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "normal" => Some(Self::Normal),
-            "read_only" => Some(Self::ReadOnly),
-            _ => None,
-        }
-    }
-}
 
 /// What the caller knows about the workspace (Git state of the Project).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,5 +9,4 @@ pub mod excerpt;
 pub mod exec_context;
 pub mod feedback;
 pub mod handoff;
-pub mod ids;
 pub mod mutation;

@@ -1,6 +1,7 @@
 //! The tools' way to change a session: [`wc_store::sessions::mutate`] with a decision that may
 //! refuse with a typed [`ToolError`], and the store's outcomes mapped to tool errors once.
 
+use wc_domain::SessionId;
 use wc_store::cas::CasOutcome;
 use wc_store::sessions::{self, Appended, Decision, Mutated, NewEvent, SessionRow};
 
@@ -12,14 +13,14 @@ pub fn closed(row: &SessionRow) -> ToolError {
         ErrorKind::SessionClosed,
         format!("the session is {}", row.lifecycle),
     )
-    .with("lifecycle", row.lifecycle.clone())
+    .with("lifecycle", row.lifecycle.as_str())
 }
 
 /// Runs `decide` on the locked session row and writes what it decides; returns its value and
 /// the row as written (or as found, when nothing was written).
 pub async fn mutate<T, F>(
     pool: &wc_store::Pool,
-    id: &str,
+    id: &SessionId,
     decide: F,
 ) -> Result<(T, SessionRow), ToolError>
 where
@@ -53,7 +54,7 @@ where
 /// `require_active`, a session that is no longer active refuses with `session_closed`.
 pub async fn append(
     pool: &wc_store::Pool,
-    id: &str,
+    id: &SessionId,
     events: &[NewEvent],
     require_active: bool,
 ) -> Result<SessionRow, ToolError> {

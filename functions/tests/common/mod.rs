@@ -500,7 +500,8 @@ pub async fn ledger(db: &TestDatabase, id: &str) -> Vec<LedgerRow> {
 /// The stored row of Workflow Session `id`.
 pub async fn session_row(db: &TestDatabase, id: &str) -> wc_store::sessions::SessionRow {
     let client = db.pool().get().await.unwrap();
-    wc_store::sessions::get(&client, id)
+    let parsed = wc_domain::SessionId::parse(id).expect("a session id");
+    wc_store::sessions::get(&client, &parsed)
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("no workflow session {id}"))

@@ -14,76 +14,7 @@ pub use bounds::*;
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// Lifecycle of one unit of runner work.
-///
-/// `queued → leased → succeeded | failed | cancelled`, and `leased → lost` when a lease expires
-/// or a newer runner instance replaces the one holding it. `queued → cancelled` is allowed
-/// (stopped before any runner took it). Terminal states never change again, and work that was
-/// leased is never put back in the queue: a started command is not replayed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkState {
-    /// Waiting for a runner.
-    Queued,
-    /// Claimed by a runner instance under a lease.
-    Leased,
-    /// Finished and reported a result.
-    Succeeded,
-    /// Finished with a failure result.
-    Failed,
-    /// Stopped on request.
-    Cancelled,
-    /// Its runner vanished; the outcome is unknown.
-    Lost,
-}
-
-impl WorkState {
-    /// Every state, in lifecycle order.
-    pub const ALL: [WorkState; 6] = [
-        WorkState::Queued,
-        WorkState::Leased,
-        WorkState::Succeeded,
-        WorkState::Failed,
-        WorkState::Cancelled,
-        WorkState::Lost,
-    ];
-
-    /// The wire (and stored) string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkState::Queued => "queued",
-            WorkState::Leased => "leased",
-            WorkState::Succeeded => "succeeded",
-            WorkState::Failed => "failed",
-            WorkState::Cancelled => "cancelled",
-            WorkState::Lost => "lost",
-        }
-    }
-
-    /// The state named by its wire string, if it names one.
-    pub fn parse(s: &str) -> Option<WorkState> {
-        WorkState::ALL.into_iter().find(|w| w.as_str() == s)
-    }
-
-    /// Whether no further transition is possible.
-    pub fn is_terminal(self) -> bool {
-        !matches!(self, WorkState::Queued | WorkState::Leased)
-    }
-
-    /// Whether `self → next` is a legal transition.
-    pub fn can_become(self, next: WorkState) -> bool {
-        use WorkState::*;
-        matches!(
-            (self, next),
-            (Queued, Leased)
-                | (Queued, Cancelled)
-                | (Leased, Succeeded)
-                | (Leased, Failed)
-                | (Leased, Cancelled)
-                | (Leased, Lost)
-        )
-    }
-}
+pub use wc_domain::{RelativePath, WorkState};
 
 /// A runner protocol message refused before any effect: what was wrong, in words a person can act on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,7 +102,7 @@ pub struct WorkItem {
     /// The runner-local project id (the `<project>` of `agent:<client_id>:<project>`).
     pub project: String,
     /// Working directory relative to the project root; `None` is the root.
-    pub cwd: Option<String>,
+    pub cwd: Option<RelativePath>,
     /// What to run.
     pub spec: WorkSpec,
     /// Standard input, written then closed; `None` gives the child an empty stdin.
@@ -196,9 +127,6 @@ impl WorkItem {
         }
         if !valid_name(&self.project) {
             return refuse("project must be 1-64 of A-Z a-z 0-9 . _ -");
-        }
-        if let Some(cwd) = &self.cwd {
-            check_relative_path("cwd", cwd)?;
         }
         let mut wire = 0usize;
         match &self.spec {
@@ -306,34 +234,6 @@ fn valid_interpreter(s: &str) -> bool {
         && !s.starts_with('-')
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+'))
-}
-
-/// Checks the form of a project-relative path: not empty, not absolute, no URI scheme, no
-/// control characters, no `..` component, bounded. Existence and symlinks are the runner's
-/// checks, made against the real filesystem.
-pub fn check_relative_path(what: &str, p: &str) -> Result<(), ProtocolError> {
-    if p.is_empty() || p.len() > MAX_RELATIVE_PATH_BYTES {
-        return refuse(format!("{what} must be 1-{MAX_RELATIVE_PATH_BYTES} bytes"));
-    }
-    if p.chars().any(char::is_control) {
-        return refuse(format!("{what} contains a control character"));
-    }
-    if p.starts_with('/') || p.starts_with('\\') || p.starts_with('~') {
-        return refuse(format!("{what} must be relative to the project root"));
-    }
-    if p.contains("://")
-        || p.split_once(':').is_some_and(|(scheme, _)| {
-            !scheme.is_empty()
-                && !scheme.contains('/')
-                && scheme.bytes().all(|b| b.is_ascii_alphabetic())
-        })
-    {
-        return refuse(format!("{what} must be a path, not a URI"));
-    }
-    if p.split(['/', '\\']).any(|c| c == "..") {
-        return refuse(format!("{what} must not contain `..`"));
-    }
-    Ok(())
 }
 
 /// `POST /runner/v1/register`: a runner process announces itself.
@@ -713,16 +613,16 @@ pub struct ApiError {
 mod tests {
     use super::WorkState::{self, *};
 
-    const ALL: [WorkState; 6] = WorkState::ALL;
+    const ALL: &[WorkState] = WorkState::ALL;
 
     #[test]
     fn state_strings_are_the_serde_strings_and_parse_back() {
-        for s in ALL {
+        for &s in ALL {
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
-            assert_eq!(WorkState::parse(s.as_str()), Some(s));
+            assert_eq!(WorkState::parse(s.as_str()), Ok(s));
         }
-        assert_eq!(WorkState::parse("running"), None);
-        assert_eq!(WorkState::parse("Lost"), None);
+        assert!(WorkState::parse("running").is_err());
+        assert!(WorkState::parse("Lost").is_err());
     }
 
     #[test]
@@ -757,8 +657,8 @@ mod tests {
 
     #[test]
     fn terminal_states_never_change_and_leased_work_never_requeues() {
-        for from in ALL {
-            for to in ALL {
+        for &from in ALL {
+            for &to in ALL {
                 if from.is_terminal() || to == Queued {
                     assert!(!from.can_become(to), "{from:?} -> {to:?}");
                 }
@@ -818,27 +718,6 @@ mod tests {
             ),
             (
                 WorkItem {
-                    cwd: Some("../up".into()),
-                    ..ok.clone()
-                },
-                "`..`",
-            ),
-            (
-                WorkItem {
-                    cwd: Some("/etc".into()),
-                    ..ok.clone()
-                },
-                "relative",
-            ),
-            (
-                WorkItem {
-                    cwd: Some("file:x".into()),
-                    ..ok.clone()
-                },
-                "URI",
-            ),
-            (
-                WorkItem {
                     protocol_version: 99,
                     ..ok.clone()
                 },
@@ -866,6 +745,26 @@ mod tests {
             let err = bad.validate().unwrap_err().to_string();
             assert!(err.contains(expect), "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_bad_cwd_is_refused_on_arrival_naming_the_rule() {
+        let ok = serde_json::to_value(item(WorkSpec::Process {
+            argv: vec!["true".into()],
+        }))
+        .unwrap();
+        for (cwd, why) in [("../up", "`..`"), ("/etc", "absolute"), ("file:x", "URI")] {
+            let mut bad = ok.clone();
+            bad["cwd"] = cwd.into();
+            let err = serde_json::from_value::<WorkItem>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{cwd}: {err}");
+        }
+        let mut sub = ok;
+        sub["cwd"] = "./src//".into();
+        let item: WorkItem = serde_json::from_value(sub).unwrap();
+        assert_eq!(item.cwd.unwrap().as_str(), "src");
     }
 
     #[test]

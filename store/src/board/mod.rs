@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
+use wc_domain::{EventRole, Lifecycle, MessageId, MessageKind, MessageStatus, Priority, SessionId};
+
 use crate::StoreError;
 use crate::cas::{CasPolicy, Step, retry_transient};
 use crate::pipeline::PipelinedTx;
@@ -44,28 +46,28 @@ pub const CHANNEL_BOARD: &str = "wc_board";
 /// One stored message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageRow {
-    /// `wc_msg_…`.
-    pub id: String,
+    /// The message's id.
+    pub id: MessageId,
     /// Owning session.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Posting order within the session (1, 2, …).
     pub number: i64,
-    /// `note`, `question`, `todo` or `answer`.
-    pub kind: String,
-    /// `low`, `normal` or `high`.
-    pub priority: String,
+    /// Kind.
+    pub kind: MessageKind,
+    /// Priority.
+    pub priority: Priority,
     /// Whether recorded calls keep re-projecting it until it is acknowledged or resolved.
     pub ack_required: bool,
     /// The message it replies to.
-    pub reply_to: Option<String>,
-    /// `open`, `resolved` or `completed`.
-    pub status: String,
+    pub reply_to: Option<MessageId>,
+    /// Status.
+    pub status: MessageStatus,
     /// Redacted body.
     pub body: String,
     /// Whether redaction changed the body.
     pub body_redacted: bool,
     /// The authorized recording session that posted it, if any.
-    pub author_session_id: Option<String>,
+    pub author_session_id: Option<SessionId>,
     /// Revision of its latest observable change.
     pub observation_revision: i64,
     /// Todos: revision of the assignment-local state.
@@ -75,7 +77,7 @@ pub struct MessageRow {
     /// Todos: whether retention removed a direct reply.
     pub replies_pruned: bool,
     /// Todos: the answer that completed it.
-    pub answer_message_id: Option<String>,
+    pub answer_message_id: Option<MessageId>,
     /// First time an ACK of it was observed.
     pub first_ack_observed_at: Option<DateTime<Utc>>,
     /// Posted at.
@@ -91,7 +93,7 @@ pub struct MessageRow {
 impl MessageRow {
     /// Whether it is still open.
     pub fn is_open(&self) -> bool {
-        self.status == "open"
+        self.status == MessageStatus::Open
     }
 }
 
@@ -128,22 +130,22 @@ fn from_row(r: &Row) -> MessageRow {
 /// A message to post (already validated and redacted).
 #[derive(Debug, Clone)]
 pub struct NewMessage {
-    /// Fresh `wc_msg_…` id.
-    pub id: String,
+    /// Fresh id.
+    pub id: MessageId,
     /// Kind.
-    pub kind: String,
+    pub kind: MessageKind,
     /// Priority.
-    pub priority: String,
+    pub priority: Priority,
     /// ACK required.
     pub ack_required: bool,
     /// Parent message.
-    pub reply_to: Option<String>,
+    pub reply_to: Option<MessageId>,
     /// Redacted body.
     pub body: String,
     /// Whether redaction changed it.
     pub body_redacted: bool,
     /// Authorized recording session.
-    pub author_session_id: Option<String>,
+    pub author_session_id: Option<SessionId>,
 }
 
 /// Who is changing the board, for the ledger evidence.
@@ -173,7 +175,7 @@ impl Actor {
             kind: kind.into(),
             call_id: Uuid::now_v7(),
             invocation_id: self.invocation_id,
-            role: "business",
+            role: EventRole::Business,
             tool_name: Some(self.tool_name.clone()),
             payload,
         }
@@ -194,11 +196,11 @@ pub enum Refusal {
     /// No session has this id.
     SessionNotFound,
     /// The session is finished or closed (its lifecycle).
-    SessionClosed(String),
+    SessionClosed(Lifecycle),
     /// The named message is not on this session's board (field name).
     UnknownMessage(&'static str),
     /// The message is not a todo (its kind).
-    NotATodo(String),
+    NotATodo(MessageKind),
     /// The completion key was used for a different completion.
     CompletionKeyConflict,
 }
@@ -208,8 +210,8 @@ pub type Outcome<T> = Result<T, Refusal>;
 
 async fn lock_message(
     tx: &Object,
-    session_id: &str,
-    id: &str,
+    session_id: &SessionId,
+    id: &MessageId,
 ) -> Result<Option<MessageRow>, StoreError> {
     let stmt = tx
         .prepare_cached(&format!(
@@ -233,7 +235,11 @@ type BoardStep<'t, T> = std::pin::Pin<
 /// `Done(Err(refusal))` to refuse; a refusal wrote nothing (the step refuses before its first
 /// write). A step may commit itself with its last writes ([`PipelinedTx::commit_with`]).
 /// Deadlocks are retried on a fresh transaction like any compare-and-swap.
-async fn change<T, F>(pool: &Pool, session_id: &str, step: F) -> Result<Outcome<T>, StoreError>
+async fn change<T, F>(
+    pool: &Pool,
+    session_id: &SessionId,
+    step: F,
+) -> Result<Outcome<T>, StoreError>
 where
     T: Send + 'static,
     F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
@@ -246,7 +252,7 @@ where
 
 async fn change_once<T, F>(
     pool: &Pool,
-    session_id: &str,
+    session_id: &SessionId,
     step: &F,
 ) -> Result<Outcome<T>, StoreError>
 where
@@ -400,7 +406,11 @@ async fn make_room_statement(tx: &Object) -> Result<Statement, StoreError> {
 
 /// Removes one message of the locked, full board of `session_id` to make room for another,
 /// never `keep` (see [`make_room_statement`]).
-async fn make_room(tx: &Object, session_id: &str, keep: Option<&str>) -> Result<(), StoreError> {
+async fn make_room(
+    tx: &Object,
+    session_id: &SessionId,
+    keep: Option<&MessageId>,
+) -> Result<(), StoreError> {
     let stmt = make_room_statement(tx).await?;
     tx.query_one(&stmt, &[&session_id, &keep]).await?;
     Ok(())
@@ -409,7 +419,7 @@ async fn make_room(tx: &Object, session_id: &str, keep: Option<&str>) -> Result<
 /// Inserts message `m` as number `number` at observation revision `revision`.
 async fn insert(
     tx: &Object,
-    session_id: &str,
+    session_id: &SessionId,
     number: i64,
     revision: i64,
     m: &NewMessage,
@@ -453,7 +463,7 @@ async fn notify_statement(tx: &Object) -> Result<Statement, StoreError> {
 
 /// Queues the `wc_board` notification of `session_id` (sent at commit), with
 /// [`notify_statement`]: the request is sent on the first poll.
-async fn notify(tx: &Object, stmt: &Statement, session_id: &str) -> Result<(), StoreError> {
+async fn notify(tx: &Object, stmt: &Statement, session_id: &SessionId) -> Result<(), StoreError> {
     tx.execute(stmt, &[&session_id]).await?;
     Ok(())
 }
@@ -461,8 +471,8 @@ async fn notify(tx: &Object, stmt: &Statement, session_id: &str) -> Result<(), S
 /// Bumps a todo's assignment revision because one of its direct replies changed.
 async fn touch_parent_assignment(
     tx: &Object,
-    session_id: &str,
-    parent: &str,
+    session_id: &SessionId,
+    parent: &MessageId,
     new_reply: bool,
 ) -> Result<(), StoreError> {
     tx.execute(
@@ -500,8 +510,8 @@ pub struct Resolved {
 /// Marks an open message resolved; an already closed message is left as it is.
 pub async fn resolve(
     pool: &Pool,
-    session_id: &str,
-    message_id: &str,
+    session_id: &SessionId,
+    message_id: &MessageId,
     actor: Actor,
 ) -> Result<Outcome<Resolved>, StoreError> {
     let message_id = message_id.to_owned();
@@ -562,7 +572,7 @@ pub async fn resolve(
 #[derive(Debug, Clone)]
 pub struct CompletionRequest {
     /// The todo.
-    pub todo_id: String,
+    pub todo_id: MessageId,
     /// Assignment revision the caller's fence proves.
     pub expected_assignment_revision: i64,
     /// The caller's idempotency key.
@@ -577,11 +587,11 @@ pub struct CompletionRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Completion {
     /// The todo.
-    pub message_id: String,
+    pub message_id: MessageId,
     /// The answer posted with it.
-    pub answer_message_id: String,
+    pub answer_message_id: MessageId,
     /// The todo's status afterwards (`completed`).
-    pub status: String,
+    pub status: MessageStatus,
     /// The observation revision of the change.
     pub observation_revision: i64,
     /// When it was accepted.
@@ -603,7 +613,7 @@ pub enum Completed {
 /// Completes a todo if the caller's fence still matches, idempotently per completion key.
 pub async fn complete(
     pool: &Pool,
-    session_id: &str,
+    session_id: &SessionId,
     request: &CompletionRequest,
     actor: Actor,
 ) -> Result<Outcome<Completed>, StoreError> {
@@ -636,7 +646,7 @@ pub async fn complete(
             let Some(todo) = lock_message(tx, &session.id, &request.todo_id).await? else {
                 return Ok(Step::Done(Err(Refusal::UnknownMessage("message_id"))));
             };
-            if todo.kind != "todo" {
+            if todo.kind != MessageKind::Todo {
                 return Ok(Step::Done(Err(Refusal::NotATodo(todo.kind))));
             }
             if !todo.is_open()
@@ -677,7 +687,7 @@ pub async fn complete(
             let completion = Completion {
                 message_id: todo.id.clone(),
                 answer_message_id: answer.id.clone(),
-                status: "completed".into(),
+                status: MessageStatus::Completed,
                 observation_revision: answer_revision,
                 completed_at: updated.get(0),
             };
@@ -722,7 +732,7 @@ pub async fn complete(
 /// Whether a todo's assignment can be proven complete from a snapshot: all its direct replies
 /// are retained and fit in one assignment.
 pub fn completable(todo: &MessageRow) -> bool {
-    todo.kind == "todo"
+    todo.kind == MessageKind::Todo
         && todo.is_open()
         && !todo.replies_pruned
         && i64::from(todo.reply_count) <= MAX_ASSIGNMENT_REPLIES
@@ -733,10 +743,10 @@ pub fn completable(todo: &MessageRow) -> bool {
 /// was; when there are none nothing is written.
 pub async fn observe_acks(
     pool: &Pool,
-    session_id: &str,
-    ids: &[String],
+    session_id: &SessionId,
+    ids: &[MessageId],
     actor: Actor,
-) -> Result<Outcome<Vec<String>>, StoreError> {
+) -> Result<Outcome<Vec<MessageId>>, StoreError> {
     if ids.is_empty() {
         return Ok(Ok(Vec::new()));
     }
@@ -755,7 +765,7 @@ pub async fn observe_acks(
         }
     }
     let ids = ids.to_vec();
-    change(pool, session_id, move |tx, session| -> BoardStep<'_, Vec<String>> {
+    change(pool, session_id, move |tx, session| -> BoardStep<'_, Vec<MessageId>> {
         let actor = actor.clone();
         let ids = ids.clone();
         Box::pin(async move {
@@ -772,7 +782,7 @@ pub async fn observe_acks(
             }
             let mut acked = Vec::new();
             for (i, r) in rows.iter().enumerate() {
-                let id: String = r.get(0);
+                let id: MessageId = r.get(0);
                 let version: i64 = r.get(1);
                 let revision = session.message_observation_revision + 1 + i as i64;
                 let n = tx
@@ -793,7 +803,7 @@ pub async fn observe_acks(
             };
             // Evidence of the recording session's bookkeeping, not of a business target.
             let event = NewEvent {
-                role: "recorder",
+                role: EventRole::Recorder,
                 ..actor.event("message_ack_observed", json!({ "message_ids": acked }))
             };
             match finish(tx, &session, change, vec![event]).await? {
@@ -832,8 +842,8 @@ pub struct AssignmentSnapshot {
 /// snapshot; `None` when the session or the message does not exist.
 pub async fn assignment(
     pool: &Pool,
-    session_id: &str,
-    message_id: &str,
+    session_id: &SessionId,
+    message_id: &MessageId,
 ) -> Result<Option<AssignmentSnapshot>, StoreError> {
     let mut client = pool.get().await?;
     let tx = read_only_snapshot(&mut client).await?;
@@ -890,7 +900,7 @@ pub struct Changes {
 /// The session and its messages whose latest change is after `after`, in one snapshot.
 pub async fn changes(
     pool: &Pool,
-    session_id: &str,
+    session_id: &SessionId,
     after: i64,
     limit: i64,
 ) -> Result<Option<Changes>, StoreError> {
@@ -928,11 +938,11 @@ pub async fn changes(
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
     /// Only this status.
-    pub status: Option<String>,
+    pub status: Option<MessageStatus>,
     /// Only this kind.
-    pub kind: Option<String>,
+    pub kind: Option<MessageKind>,
     /// Only direct replies of this message.
-    pub reply_to: Option<String>,
+    pub reply_to: Option<MessageId>,
 }
 
 /// Counts of the retained board.
@@ -954,7 +964,7 @@ pub struct BoardCounts {
 /// all, and the board's counts; one snapshot.
 pub async fn list(
     pool: &Pool,
-    session_id: &str,
+    session_id: &SessionId,
     filter: &ListFilter,
     limit: i64,
 ) -> Result<(Vec<MessageRow>, i64, BoardCounts), StoreError> {
@@ -989,7 +999,7 @@ pub async fn list(
 /// The board's counts.
 pub async fn counts(
     client: &impl GenericClient,
-    session_id: &str,
+    session_id: &SessionId,
 ) -> Result<BoardCounts, StoreError> {
     let stmt = client
         .prepare_cached(
@@ -1014,8 +1024,8 @@ pub async fn counts(
 /// `limit`, and how many there are in all.
 pub async fn attention(
     client: &impl GenericClient,
-    session_id: &str,
-    except: &[String],
+    session_id: &SessionId,
+    except: &[MessageId],
     limit: i64,
 ) -> Result<(Vec<MessageRow>, i64), StoreError> {
     let stmt = client

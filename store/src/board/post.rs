@@ -22,6 +22,7 @@ use deadpool_postgres::{Object, Pool};
 use serde_json::json;
 use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
+use wc_domain::SessionId;
 
 use super::{
     Actor, CHANNEL_BOARD, COLUMNS, MessageRow, NewMessage, Outcome, Refusal, from_row, removal,
@@ -47,7 +48,7 @@ pub struct Posted {
 /// committed. The lock's reply says why a post that changed nothing was refused.
 pub async fn post(
     pool: &Pool,
-    session_id: &str,
+    session_id: &SessionId,
     message: NewMessage,
     actor: Actor,
 ) -> Result<Outcome<Posted>, StoreError> {
@@ -70,7 +71,7 @@ enum Answer {
     Alone(NewMessage, Actor),
 }
 
-static POSTS: Combiner<(NewMessage, Actor), Answer> =
+static POSTS: Combiner<SessionId, (NewMessage, Actor), Answer> =
     Combiner::new(MAX_POSTS_PER_WRITE, |pool, session_id, batch| {
         Box::pin(async move { write_batch(&pool, &session_id, batch).await })
     });
@@ -78,7 +79,7 @@ static POSTS: Combiner<(NewMessage, Actor), Answer> =
 /// Writes `batch` as one transaction; the answer of each post.
 async fn write_batch(
     pool: &Pool,
-    session_id: &str,
+    session_id: &SessionId,
     batch: Vec<(NewMessage, Actor)>,
 ) -> Vec<Answer> {
     let posts: Vec<(&NewMessage, &Actor)> = batch.iter().map(|(m, a)| (m, a)).collect();
@@ -123,7 +124,7 @@ fn evidence(message: &NewMessage, actor: &Actor) -> Vec<NewEvent> {
 /// once it committed, each post's own result.
 async fn write(
     pool: &Pool,
-    session_id: &str,
+    session_id: &SessionId,
     posts: &[(&NewMessage, &Actor)],
 ) -> Result<Vec<PostResult>, StoreError> {
     let events: Vec<Vec<NewEvent>> = posts.iter().map(|(m, a)| evidence(m, a)).collect();
@@ -185,9 +186,7 @@ async fn write(
                     message: from_row(row),
                 })),
                 (None, None) => Ok(Err(Refusal::SessionNotFound)),
-                (None, Some(s)) if !s.is_active() => {
-                    Ok(Err(Refusal::SessionClosed(s.lifecycle.clone())))
-                }
+                (None, Some(s)) if !s.is_active() => Ok(Err(Refusal::SessionClosed(s.lifecycle))),
                 // Active under the lock, so the one guard left is the message replied to.
                 (None, Some(_)) if message.reply_to.is_some() => {
                     Ok(Err(Refusal::UnknownMessage("reply_to")))

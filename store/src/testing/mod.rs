@@ -10,6 +10,7 @@ pub mod pg_proxy;
 pub mod sqs;
 
 use std::time::Duration;
+use wc_domain::{EventRole, MessageId, MessageKind, Mode, Priority, ProjectId, SessionId};
 
 use deadpool_postgres::{GenericClient, Pool};
 use tokio::sync::OnceCell;
@@ -221,15 +222,15 @@ impl TestDatabase {
 
     /// A new active Workflow Session (project `agent:local:p`) whose ledger holds one
     /// `first_event`; returns its id.
-    pub async fn new_session(&self, first_event: crate::sessions::NewEvent) -> String {
-        let id = format!("wc_sess_{}", uuid::Uuid::new_v4().simple());
+    pub async fn new_session(&self, first_event: crate::sessions::NewEvent) -> SessionId {
+        let id = SessionId::generate();
         crate::sessions::create(
             self.pool(),
             &crate::sessions::NewSession {
                 id: id.clone(),
-                project: "agent:local:p".into(),
+                project: ProjectId::parse("agent:local:p").expect("project id"),
                 owner_authority_fingerprint: "a".repeat(64),
-                mode: "normal",
+                mode: Mode::Normal,
                 root_instruction: None,
             },
             &[first_event],
@@ -246,7 +247,7 @@ pub fn task_instruction() -> crate::sessions::NewEvent {
         kind: "task_instruction".into(),
         call_id: uuid::Uuid::now_v7(),
         invocation_id: uuid::Uuid::now_v7(),
-        role: "business",
+        role: EventRole::Business,
         tool_name: None,
         payload: serde_json::json!({}),
     }
@@ -255,12 +256,9 @@ pub fn task_instruction() -> crate::sessions::NewEvent {
 /// A note to post, with a fresh `wc_msg_` id.
 pub fn note(body: &str) -> crate::board::NewMessage {
     crate::board::NewMessage {
-        id: format!(
-            "wc_msg_{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..22]
-        ),
-        kind: "note".into(),
-        priority: "normal".into(),
+        id: MessageId::generate(),
+        kind: MessageKind::Note,
+        priority: Priority::Normal,
         ack_required: false,
         reply_to: None,
         body: body.into(),
@@ -501,6 +499,7 @@ async fn work_counts_by(
 pub mod runner_work {
     use serde_json::json;
     use uuid::Uuid;
+    use wc_domain::{EventRole, ProjectId, WorkMode};
 
     use crate::Pool;
     use crate::runners::{self, Registered, Registration};
@@ -532,7 +531,7 @@ pub mod runner_work {
             kind: "execution_finished".into(),
             call_id: Uuid::now_v7(),
             invocation_id: Uuid::now_v7(),
-            role: "business",
+            role: EventRole::Business,
             tool_name: Some(row.tool.clone()),
             payload: json!({"job_id": row.id, "state": row.state}),
         })
@@ -564,11 +563,11 @@ pub mod runner_work {
         NewWork {
             id: Uuid::now_v7(),
             client_id: client_id.into(),
-            project_id: format!("agent:{client_id}:web"),
+            project_id: ProjectId::of_runner(client_id, "web").expect("project id"),
             owner_authority_fingerprint: FP.into(),
             session_id: None,
             tool: "run_process".into(),
-            mode: "sync",
+            mode: WorkMode::Sync,
             item: json!({"limits": {"timeout_ms": 1000, "output_bytes_per_stream": 10}}),
             expectation: json!({}),
             queue,

@@ -143,7 +143,7 @@ fn store_post_op(
         Box::pin(async move {
             let m = wc_store::testing::note("benchmark note");
             let actor = Actor::new(uuid::Uuid::now_v7(), "post_session_message");
-            board::post(&pool, &session, m, actor)
+            board::post(&pool, &wc_domain::SessionId::parse(&session)?, m, actor)
                 .await?
                 .map_err(|r| anyhow::anyhow!("refused: {r:?}"))?;
             Ok(vec![])

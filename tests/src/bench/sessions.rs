@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use wc_domain::{EventRole, SessionId};
 
 use serde_json::{Value, json};
 use wc_store::Pool;
@@ -128,7 +129,7 @@ pub struct FloorInputs {
     pub audit_caller: String,
 }
 
-fn pair(role: &'static str, invocation: uuid::Uuid) -> [NewEvent; 2] {
+fn pair(role: EventRole, invocation: uuid::Uuid) -> [NewEvent; 2] {
     let call = uuid::Uuid::now_v7();
     let ev = |kind: &str, payload: Value| NewEvent {
         kind: kind.into(),
@@ -172,7 +173,7 @@ fn floor_op(inputs: FloorInputs) -> impl Fn(usize) -> OpFuture + Send + Sync + '
     move |worker| {
         let inputs = inputs.clone();
         Box::pin(async move {
-            let session = &inputs.sessions[worker % inputs.sessions.len()];
+            let session = &SessionId::parse(&inputs.sessions[worker % inputs.sessions.len()])?;
             {
                 let client = inputs.pool.get().await?;
                 wc_store::credentials::find_active_by_digest(&client, &inputs.token_digest)
@@ -184,8 +185,8 @@ fn floor_op(inputs: FloorInputs) -> impl Fn(usize) -> OpFuture + Send + Sync + '
                 sessions::recent_events(&client, session, 50).await?;
             }
             let invocation = uuid::Uuid::now_v7();
-            let [rs, rf] = pair("recorder", invocation);
-            let [bs, bf] = pair("business", invocation);
+            let [rs, rf] = pair(EventRole::Recorder, invocation);
+            let [bs, bf] = pair(EventRole::Business, invocation);
             let events = vec![rs, bs, bf, rf];
             let out = {
                 let client = inputs.pool.get().await?;
@@ -237,12 +238,12 @@ pub async fn hot_session(
     let mut cfg = db.config();
     cfg.max_connections = concurrency;
     let pool = wc_store::pool::build_pool(&cfg)?;
-    let session = Arc::new(session.to_owned());
+    let session = Arc::new(SessionId::parse(session)?);
     let (mut samples, sums) = drive(concurrency, duration, move |_| {
         let pool = pool.clone();
         let session = session.clone();
         async move {
-            let events = pair("recorder", uuid::Uuid::now_v7()).to_vec();
+            let events = pair(EventRole::Recorder, uuid::Uuid::now_v7()).to_vec();
             if !locked {
                 let client = pool.get().await?;
                 let out = sessions::append(&client, &session, &events, true).await?;
