@@ -25,7 +25,7 @@ use wc_runner_protocol::{
 use crate::client::{Api, ApiFailure};
 use crate::config::{QueueBackend, RunnerConfig};
 use crate::exec::{self, OutputPiece, StopPolicy};
-use crate::sqs::{Delivery, SqsQueue};
+use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
 
 /// How far the agent is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -85,6 +85,17 @@ impl Default for AgentOptions {
             flush_interval: Duration::from_secs(1),
             sqs_visibility: Duration::from_secs(60),
             sqs_credentials: None,
+        }
+    }
+}
+
+impl AgentOptions {
+    /// What the SQS receiver needs of these options.
+    fn sqs_settings(&self) -> ReceiveSettings {
+        ReceiveSettings {
+            wait: self.poll_wait,
+            visibility: self.sqs_visibility,
+            credentials: self.sqs_credentials.clone(),
         }
     }
 }
@@ -229,7 +240,13 @@ pub async fn run(
         .await
         .map_err(|e| AgentError::Setup(format!("cannot sweep old job cgroups: {e}")))?;
     let sqs = match cfg.queue {
-        QueueBackend::Sqs => Some(SqsQueue::connect(&cfg, &opts).await?),
+        QueueBackend::Sqs => {
+            let url = cfg
+                .sqs_queue_url
+                .clone()
+                .ok_or_else(|| AgentError::Setup("queue = \"sqs\" needs sqs_queue_url".into()))?;
+            Some(SqsQueue::connect(url, &cfg, &opts.sqs_settings()).await)
+        }
         QueueBackend::ApiPoll => None,
     };
     let api = Api::new(&cfg.server_url, cfg.token.clone())
