@@ -14,7 +14,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
 
 /// Events retained per session (the newest; older ones are deleted).
 pub const RETAINED_EVENTS: i64 = 2000;
@@ -545,7 +545,7 @@ where
     F: Fn(&SessionRow) -> Decision<T> + Send + Sync + 'static,
 {
     let decide = std::sync::Arc::new(decide);
-    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+    compare_and_swap(pool, &CAS_RETRY, |tx| {
         let id = id.to_owned();
         let decide = decide.clone();
         Box::pin(async move {

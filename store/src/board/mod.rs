@@ -26,7 +26,7 @@ use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::cas::{CasPolicy, Step, retry_transient};
+use crate::cas::{CAS_RETRY, Step, retry_transient};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
 
@@ -238,10 +238,7 @@ where
     T: Send + 'static,
     F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
 {
-    retry_transient(&CasPolicy::default(), || {
-        change_once(pool, session_id, &step)
-    })
-    .await
+    retry_transient(&CAS_RETRY, || change_once(pool, session_id, &step)).await
 }
 
 async fn change_once<T, F>(
