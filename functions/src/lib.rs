@@ -6,8 +6,8 @@
 //!
 //! Modules: [`config`] (typed configuration), [`http`] (request context, body limit, error
 //! shaping), [`auth`] (bearer credentials and principals), [`health`] (the health check),
-//! [`telemetry`] (JSON logs), [`admin`] (the `wc-admin` commands) and [`local`] (the embedded
-//! `wc-local` stack).
+//! [`telemetry`] (JSON logs) and [`admin`] (the `wc-admin` commands). The embedded `wc-local`
+//! stack is the `wc-local` crate: it links the runner agent, which no binary here does.
 #![warn(missing_docs)]
 
 pub mod admin;
@@ -23,7 +23,6 @@ pub mod health;
 pub mod http;
 pub mod kernel;
 pub mod lambda;
-pub mod local;
 pub mod maintenance;
 pub mod mcp;
 pub mod redaction;

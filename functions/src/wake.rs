@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use uuid::Uuid;
+use wc_retry::Backoff;
 use wc_store::board::CHANNEL_BOARD;
 use wc_store::connect::Connector;
 use wc_store::notify::Hint;
@@ -176,7 +177,8 @@ impl Wakeups {
             key: Key::Queued(client_id.to_owned()),
             id,
             notify,
-            interval: self.first_interval(),
+            fallback: self.fallback(),
+            naps: 0,
         }
     }
 
@@ -189,7 +191,8 @@ impl Wakeups {
             key: Key::Done(work_id),
             id,
             notify,
-            interval: self.first_interval(),
+            fallback: self.fallback(),
+            naps: 0,
         }
     }
 
@@ -203,15 +206,19 @@ impl Wakeups {
             key: Key::Board(session_id.to_string()),
             id,
             notify,
-            interval: self.first_interval(),
+            fallback: self.fallback(),
+            naps: 0,
         }
     }
 
-    fn first_interval(&self) -> Duration {
+    /// A waiter's re-read intervals: with hints a steady [`FALLBACK_WITH_HINTS`]; without,
+    /// doubling from [`FALLBACK_WITHOUT_HINTS`] up to [`FALLBACK_MAX`]. No jitter: a waiter
+    /// re-reads one row, its cadence crowds nobody.
+    fn fallback(&self) -> Backoff {
         if self.inner.hints {
-            FALLBACK_WITH_HINTS
+            Backoff::new(FALLBACK_WITH_HINTS, FALLBACK_WITH_HINTS)
         } else {
-            FALLBACK_WITHOUT_HINTS
+            Backoff::new(FALLBACK_WITHOUT_HINTS, FALLBACK_MAX)
         }
     }
 }
@@ -228,22 +235,25 @@ pub struct Waiter {
     key: Key,
     id: u64,
     notify: Arc<Notify>,
-    interval: Duration,
+    fallback: Backoff,
+    /// Fallback intervals that ran out without a hint.
+    naps: u32,
 }
 
 impl Waiter {
     /// Waits for a hint, the fallback interval, or `at_most`, whichever comes first. The
     /// caller then re-reads durable state.
     pub async fn wait(&mut self, at_most: Duration) {
-        let nap = self.interval.min(at_most);
+        let nap = self.next_nap().min(at_most);
         tokio::select! {
             _ = self.notify.notified() => {}
-            _ = tokio::time::sleep(nap) => {
-                if !self.hub.hints {
-                    self.interval = (self.interval * 2).min(FALLBACK_MAX);
-                }
-            }
+            _ = tokio::time::sleep(nap) => self.naps = self.naps.saturating_add(1),
         }
+    }
+
+    /// The fallback interval of the next wait.
+    fn next_nap(&self) -> Duration {
+        self.fallback.delay(self.naps.saturating_add(1))
     }
 }
 
@@ -283,6 +293,10 @@ mod tests {
         let started = std::time::Instant::now();
         w.wait(Duration::from_secs(5)).await;
         assert!(started.elapsed() < Duration::from_secs(1));
-        assert_eq!(w.interval, FALLBACK_WITHOUT_HINTS * 2, "the interval grows");
+        assert_eq!(
+            w.next_nap(),
+            FALLBACK_WITHOUT_HINTS * 2,
+            "the interval grows"
+        );
     }
 }

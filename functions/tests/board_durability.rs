@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use http::Method;
 use nix::sys::signal::{Signal, kill};
@@ -21,8 +21,8 @@ use wc_store::testing::TestDatabase;
 const TOKEN: &str = "board-durability-token-0123456789";
 const PROJECT: &str = "agent:local:demo";
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_wc-local"))
+fn bin() -> PathBuf {
+    wc_e2e::server::workspace_binary("wc-local")
 }
 
 /// How the calls reach the server.
@@ -70,7 +70,7 @@ impl Deployment {
     }
 
     fn start(&self) -> LocalServer {
-        LocalServer::spawn(bin(), &self.opts).unwrap()
+        LocalServer::spawn(&bin(), &self.opts).unwrap()
     }
 
     /// Sends one tool call and returns the raw reply body, without judging it.

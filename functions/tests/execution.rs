@@ -1421,12 +1421,7 @@ struct RunnerProcess(std::process::Child);
 
 impl RunnerProcess {
     fn spawn(config: &Path) -> RunnerProcess {
-        let bin = Path::new(env!("CARGO_BIN_EXE_wc-local")).with_file_name("wc-runner");
-        assert!(
-            bin.exists(),
-            "{} is missing; build the workspace first: cargo build --workspace",
-            bin.display()
-        );
+        let bin = wc_e2e::server::workspace_binary("wc-runner");
         RunnerProcess(
             std::process::Command::new(bin)
                 .arg("--config")

@@ -620,7 +620,7 @@ async fn wc_local_honours_the_oauth_configuration() {
     let key = Key::ec();
     let jwks = dir.path().join("jwks.json");
     std::fs::write(&jwks, json!({ "keys": [key.jwk("local-1")] }).to_string()).unwrap();
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_wc-local"));
+    let bin = wc_e2e::server::workspace_binary("wc-local");
     let options = |env: Vec<(&str, String)>| {
         let mut opts = LocalOptions::in_dir(dir.path().join("run"));
         opts.database_url = Some(db.url().expose().to_owned());
@@ -633,13 +633,13 @@ async fn wc_local_honours_the_oauth_configuration() {
         ("WC_OAUTH_ISSUER", ISSUER.to_owned()),
         ("WC_OAUTH_JWKS_FILE", jwks.display().to_string()),
     ]);
-    let Err(err) = LocalServer::spawn(bin, &incomplete) else {
+    let Err(err) = LocalServer::spawn(&bin, &incomplete) else {
         panic!("wc-local must refuse to start without WC_OAUTH_AUDIENCE");
     };
     assert!(format!("{err:#}").contains("WC_OAUTH_AUDIENCE"), "{err:#}");
 
     let server = LocalServer::spawn(
-        bin,
+        &bin,
         &options(vec![
             ("WC_OAUTH_ISSUER", ISSUER.to_owned()),
             ("WC_OAUTH_AUDIENCE", AUD_MCP.to_owned()),

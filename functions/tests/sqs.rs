@@ -235,7 +235,7 @@ async fn a_long_run_keeps_its_message_hidden() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wc_local_configured_from_the_environment_publishes_and_its_runner_receives() {
     use wc_e2e::client::Client;
-    use wc_e2e::server::{LocalOptions, LocalServer};
+    use wc_e2e::server::{LocalOptions, LocalServer, workspace_binary};
 
     let sqs = LocalSqs::start().await;
     let queue = sqs.create_queue().await;
@@ -249,7 +249,7 @@ async fn wc_local_configured_from_the_environment_publishes_and_its_runner_recei
         format!("alpha={}", dir.path().join("proj").display()),
     ];
     opts.env = sqs.wc_local_env("local", &queue);
-    let server = LocalServer::spawn(Path::new(env!("CARGO_BIN_EXE_wc-local")), &opts).unwrap();
+    let server = LocalServer::spawn(&workspace_binary("wc-local"), &opts).unwrap();
     let reply = Client::new()
         .post_json(
             &format!("{}/api/actions/run_process", server.base_url),

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use rand::Rng;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use uuid::Uuid;
+use wc_retry::{Backoff, Jitter};
 use wc_runner_protocol::{
     self as proto, HeartbeatRequest, HeartbeatResponse, HeldLease, InventoryRequest, Lease,
     LeaseStatus, OutputChunk, OutputRequest, PollRequest, PollResponse, RegisterRequest,
@@ -25,7 +25,7 @@ use wc_runner_protocol::{
 use crate::client::{Api, ApiFailure};
 use crate::config::{QueueBackend, RunnerConfig};
 use crate::exec::{self, OutputPiece, StopPolicy};
-use crate::sqs::{Delivery, SqsQueue};
+use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
 
 /// How far the agent is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -85,6 +85,24 @@ impl Default for AgentOptions {
             flush_interval: Duration::from_secs(1),
             sqs_visibility: Duration::from_secs(60),
             sqs_credentials: None,
+        }
+    }
+}
+
+impl AgentOptions {
+    /// How the agent retries a call the server could not answer: delays doubling from 200 ms
+    /// up to [`Self::max_backoff`], each at least half its bound, so runners that lost the
+    /// server together come back spread out.
+    fn reconnect(&self) -> Backoff {
+        Backoff::new(Duration::from_millis(200), self.max_backoff).with_jitter(Jitter::UpToOneIn(2))
+    }
+
+    /// What the SQS receiver needs of these options.
+    fn sqs_settings(&self) -> ReceiveSettings {
+        ReceiveSettings {
+            wait: self.poll_wait,
+            visibility: self.sqs_visibility,
+            credentials: self.sqs_credentials.clone(),
         }
     }
 }
@@ -155,13 +173,6 @@ impl Shared {
     }
 }
 
-fn backoff(attempt: u32, max: Duration) -> Duration {
-    let base = Duration::from_millis(200).saturating_mul(1 << attempt.min(10));
-    let capped = base.min(max);
-    let jitter = rand::rng().random_range(0..=capped.as_millis() as u64 / 2);
-    capped / 2 + Duration::from_millis(jitter)
-}
-
 async fn register(
     api: &Api,
     cfg: &RunnerConfig,
@@ -180,7 +191,7 @@ async fn register(
         },
         max_concurrency: cfg.limits.max_concurrency as u32,
     };
-    let mut attempt = 0;
+    let mut retries = opts.reconnect().retries();
     loop {
         match api
             .call::<_, RegisterResponse>("register", &req, Duration::from_secs(30))
@@ -197,9 +208,8 @@ async fn register(
                 return Err(AgentError::Refused(format!("{kind}: {message}")));
             }
             Err(e) => {
-                let wait = backoff(attempt, opts.max_backoff);
+                let wait = retries.wait_after_failure();
                 tracing::warn!(error = %e, retry_ms = wait.as_millis() as u64, "cannot register; retrying");
-                attempt += 1;
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = stop.changed() => {
@@ -229,7 +239,13 @@ pub async fn run(
         .await
         .map_err(|e| AgentError::Setup(format!("cannot sweep old job cgroups: {e}")))?;
     let sqs = match cfg.queue {
-        QueueBackend::Sqs => Some(SqsQueue::connect(&cfg, &opts).await?),
+        QueueBackend::Sqs => {
+            let url = cfg
+                .sqs_queue_url
+                .clone()
+                .ok_or_else(|| AgentError::Setup("queue = \"sqs\" needs sqs_queue_url".into()))?;
+            Some(SqsQueue::connect(url, &cfg, &opts.sqs_settings()).await)
+        }
         QueueBackend::ApiPoll => None,
     };
     let api = Api::new(&cfg.server_url, cfg.token.clone())
@@ -314,7 +330,9 @@ pub async fn run(
                     break;
                 }
                 tracing::warn!(error = %e, "receive failed; retrying");
-                tokio::time::sleep(backoff(1, shared.opts.max_backoff)).await;
+                // The receive loop is the retry: every failed receive waits a second retry's
+                // delay.
+                tokio::time::sleep(shared.opts.reconnect().delay(2)).await;
             }
         }
         // Reap finished work tasks without waiting.
@@ -379,7 +397,7 @@ async fn receive(shared: &Shared, free: u32) -> Result<Vec<Received>, ApiFailure
 /// lease, so stops reach running work at once. Leases are extended at the start of each call.
 async fn heartbeat_loop(shared: Arc<Shared>, interval: Duration) {
     let mut failed = false;
-    let mut attempt = 0;
+    let mut retries = shared.opts.reconnect().retries();
     loop {
         let mut leases = shared.held_leases();
         if leases.is_empty() && !failed {
@@ -408,8 +426,7 @@ async fn heartbeat_loop(shared: Arc<Shared>, interval: Duration) {
                     .call("inventory", &req, Duration::from_secs(15))
                     .await
             } else {
-                let jitter = rand::rng().random_range(0..=interval.as_millis() as u64 / 5);
-                let wait = interval.saturating_sub(Duration::from_millis(jitter));
+                let wait = Jitter::UpToOneIn(5).apply(interval);
                 let req = HeartbeatRequest {
                     instance_id: shared.instance_id,
                     leases,
@@ -436,7 +453,7 @@ async fn heartbeat_loop(shared: Arc<Shared>, interval: Duration) {
         match result {
             Ok(resp) => {
                 failed = false;
-                attempt = 0;
+                retries.reset();
                 let mut news = false;
                 {
                     let held = shared.held.lock().expect("held poisoned");
@@ -470,8 +487,7 @@ async fn heartbeat_loop(shared: Arc<Shared>, interval: Duration) {
             }
             Err(e) => {
                 failed = true;
-                let wait = backoff(attempt, shared.opts.max_backoff).min(interval);
-                attempt += 1;
+                let wait = retries.wait_after_failure().min(interval);
                 tracing::warn!(error = %e, retry_ms = wait.as_millis() as u64, "heartbeat failed");
                 tokio::time::sleep(wait).await;
             }
@@ -515,6 +531,9 @@ impl Pending {
     }
 }
 
+/// Attempts of one report: nine, a bounded time, while its lease might still be alive.
+const REPORT_ATTEMPTS: u32 = 9;
+
 /// Retries a report while it is retryable and the lease might still be alive.
 async fn report<Req: serde::Serialize>(
     shared: &Shared,
@@ -522,23 +541,22 @@ async fn report<Req: serde::Serialize>(
     req: &Req,
     work_id: Uuid,
 ) -> Option<ReportResponse> {
-    let mut attempt = 0;
-    loop {
-        match shared
+    let policy = shared.opts.reconnect().with_max_attempts(REPORT_ATTEMPTS);
+    let call = || async {
+        let answer = shared
             .api
             .call::<_, ReportResponse>(op, req, Duration::from_secs(30))
-            .await
-        {
-            Ok(r) => return Some(r),
-            Err(e) if e.is_retryable() && attempt < 8 => {
-                tracing::warn!(%work_id, op, error = %e, "report failed; retrying");
-                tokio::time::sleep(backoff(attempt, shared.opts.max_backoff)).await;
-                attempt += 1;
-            }
-            Err(e) => {
-                tracing::error!(%work_id, op, error = %e, "report not delivered");
-                return None;
-            }
+            .await;
+        if let Err(e) = &answer {
+            tracing::warn!(%work_id, op, error = %e, "report failed");
+        }
+        answer
+    };
+    match wc_retry::retry(&policy, ApiFailure::is_retryable, call).await {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::error!(%work_id, op, error = %e, "report not delivered");
+            None
         }
     }
 }

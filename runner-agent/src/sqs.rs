@@ -22,7 +22,6 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use uuid::Uuid;
 use wc_runner_protocol::{ClaimRequest, ClaimResponse, Lease, QueueEnvelope};
 
-use crate::agent::{AgentError, AgentOptions};
 use crate::client::{Api, ApiFailure};
 use crate::config::RunnerConfig;
 
@@ -32,6 +31,18 @@ pub const MAX_RECEIVE: u32 = 10;
 const MAX_WAIT_SECS: u64 = 20;
 /// Longest visibility timeout SQS allows (12 hours).
 const MAX_VISIBILITY_SECS: u64 = 12 * 3600;
+
+/// How the runner receives from its queue: the agent's options that concern SQS.
+#[derive(Debug, Clone)]
+pub struct ReceiveSettings {
+    /// Long-poll wait (`WaitTimeSeconds`, whole seconds up to 20).
+    pub wait: Duration,
+    /// How long a received message stays hidden (whole seconds); extended every third of it
+    /// while its work runs.
+    pub visibility: Duration,
+    /// Fixed credentials instead of the default AWS chain (tests against a local server).
+    pub credentials: Option<aws_sdk_sqs::config::Credentials>,
+}
 
 /// The runner's queue.
 #[derive(Debug, Clone)]
@@ -72,17 +83,13 @@ fn timeouts(wait_secs: i32) -> aws_sdk_sqs::config::timeout::TimeoutConfig {
 }
 
 impl SqsQueue {
-    /// The client for `cfg`'s queue: its endpoint override and signing region, with the
-    /// default AWS credential chain, or `opts.sqs_credentials` when given.
-    pub async fn connect(cfg: &RunnerConfig, opts: &AgentOptions) -> Result<SqsQueue, AgentError> {
-        let url = cfg
-            .sqs_queue_url
-            .clone()
-            .ok_or_else(|| AgentError::Setup("queue = \"sqs\" needs sqs_queue_url".into()))?;
-        let wait_secs = opts.poll_wait.as_secs().min(MAX_WAIT_SECS) as i32;
-        let visibility_secs = opts.sqs_visibility.as_secs().clamp(1, MAX_VISIBILITY_SECS) as i32;
+    /// The client for the queue at `url`, with `cfg`'s endpoint override and signing region
+    /// and the default AWS credential chain, or `settings.credentials` when given.
+    pub async fn connect(url: String, cfg: &RunnerConfig, settings: &ReceiveSettings) -> SqsQueue {
+        let wait_secs = settings.wait.as_secs().min(MAX_WAIT_SECS) as i32;
+        let visibility_secs = settings.visibility.as_secs().clamp(1, MAX_VISIBILITY_SECS) as i32;
         let region = cfg.sqs_signing_region();
-        let client = match &opts.sqs_credentials {
+        let client = match &settings.credentials {
             Some(credentials) => {
                 let mut conf = aws_sdk_sqs::Config::builder()
                     .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
@@ -104,12 +111,12 @@ impl SqsQueue {
                 Client::new(&loader.load().await)
             }
         };
-        Ok(SqsQueue {
+        SqsQueue {
             client,
             url,
             wait_secs,
             visibility_secs,
-        })
+        }
     }
 
     /// Long-polls for up to `free` messages (at most [`MAX_RECEIVE`]) and claims the work of

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::StoreError;
 use crate::batch::Combiner;
-use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
 
 /// One audited request, ready to store.
 #[derive(Debug, Clone)]
@@ -567,7 +567,7 @@ pub async fn close_session(
     id: &str,
 ) -> Result<CasOutcome<Closing>, StoreError> {
     let opener = visible.opener().map(str::to_owned);
-    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+    compare_and_swap(pool, &CAS_RETRY, |tx| {
         let id = id.to_owned();
         let opener = opener.clone();
         Box::pin(async move {

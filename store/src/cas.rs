@@ -4,17 +4,19 @@
 //! `version`), computes the new state, and writes it with
 //! `UPDATE … SET …, version = version + 1 WHERE id = $1 AND version = $2`. Zero rows updated
 //! means a concurrent writer won; the closure answers [`Step::Stale`] and the helper rolls back,
-//! waits a jittered, growing delay and runs the closure again on fresh state. Serialization
-//! failures (SQLSTATE 40001) and deadlocks (40P01) are retried the same way. After
-//! [`CasPolicy::max_attempts`] the caller gets [`CasOutcome::Conflict`], a typed, retryable answer.
-//! No lock is held between attempts, and nothing process-local decides correctness.
+//! waits a jittered, growing delay ([`CAS_RETRY`], a `wc-retry` policy) and runs the closure
+//! again on fresh state. Serialization failures (SQLSTATE 40001) and deadlocks (40P01) are
+//! retried the same way. After the policy's attempts the caller gets [`CasOutcome::Conflict`],
+//! a typed, retryable answer. No lock is held between attempts, and nothing process-local
+//! decides correctness.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction};
-use rand::Rng;
+/// The retry policy type [`compare_and_swap`] takes, for callers that tune it.
+pub use wc_retry::{Backoff, Jitter};
 
 use crate::StoreError;
 
@@ -77,63 +79,30 @@ impl<T> CasOutcome<T> {
     }
 }
 
-/// How hard to try before answering [`CasOutcome::Conflict`].
-#[derive(Debug, Clone, Copy)]
-pub struct CasPolicy {
-    /// Attempts before giving up, at least 1.
-    pub max_attempts: u32,
-    /// Upper bound of the first retry's random delay; it doubles each retry.
-    pub base_delay: Duration,
-    /// Cap on any one delay.
-    pub max_delay: Duration,
-}
-
-impl Default for CasPolicy {
-    fn default() -> Self {
-        // A losing attempt costs one short transaction; delays grow fast enough that a crowd
-        // of contenders spreads out instead of colliding again on every retry.
-        Self {
-            max_attempts: 24,
-            base_delay: Duration::from_millis(2),
-            max_delay: Duration::from_millis(100),
-        }
-    }
-}
-
-impl CasPolicy {
-    /// Full-jitter delay before retry number `retry` (1-based).
-    pub(crate) fn delay(&self, retry: u32) -> Duration {
-        let exp = self
-            .base_delay
-            .saturating_mul(1u32 << retry.saturating_sub(1).min(16));
-        let cap = exp.min(self.max_delay);
-        let micros = cap.as_micros() as u64;
-        if micros == 0 {
-            return Duration::ZERO;
-        }
-        Duration::from_micros(rand::rng().random_range(0..=micros))
-    }
-}
+/// How hard a mutation tries before answering [`CasOutcome::Conflict`]: 24 attempts, each
+/// retry after a random delay (full jitter) whose bound doubles from 2 ms up to 100 ms. A
+/// losing attempt costs one short transaction; delays grow fast enough that a crowd of
+/// contenders spreads out instead of colliding again on every retry.
+pub const CAS_RETRY: Backoff = Backoff::new(Duration::from_millis(2), Duration::from_millis(100))
+    .with_jitter(Jitter::UpToOneIn(1))
+    .with_max_attempts(24);
 
 /// Runs `step` in a fresh transaction per attempt until it commits, a non-retryable error
-/// occurs, or the policy's attempts are used up.
+/// occurs, or the policy's attempts are used up (a policy without a limit retries until the
+/// step wins).
 pub async fn compare_and_swap<T, F>(
     pool: &Pool,
-    policy: &CasPolicy,
+    policy: &Backoff,
     mut step: F,
 ) -> Result<CasOutcome<T>, StoreError>
 where
     T: Send,
     F: for<'t> FnMut(&'t Transaction<'t>) -> StepFuture<'t, T> + Send,
 {
-    let max_attempts = policy.max_attempts.max(1);
     let mut client = pool.get().await?;
-    let mut attempt = 0;
-    while attempt < max_attempts {
-        attempt += 1;
-        if attempt > 1 {
-            tokio::time::sleep(policy.delay(attempt - 1)).await;
-        }
+    let mut retries = policy.retries();
+    loop {
+        let attempt = retries.failures() + 1;
         let tx = client.transaction().await?;
         match step(&tx).await {
             Ok(Step::Done(value)) => match tx.commit().await {
@@ -149,52 +118,51 @@ where
                         return Err(StoreError::CommitUncertain(std::sync::Arc::new(e)));
                     }
                     let e = StoreError::from(e);
-                    if e.is_transient_conflict() {
-                        tracing::debug!(attempt, "cas commit conflict, retrying");
-                        continue;
+                    if !e.is_transient_conflict() {
+                        return Err(e);
                     }
-                    return Err(e);
+                    tracing::debug!(attempt, "cas commit conflict");
                 }
             },
             Ok(Step::Stale) => {
                 tx.rollback().await?;
-                tracing::debug!(attempt, "cas version moved, retrying");
+                tracing::debug!(attempt, "cas version moved");
             }
             Err(e) if e.is_transient_conflict() => {
                 // The failed transaction is unusable; dropping it rolls it back.
                 drop(tx);
-                tracing::debug!(attempt, error = %e, "cas transient conflict, retrying");
+                tracing::debug!(attempt, error = %e, "cas transient conflict");
             }
             Err(e) => return Err(e),
         }
+        match retries.after_failure() {
+            Some(wait) => tokio::time::sleep(wait).await,
+            None => return Ok(CasOutcome::Conflict { attempts: attempt }),
+        }
     }
-    Ok(CasOutcome::Conflict { attempts: attempt })
 }
 
 /// Runs `attempt`, a whole transaction of its own that is not a [`compare_and_swap`] step (a
 /// pipelined one, which checks its guards in SQL and has no stale answer), until it succeeds or
 /// fails for good; an attempt that lost to a transient conflict (a deadlock, a serialization
-/// failure) is retried after the policy's delay, up to [`CasPolicy::max_attempts`] attempts,
-/// after which the last conflict is returned.
+/// failure) is retried after the policy's delay, up to the policy's attempts, after which the
+/// last conflict is returned.
 pub(crate) async fn retry_transient<T, F, Fut>(
-    policy: &CasPolicy,
+    policy: &Backoff,
     attempt: F,
 ) -> Result<T, StoreError>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, StoreError>>,
 {
-    let mut n = 1;
-    loop {
-        match attempt().await {
-            Err(e) if e.is_transient_conflict() && n < policy.max_attempts => {
-                tracing::debug!(attempt = n, error = %e, "transient conflict, retrying");
-                tokio::time::sleep(policy.delay(n)).await;
-                n += 1;
-            }
-            other => return other,
+    let conflict = |e: &StoreError| {
+        let transient = e.is_transient_conflict();
+        if transient {
+            tracing::debug!(error = %e, "transient conflict");
         }
-    }
+        transient
+    };
+    wc_retry::retry(policy, conflict, attempt).await
 }
 
 #[cfg(test)]
@@ -203,17 +171,13 @@ mod tests {
 
     #[test]
     fn delays_grow_and_stay_capped() {
-        let p = CasPolicy {
-            max_attempts: 10,
-            base_delay: Duration::from_millis(2),
-            max_delay: Duration::from_millis(20),
-        };
         for retry in 1..40 {
-            let d = p.delay(retry);
-            assert!(d <= Duration::from_millis(20), "retry {retry}: {d:?}");
+            let d = CAS_RETRY.delay(retry);
+            assert!(d <= Duration::from_millis(100), "retry {retry}: {d:?}");
             let bound = Duration::from_millis(2) * (1 << (retry - 1).min(16));
             assert!(d <= bound, "retry {retry}: {d:?} above {bound:?}");
         }
+        assert_eq!(CAS_RETRY.max_attempts(), Some(24));
     }
 
     #[test]

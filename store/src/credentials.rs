@@ -6,7 +6,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
 
 /// The kinds of stored credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,7 +189,7 @@ pub enum Revocation {
 
 /// Revokes a credential (compare-and-swap on its version).
 pub async fn revoke(pool: &Pool, id: Uuid) -> Result<CasOutcome<Revocation>, StoreError> {
-    compare_and_swap(pool, &CasPolicy::default(), move |tx| {
+    compare_and_swap(pool, &CAS_RETRY, move |tx| {
         Box::pin(async move {
             let row = tx
                 .query_opt(

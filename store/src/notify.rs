@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
+use wc_retry::Backoff;
 
 use crate::StoreError;
 use crate::connect::Connector;
@@ -24,28 +25,36 @@ pub enum Hint {
     Connected,
 }
 
+/// Reconnection delays: doubling from 100 ms up to 5 s, without jitter (one listener per
+/// process) or a limit (hints are wanted for as long as the process runs); a connection that
+/// was up starts over at 100 ms.
+const RECONNECT: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+
 /// Spawns the listener task for `channels`, connecting through `connector`; it ends when the
 /// receiver is dropped.
 pub fn spawn_listener(connector: Connector, channels: Vec<String>) -> mpsc::Receiver<Hint> {
     let (tx, rx) = mpsc::channel(1024);
     tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(100);
+        let mut retries = RECONNECT.retries();
         loop {
-            match listen_once(&connector, &channels, &tx).await {
+            let ended = listen_once(&connector, &channels, &tx).await;
+            if let Ok(Ended::Disconnected) = ended {
+                retries.reset();
+            }
+            let wait = retries.wait_after_failure();
+            match ended {
                 Ok(Ended::ReceiverGone) => return,
                 Ok(Ended::Disconnected) => {
                     tracing::warn!("notification listener disconnected; reconnecting");
-                    backoff = Duration::from_millis(100);
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "notification listener failed");
+                    tracing::warn!(error = %e, retry_ms = wait.as_millis() as u64, "notification listener failed");
                 }
             }
             if tx.is_closed() {
                 return;
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            tokio::time::sleep(wait).await;
         }
     });
     rx

@@ -15,9 +15,9 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Pool};
-use rand::Rng;
 use tokio_postgres::Row;
 use uuid::Uuid;
+use wc_retry::{Backoff, Jitter};
 use wc_runner_protocol::{MAX_ENVELOPE_BYTES, QueueEnvelope};
 
 use crate::StoreError;
@@ -33,6 +33,11 @@ const CLAIM_BATCH: i64 = 10;
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// Longest retry delay.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(300);
+/// When a failed send is tried again: doubling from [`BACKOFF_BASE`] up to [`BACKOFF_CAP`],
+/// less up to a fifth of jitter so retries of many rows spread out; the attempts are counted
+/// in the row, not limited.
+const SEND_RETRY: Backoff =
+    Backoff::new(BACKOFF_BASE, BACKOFF_CAP).with_jitter(Jitter::UpToOneIn(5));
 /// Longest stored `last_error` (the column's bound).
 const MAX_ERROR_CHARS: usize = 1000;
 
@@ -220,14 +225,10 @@ async fn delete_row(client: &impl GenericClient, id: i64) -> Result<(), StoreErr
     Ok(())
 }
 
-/// Delay before attempt `attempts + 1`, after `attempts` failures (≥ 1): doubling from
-/// [`BACKOFF_BASE`] up to [`BACKOFF_CAP`], less up to a fifth of jitter so retries of many
-/// rows spread out.
+/// Delay before attempt `attempts + 1`, after `attempts` failures (≥ 1): [`SEND_RETRY`]'s.
+/// The row stores it (`next_attempt_at`); no drainer sleeps on it.
 pub fn backoff(attempts: i32) -> Duration {
-    let exp = attempts.saturating_sub(1).clamp(0, 20) as u32;
-    let full = BACKOFF_BASE.saturating_mul(1 << exp).min(BACKOFF_CAP);
-    let jitter = rand::rng().random_range(0..=full.as_millis() as u64 / 5);
-    full - Duration::from_millis(jitter)
+    SEND_RETRY.delay(u32::try_from(attempts).unwrap_or(0))
 }
 
 async fn record_failure(

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
 
 use crate::StoreError;
-use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
 
 /// Events retained per session (the newest; older ones are deleted).
 pub const RETAINED_EVENTS: i64 = 2000;
@@ -550,7 +550,7 @@ where
     F: Fn(&SessionRow) -> Decision<T> + Send + Sync + 'static,
 {
     let decide = std::sync::Arc::new(decide);
-    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+    compare_and_swap(pool, &CAS_RETRY, |tx| {
         let id = id.clone();
         let decide = decide.clone();
         Box::pin(async move {

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use wc_domain::{EndReason, Lifecycle, ProjectId, SessionId, WorkMode, WorkQueue, WorkState};
 
 use crate::StoreError;
-use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
 use crate::sessions::{self, NewEvent};
 
 /// `NOTIFY` channel announcing queued work; the payload is the runner client id.
@@ -249,7 +249,7 @@ pub async fn enqueue(
         };
         return Ok(CasOutcome::Applied { value, attempts: 1 });
     }
-    compare_and_swap(pool, &CasPolicy::default(), |tx| {
+    compare_and_swap(pool, &CAS_RETRY, |tx| {
         let work = work.clone();
         let evidence = evidence.cloned();
         Box::pin(async move {

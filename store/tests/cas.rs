@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use wc_store::Pool;
-use wc_store::cas::{CasOutcome, CasPolicy};
+use wc_store::cas::{Backoff, CAS_RETRY, CasOutcome, Jitter};
 use wc_store::testing::{TestDatabase, probe};
 
 const TASKS: usize = 64;
@@ -12,12 +12,10 @@ const INCREMENTS: usize = 50;
 
 /// A generous policy: the contract under test is "no lost or duplicated update", and each
 /// task re-issues an increment that answers `Conflict`, as a client would on a retryable error.
-fn contention_policy() -> CasPolicy {
-    CasPolicy {
-        max_attempts: 32,
-        base_delay: Duration::from_millis(1),
-        max_delay: Duration::from_millis(20),
-    }
+fn contention_policy() -> Backoff {
+    Backoff::new(Duration::from_millis(1), Duration::from_millis(20))
+        .with_jitter(Jitter::UpToOneIn(1))
+        .with_max_attempts(32)
 }
 
 struct Tally {
@@ -118,10 +116,7 @@ async fn single_attempt_policy_reports_conflict_and_writes_nothing_for_it() {
     probe::setup(&db.pool().get().await.unwrap(), 1)
         .await
         .unwrap();
-    let policy = CasPolicy {
-        max_attempts: 1,
-        ..CasPolicy::default()
-    };
+    let policy = CAS_RETRY.with_max_attempts(1);
     let pools = [db.pool().clone(), db.new_pool()];
     let mut handles = Vec::new();
     for t in 0..32 {
@@ -164,7 +159,7 @@ async fn serialization_failure_and_deadlock_are_retried() {
         .await
         .unwrap();
     for (i, code) in ["40001", "40P01"].into_iter().enumerate() {
-        let outcome = probe::increment_injecting(db.pool(), &CasPolicy::default(), 1, Some(code))
+        let outcome = probe::increment_injecting(db.pool(), &CAS_RETRY, 1, Some(code))
             .await
             .expect("retried, not failed");
         assert_eq!(
@@ -185,7 +180,7 @@ async fn other_errors_are_not_retried() {
         .await
         .unwrap();
     // 23505 (unique violation) is a real error, not contention.
-    let err = probe::increment_injecting(db.pool(), &CasPolicy::default(), 1, Some("23505"))
+    let err = probe::increment_injecting(db.pool(), &CAS_RETRY, 1, Some("23505"))
         .await
         .expect_err("must surface");
     assert!(err.is_unique_violation(), "{err}");
@@ -208,9 +203,7 @@ async fn distinct_rows_never_conflict() {
         let pool = db.pool().clone();
         handles.push(tokio::spawn(async move {
             for n in 1..=10 {
-                let out = probe::increment(&pool, &CasPolicy::default(), id)
-                    .await
-                    .unwrap();
+                let out = probe::increment(&pool, &CAS_RETRY, id).await.unwrap();
                 assert_eq!(
                     out,
                     CasOutcome::Applied {

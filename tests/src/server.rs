@@ -211,3 +211,30 @@ fn field<'a>(banner: &'a str, label: &str) -> Option<&'a str> {
 pub fn process_alive(pid: i32) -> bool {
     kill(Pid::from_raw(pid), None).is_ok()
 }
+
+/// The workspace binary `name` (`wc-local`, `wc-runner`), from the target directory of the
+/// test executable calling this. Cargo builds only a package's own binaries for its tests, so
+/// the tests of `wc-functions` find the binaries of `wc-local` and `wc-runner-agent` here:
+/// build the workspace first (`cargo build --workspace`; `cargo nextest run --workspace` does),
+/// or they run whatever binary an earlier build left.
+///
+/// # Panics
+///
+/// When the binary is not there, naming the build that makes it.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    // Test executables live in `target/<profile>/deps/`, binaries one level up.
+    let dir = exe.parent().expect("the test executable's directory");
+    let dir = if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().expect("the profile directory")
+    } else {
+        dir
+    };
+    let bin = dir.join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing; build the workspace first: cargo build --workspace",
+        bin.display()
+    );
+    bin
+}

@@ -4,7 +4,7 @@
 //! command from running; open work is limited per caller and per project with typed,
 //! retryable refusals; `list_runners` counts only the caller's own work.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
@@ -117,8 +117,8 @@ fn rss(pid: u32) -> u64 {
     kb * 1024
 }
 
-fn wc_local() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_wc-local"))
+fn wc_local() -> PathBuf {
+    wc_e2e::server::workspace_binary("wc-local")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +128,7 @@ async fn a_hundred_slow_unauthenticated_uploads_are_refused_unread_and_memory_st
     let mut opts = LocalOptions::in_dir(dir.path());
     opts.database_url = Some(db.url().expose().to_owned());
     opts.args = vec!["--no-runner".into()];
-    let server = LocalServer::spawn(wc_local(), &opts).unwrap();
+    let server = LocalServer::spawn(&wc_local(), &opts).unwrap();
     let base = server.base_url.clone();
     let pid = server.pid();
     // Warm up the paths the uploads take, so the baseline includes their one-time costs.
@@ -251,7 +251,7 @@ async fn authenticated_uploads_stay_within_the_body_budget_and_memory_does_not_g
         "WC_MAX_BODY_BYTES_IN_FLIGHT".into(),
         (8 * FOUR_MIB).to_string(),
     )];
-    let server = LocalServer::spawn(wc_local(), &opts).unwrap();
+    let server = LocalServer::spawn(&wc_local(), &opts).unwrap();
     let base = server.base_url.clone();
     let pid = server.pid();
     let auth = format!("Bearer {}", server.token);

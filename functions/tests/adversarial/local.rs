@@ -53,7 +53,7 @@ async fn another_process_of_the_same_user_cannot_read_wc_local_environment() {
     .unwrap();
     // The build directory may not be open to other users: run a copy the user can execute.
     let bin = dir.join("wc-local");
-    std::fs::copy(env!("CARGO_BIN_EXE_wc-local"), &bin).unwrap();
+    std::fs::copy(wc_e2e::server::workspace_binary("wc-local"), &bin).unwrap();
     let marker = format!("wc-secret-marker-{}", uuid::Uuid::new_v4().simple());
     let mut server = Command::new(&bin)
         .current_dir(&dir)

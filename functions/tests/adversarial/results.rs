@@ -3,12 +3,10 @@
 //! against a real `wc-local` (its embedded runner running real processes) over HTTP, on REST
 //! and on MCP.
 
-use std::path::Path;
-
 use axum::http::Method;
 use serde_json::{Value, json};
 use wc_e2e::client::Client;
-use wc_e2e::server::{LocalOptions, LocalServer};
+use wc_e2e::server::{LocalOptions, LocalServer, workspace_binary};
 use wc_store::testing::TestDatabase;
 
 use crate::common::{MODERN, rpc};
@@ -34,7 +32,7 @@ impl Local {
         let mut opts = LocalOptions::in_dir(dir.path());
         opts.database_url = Some(db.url().expose().to_owned());
         opts.args = vec!["--project".into(), format!("alpha={}", root.display())];
-        let server = LocalServer::spawn(Path::new(env!("CARGO_BIN_EXE_wc-local")), &opts).unwrap();
+        let server = LocalServer::spawn(&workspace_binary("wc-local"), &opts).unwrap();
         Local {
             server,
             client: Client::new(),

@@ -76,12 +76,7 @@ impl RunnerProcess {
             ),
         )
         .unwrap();
-        let bin = Path::new(env!("CARGO_BIN_EXE_wc-local")).with_file_name("wc-runner");
-        assert!(
-            bin.exists(),
-            "{} is missing; build it first: cargo build -p wc-runner-agent",
-            bin.display()
-        );
+        let bin = wc_e2e::server::workspace_binary("wc-runner");
         let before = instance(db).await;
         let mut command = std::process::Command::new(bin);
         command
@@ -444,7 +439,7 @@ async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wc_local_job_sees_neither_its_token_nor_its_state_directory() {
     use wc_e2e::client::Client;
-    use wc_e2e::server::{LocalOptions, LocalServer};
+    use wc_e2e::server::{LocalOptions, LocalServer, workspace_binary};
 
     let tag = Uuid::new_v4().simple().to_string();
     let token = format!("wclocal-secret-token-{tag}");
@@ -463,7 +458,7 @@ async fn a_wc_local_job_sees_neither_its_token_nor_its_state_directory() {
             opts.args.push("--no-sandbox".into());
         }
         opts.env = vec![("SLACK_WEBHOOK_URL".into(), webhook.clone())];
-        let server = LocalServer::spawn(Path::new(env!("CARGO_BIN_EXE_wc-local")), &opts).unwrap();
+        let server = LocalServer::spawn(&workspace_binary("wc-local"), &opts).unwrap();
         let command = format!(
             "{}; echo state=[$(ls -A .wc)]; cat .wc/postgres/pg_hba.conf",
             hunt(&[])
@@ -525,7 +520,7 @@ async fn the_runner_process_is_not_readable_by_other_processes_of_its_user() {
     )
     .unwrap();
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_wc-local")).with_file_name("wc-runner");
+    let bin = wc_e2e::server::workspace_binary("wc-runner");
     let spawn_as_nobody = |cmd: &mut std::process::Command| {
         cmd.uid(nobody.uid.as_raw())
             .gid(nobody.gid.as_raw())

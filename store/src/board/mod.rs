@@ -28,7 +28,7 @@ use uuid::Uuid;
 use wc_domain::{EventRole, Lifecycle, MessageId, MessageKind, MessageStatus, Priority, SessionId};
 
 use crate::StoreError;
-use crate::cas::{CasPolicy, Step, retry_transient};
+use crate::cas::{CAS_RETRY, Step, retry_transient};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
 
@@ -244,10 +244,7 @@ where
     T: Send + 'static,
     F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
 {
-    retry_transient(&CasPolicy::default(), || {
-        change_once(pool, session_id, &step)
-    })
-    .await
+    retry_transient(&CAS_RETRY, || change_once(pool, session_id, &step)).await
 }
 
 async fn change_once<T, F>(

@@ -29,7 +29,7 @@ use super::{
 };
 use crate::StoreError;
 use crate::batch::{Combiner, join_in_order};
-use crate::cas::{CasPolicy, retry_transient};
+use crate::cas::{CAS_RETRY, retry_transient};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, EventColumns, NewEvent};
 
@@ -151,7 +151,7 @@ async fn write(
             p
         })
         .collect();
-    retry_transient(&CasPolicy::default(), || async {
+    retry_transient(&CAS_RETRY, || async {
         let tx = PipelinedTx::new(pool.get().await?);
         let (lock, stmt) = tokio::try_join!(sessions::lock_statement(&*tx), post_statement(&tx))?;
         let (locked, stored) = tx

@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
-use crate::cas::{CasOutcome, CasPolicy, Step, compare_and_swap};
+use crate::cas::{Backoff, CasOutcome, Step, compare_and_swap};
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::config::{DatabaseConfig, DatabaseUrl};
 use crate::{StoreError, migrate, pool};
@@ -366,7 +366,7 @@ pub mod probe {
     /// Adds one to row `id`; the applied value is the version the write produced.
     pub async fn increment(
         pool: &Pool,
-        policy: &CasPolicy,
+        policy: &Backoff,
         id: i64,
     ) -> Result<CasOutcome<i64>, StoreError> {
         increment_injecting(pool, policy, id, None).await
@@ -393,7 +393,7 @@ pub mod probe {
     /// the lock instead of losing the version race, the shape hot aggregates use.
     pub async fn increment_locked(
         pool: &Pool,
-        policy: &CasPolicy,
+        policy: &Backoff,
         id: i64,
     ) -> Result<CasOutcome<i64>, StoreError> {
         compare_and_swap(pool, policy, move |tx| {
@@ -415,7 +415,7 @@ pub mod probe {
     /// server, to prove transient failures are retried.
     pub async fn increment_injecting(
         pool: &Pool,
-        policy: &CasPolicy,
+        policy: &Backoff,
         id: i64,
         first_attempt_sqlstate: Option<&'static str>,
     ) -> Result<CasOutcome<i64>, StoreError> {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wc_store::cas::{CasOutcome, CasPolicy};
+use wc_store::cas::{CAS_RETRY, CasOutcome};
 use wc_store::config::DatabaseConfig;
 use wc_store::testing::{TestDatabase, probe};
 
@@ -32,10 +32,7 @@ pub async fn cas_scenario(
     cfg.max_connections = concurrency;
     let pool = wc_store::pool::build_pool(&cfg)?;
     probe::setup(&pool.get().await?, concurrency as i64).await?;
-    let policy = CasPolicy {
-        max_attempts: 64,
-        ..CasPolicy::default()
-    };
+    let policy = CAS_RETRY.with_max_attempts(64);
     let (mut samples, sums) = drive(concurrency, duration, move |worker| {
         let pool = pool.clone();
         async move {

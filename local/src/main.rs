@@ -1,11 +1,11 @@
-//! `wc-local`: wc on one machine. See `wc_functions::local`.
+//! `wc-local`: wc on one machine. See the `wc_local` library.
 
 /// The server's allocator (see `wc_functions::Allocator`).
 #[global_allocator]
 static ALLOCATOR: wc_functions::Allocator = wc_functions::Allocator;
 
 use clap::Parser;
-use wc_functions::local::{LocalCli, run};
+use wc_local::{LocalCli, run};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

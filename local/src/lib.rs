@@ -8,6 +8,10 @@
 //! Secrets never travel in argv (`/proc/<pid>/cmdline` is readable by every local user): the
 //! token and the database URL come from the environment or from files, and the value-taking
 //! `--token`/`--database-url` of earlier versions are refused with the replacement named.
+//!
+//! A crate of its own, apart from `wc-functions`, because it embeds the runner agent: the
+//! Lambda binaries, built from `wc-functions` alone, link no runner code.
+#![warn(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -24,11 +28,11 @@ use wc_store::connect::Connector;
 use wc_store::credentials::{self, CredentialKind, NewCredential};
 use wc_store::{migrate, pool, projects};
 
-use crate::admin::default_scopes;
-use crate::auth::token;
-use crate::config::ServerConfig;
-use crate::wake::Wakeups;
-use crate::{AppState, VERSION, app};
+use wc_functions::admin::default_scopes;
+use wc_functions::auth::token;
+use wc_functions::config::ServerConfig;
+use wc_functions::wake::Wakeups;
+use wc_functions::{AppState, VERSION, app};
 use wc_runner_agent::agent::{AgentOptions, Stop};
 use wc_runner_agent::config::{Limits, RunnerConfig, Secret};
 
@@ -378,7 +382,7 @@ async fn serve(
     } else {
         Wakeups::polling()
     };
-    let publisher = crate::queue_publisher(&config);
+    let publisher = wc_functions::queue_publisher(&config);
     // The embedded runner receives from SQS when its client id has a queue.
     let runner_sqs = config.runner_sqs_queues.get(LOCAL_RUNNER).map(|url| {
         (
@@ -500,7 +504,7 @@ async fn start_runner(
     tokio::sync::watch::Sender<Stop>,
     tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
 )> {
-    let secret = crate::runner_api::auth::generate();
+    let secret = wc_functions::runner_api::auth::generate();
     {
         let client = pool.get().await?;
         wc_store::runners::create(
@@ -545,7 +549,7 @@ async fn start_runner(
     Ok((stop_tx, joined))
 }
 
-/// Runs a [`crate::maintenance`] pass a quarter of the lease apart (pruning hourly).
+/// Runs a [`wc_functions::maintenance`] pass a quarter of the lease apart (pruning hourly).
 async fn reap_forever(
     pool: wc_store::Pool,
     lease: Duration,
@@ -561,7 +565,7 @@ async fn reap_forever(
             last_prune = std::time::Instant::now();
         }
         // Failures are logged by the pass; the next tick tries again.
-        let _ = crate::maintenance::run_once(&pool, publisher.as_deref(), prune).await;
+        let _ = wc_functions::maintenance::run_once(&pool, publisher.as_deref(), prune).await;
     }
 }
 
