@@ -54,7 +54,6 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
-    .with_inline_evidence()
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
@@ -63,9 +62,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let resolved = board::resolve(&ctx.state.pool, &session.id, &args.message_id, actor)
         .await?
         .map_err(b::refused)?;
-    if resolved.changed {
-        ctx.pair_written();
-    }
     Ok(Output {
         session_id: session.id.clone(),
         message_id: resolved.message.id.clone(),
