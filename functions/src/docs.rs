@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::kernel::ToolRuntime;
 use crate::kernel::result::ErrorKind;
-use crate::kernel::spec::Category;
+use crate::kernel::spec::{BusinessPair, Category, SessionUse};
 
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).expect("schemas serialize")
@@ -77,6 +77,18 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
         attn = crate::board::MAX_ATTENTION_MESSAGES,
         excerpt = crate::board::ATTENTION_EXCERPT_CHARS,
     );
+    let _ = writeln!(
+        out,
+        "## Recording\n\n\
+         A call is recorded (a `tool_call_started` / `tool_call_finished` pair in its ledger) in\n\
+         the Workflow Session an explicit `recording_session_id` names, which must be active. A\n\
+         tool's own `session_id` is recorded in only when the table's last column says so: tools\n\
+         that act on the project in that session (execution, `work_on_project`) always, and\n\
+         `session_handoff_summary` when the call names no recorder; for every other tool\n\
+         `session_id` is the target it reads or changes, authorized on its own, and it keeps only\n\
+         the tool's effect (a message posted, the session finished). A finished or closed session\n\
+         takes no new calls: reading one leaves it as it was.\n"
+    );
     let specs: Vec<_> = runtime
         .specs()
         .iter()
@@ -84,9 +96,9 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "| tool | category | scopes | read-only | consequential | REST operation |"
+        "| tool | category | scopes | read-only | consequential | REST operation | recorded in `session_id` |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for s in &specs {
         let m = &s.meta;
         let scopes: Vec<&str> = m.scopes.iter().map(|x| x.as_str()).collect();
@@ -95,9 +107,15 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
         } else {
             "via `callRuntimeTool`".to_owned()
         };
+        let recorded = match (s.session, s.business_pair) {
+            (SessionUse::None | SessionUse::Creates, _) => "—",
+            (_, BusinessPair::Always) => "always",
+            (_, BusinessPair::UnlessRecorded) => "without a recorder",
+            (_, BusinessPair::Never) => "no (target)",
+        };
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
             m.name,
             m.category.as_str(),
             if scopes.is_empty() {
@@ -107,7 +125,8 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
             },
             if m.read_only { "yes" } else { "no" },
             if m.consequential { "yes" } else { "no" },
-            op
+            op,
+            recorded
         );
     }
     for s in &specs {

@@ -371,23 +371,13 @@ async fn bad_input_is_refused_with_typed_errors_and_writes_nothing() {
     ];
     for (what, k, case, expected) in cases {
         let tool = case["tool"].as_str().unwrap();
+        let events = ledger(&db, &c).await;
         let r = call(&st, &k, tool, case["args"].clone()).await;
         assert_eq!(kind(&r), expected, "{what}: {r}");
         assert_eq!(footprint(&db, &c).await, before, "{what} wrote something");
-        // A refusal after the session was authorized still leaves the call's business pair.
-        if expected != "invalid_arguments" && expected != "unknown_session_id" {
-            let rows = ledger(&db, &c).await;
-            let last: Vec<(&str, &str)> = rows[rows.len() - 2..]
-                .iter()
-                .map(|e| (e.kind.as_str(), e.tool_name.as_deref().unwrap_or("")))
-                .collect();
-            assert_eq!(
-                last,
-                [("tool_call_started", tool), ("tool_call_finished", tool)],
-                "{what}"
-            );
-            assert_eq!(rows[rows.len() - 1].payload["success"], false, "{what}");
-        }
+        // The board tools name their session as a target: a refusal with no recorder leaves
+        // its ledger as it was.
+        assert_eq!(ledger(&db, &c).await, events, "{what} wrote to the ledger");
     }
     // A fence presented for a note: the fence names another message.
     let r = call(

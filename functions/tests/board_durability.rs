@@ -295,12 +295,11 @@ async fn post_and_complete_across_sigkills(d: &Deployment, db: Option<&TestDatab
                 .any(|(k, _, _, p)| k == "message_posted" && p["message_id"] == todo.as_str()),
             "no message_posted evidence: {events:?}"
         );
-        for role in ["business", "recorder"] {
-            assert!(
-                finished(&events, "post_session_message", role),
-                "the post's {role} tool_call_finished was acknowledged but not committed: {events:?}"
-            );
-        }
+        // The coordinator recorded its own post: the recorder pair is its record of the call.
+        assert!(
+            finished(&events, "post_session_message", "recorder"),
+            "the post's recorder tool_call_finished was acknowledged but not committed: {events:?}"
+        );
     }
     // A token issued by the killed process still reads the change: the revision and the token
     // secret are durable too.
@@ -390,10 +389,6 @@ async fn post_and_complete_across_sigkills(d: &Deployment, db: Option<&TestDatab
                 && p["message_id"] == todo.as_str()
                 && p["answer_message_id"] == answer_id.as_str()),
             "no message_completed evidence: {events:?}"
-        );
-        assert!(
-            finished(&events, "complete_session_message", "business"),
-            "the completion's business tool_call_finished was acknowledged but not committed: {events:?}"
         );
         let worker_events = ledger(db, &worker).await;
         assert!(

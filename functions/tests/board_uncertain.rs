@@ -229,19 +229,15 @@ fn assert_uncertain(r: &Value) {
 // ---------------------------------------------------------------------------------------------
 // Tests
 
-/// How many `tool_call_started` events of `complete_session_message` the session holds, and
-/// how many distinct call ids they carry (one call, one pair).
-async fn completion_calls(b: &Board) -> (usize, usize) {
-    let started: Vec<_> = ledger(&b.db, &b.session)
+/// How many `message_completed` events the session holds: the completion's evidence, written
+/// in the completion's own transaction (the tool names its session as a target, so no call
+/// pair lands there without a recorder).
+async fn completion_events(b: &Board) -> usize {
+    ledger(&b.db, &b.session)
         .await
         .into_iter()
-        .filter(|e| {
-            e.kind == "tool_call_started"
-                && e.tool_name.as_deref() == Some("complete_session_message")
-        })
-        .collect();
-    let calls: std::collections::BTreeSet<_> = started.iter().map(|e| e.call_id).collect();
-    (started.len(), calls.len())
+        .filter(|e| e.kind == "message_completed")
+        .count()
 }
 
 #[tokio::test]
@@ -258,8 +254,8 @@ async fn a_commit_whose_reply_is_lost_is_uncertain_and_its_retry_replays_it() {
         "the proxy must have swallowed the server's COMMIT answer (result: {r})"
     );
     assert_uncertain(&r);
-    // The call's business pair committed with the completion; it is not written twice.
-    assert_eq!(completion_calls(&b).await, (1, 1), "one call, one pair");
+    // The completion's evidence committed with it.
+    assert_eq!(completion_events(&b).await, 1);
 
     // The server did commit: one completion, one answer.
     let committed = b.completed().await;
@@ -276,6 +272,11 @@ async fn a_commit_whose_reply_is_lost_is_uncertain_and_its_retry_replays_it() {
         b.stored().await,
         committed,
         "the second retry changed the board"
+    );
+    assert_eq!(
+        completion_events(&b).await,
+        1,
+        "a replay wrote evidence again"
     );
     assert!(!b.proxy.armed());
     assert_eq!(b.proxy.fired().len(), 1);
@@ -299,8 +300,8 @@ async fn a_commit_lost_before_the_server_is_uncertain_and_its_retry_applies_once
         "the proxy must have dropped the completion's COMMIT (result: {r})"
     );
     assert_uncertain(&r);
-    // Its business pair was rolled back with it; the kernel wrote it afterwards, once.
-    assert_eq!(completion_calls(&b).await, (1, 1), "one call, one pair");
+    // Its evidence was rolled back with it.
+    assert_eq!(completion_events(&b).await, 0);
 
     // The server never saw the COMMIT: nothing of the completion is stored.
     assert_eq!(
@@ -323,5 +324,10 @@ async fn a_commit_lost_before_the_server_is_uncertain_and_its_retry_applies_once
     let r = b.complete().await;
     assert_is_stored_completion(&r, &committed);
     assert_eq!(b.stored().await, committed, "the replay changed the board");
+    assert_eq!(
+        completion_events(&b).await,
+        1,
+        "the completion's evidence, once"
+    );
     assert_eq!(b.proxy.fired().len(), 1);
 }

@@ -56,7 +56,10 @@ pub struct SessionRow {
     pub message_history_lost_through: i64,
     /// Every message numbered below it has been removed by retention.
     pub messages_low_number: i64,
-    /// Events ever appended, by kind (cumulative, like `events_observed`).
+    /// Retained events by kind: the counts of the retained ledger, equal to the counts of
+    /// every event ever appended until retention first deletes events. Each write keeps it
+    /// exact where retention prunes ([`ledger_advance_sql`]), so a reader never groups the
+    /// ledger.
     pub kind_counts: Value,
     /// Creation time.
     pub created_at: DateTime<Utc>,
@@ -251,22 +254,6 @@ pub async fn recent_events(
         .collect())
 }
 
-/// Whether session `id` already holds a `tool_call_started` event of call `call_id` (a call
-/// whose evidence was committed with its effect even though the caller could not confirm it).
-pub async fn call_recorded(
-    client: &impl GenericClient,
-    id: &SessionId,
-    call_id: Uuid,
-) -> Result<bool, StoreError> {
-    let stmt = client
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1 AND call_id = $2 \
-             AND kind = 'tool_call_started')",
-        )
-        .await?;
-    Ok(client.query_one(&stmt, &[&id, &call_id]).await?.get(0))
-}
-
 /// Field changes to a session row (unset fields stay as they are).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SessionChange {
@@ -415,17 +402,31 @@ pub(crate) async fn write_back<C: GenericClient>(
 }
 
 /// SQL: the `SET` list entries of a `workflow_sessions` update that advance its ledger by the
-/// events whose kinds are the `text[]` parameter `$kinds`: `events_observed`, the retention
-/// window's `retained_from_seq` and the cumulative per-kind counts. Every column reference is
-/// the row's value before the update (the locked row's, in an `UPDATE`).
+/// events whose kinds are the `text[]` parameter `$kinds`: `events_observed` (cumulative), the
+/// retention window's `retained_from_seq`, and the retained per-kind counts `kind_counts`, which
+/// gain the appended kinds and lose the kinds of the events that leave the window, the very
+/// rows [`ledger_retention_sql`] deletes in the same statement (a kind that drops to zero is
+/// removed). Until the ledger first reaches the retention bound no event leaves it and the
+/// pruned-kinds subquery is not run at all (its gate is a one-time filter on the locked row);
+/// afterwards it reads the few rows the delete removes, by the same index range. Every column
+/// reference is the row's value before the update (the locked row's, in an `UPDATE`).
 pub(crate) fn ledger_advance_sql(kinds: usize) -> String {
+    let appended = format!("cardinality(${kinds}::text[])");
+    // The lowest seq retained after this write (when above the current one).
+    let bound = format!("workflow_sessions.events_observed + {appended} - {RETAINED_EVENTS} + 1");
     format!(
-        "events_observed = events_observed + cardinality(${kinds}::text[]), \
-         retained_from_seq = greatest(retained_from_seq, \
-           events_observed + cardinality(${kinds}::text[]) - {RETAINED_EVENTS} + 1), \
-         kind_counts = kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
-             coalesce((kind_counts->>k)::bigint, 0) + n), '{{}}'::jsonb) \
-           FROM (SELECT k, count(*) AS n FROM unnest(${kinds}::text[]) AS k GROUP BY k) c)"
+        "events_observed = events_observed + {appended}, \
+         retained_from_seq = greatest(retained_from_seq, {bound}), \
+         kind_counts = jsonb_strip_nulls(kind_counts || (SELECT coalesce(jsonb_object_agg(k, \
+             nullif(coalesce((kind_counts->>k)::bigint, 0) + n, 0)), '{{}}'::jsonb) \
+           FROM (SELECT k, sum(d) AS n FROM ( \
+               SELECT k, 1 AS d FROM unnest(${kinds}::text[]) AS k \
+               UNION ALL \
+               SELECT e.kind, -1 FROM session_events e \
+               WHERE {bound} > workflow_sessions.retained_from_seq \
+                 AND e.session_id = workflow_sessions.id \
+                 AND e.seq >= workflow_sessions.retained_from_seq AND e.seq < {bound}) d \
+             GROUP BY k) c))"
     )
 }
 

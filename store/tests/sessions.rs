@@ -138,6 +138,88 @@ async fn lifecycle_changes_stamp_their_times() {
     assert_eq!(row.events_observed, 2);
 }
 
+/// The session's `kind_counts` and the counts of its retained events, grouped by a scan.
+async fn counts_and_scan(
+    db: &TestDatabase,
+    id: &SessionId,
+) -> (serde_json::Value, serde_json::Value) {
+    let client = db.pool().get().await.unwrap();
+    let session = sessions::get(&client, id).await.unwrap().unwrap();
+    let scanned: serde_json::Value = client
+        .query_one(
+            "SELECT coalesce(jsonb_object_agg(kind, n), '{}'::jsonb) FROM \
+             (SELECT kind, count(*) AS n FROM session_events WHERE session_id = $1 GROUP BY kind) k",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    (session.kind_counts, scanned)
+}
+
+#[tokio::test]
+async fn kind_counts_are_the_retained_ledgers_counts_on_every_write_path() {
+    let db = TestDatabase::new().await;
+    let id = new_session(&db).await;
+    // Kinds change from write to write, so retention removes one kind while others arrive and
+    // a kind whose last event leaves the window leaves the counts.
+    let kinds = ["alpha", "beta", "gamma", "delta"];
+    let mut observed = 1;
+    for round in 0..52 {
+        let kind = kinds[round % kinds.len()];
+        let events: Vec<NewEvent> = (0..MAX_BATCH).map(|_| event(kind)).collect();
+        match round % 3 {
+            0 => {
+                let client = db.pool().get().await.unwrap();
+                let out = sessions::append(&client, &id, &events, true).await.unwrap();
+                assert!(matches!(out, sessions::Appended::Done(_)), "{out:?}");
+            }
+            1 => {
+                let out = sessions::mutate(db.pool(), &id, move |_| {
+                    Decision::Write(SessionChange::default(), events.clone(), ())
+                })
+                .await
+                .unwrap();
+                assert!(matches!(out, CasOutcome::Applied { .. }), "{out:?}");
+            }
+            _ => {
+                // A post appends its `message_posted` event in the post statement.
+                let posted = wc_store::board::post(
+                    db.pool(),
+                    &id,
+                    wc_store::testing::note("counted"),
+                    wc_store::board::Actor::new(Uuid::now_v7(), "post_session_message"),
+                )
+                .await
+                .unwrap();
+                assert!(posted.is_ok(), "{posted:?}");
+            }
+        }
+        observed += if round % 3 == 2 { 1 } else { MAX_BATCH as i64 };
+        let (counts, scanned) = counts_and_scan(&db, &id).await;
+        assert_eq!(counts, scanned, "round {round}");
+    }
+    let client = db.pool().get().await.unwrap();
+    let session = sessions::get(&client, &id).await.unwrap().unwrap();
+    assert_eq!(
+        session.events_observed, observed,
+        "events_observed stays cumulative"
+    );
+    assert!(session.retention_truncated(), "{}", session.events_observed);
+    let (counts, _) = counts_and_scan(&db, &id).await;
+    assert!(counts.get("task_instruction").is_none(), "{counts}");
+    let total: i64 = counts
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(total, RETAINED_EVENTS);
+}
+
+/// Events per write in [`kind_counts_are_the_retained_ledgers_counts_on_every_write_path`].
+const MAX_BATCH: usize = 60;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_from_two_instances_are_gap_free() {
     let db = TestDatabase::new().await;

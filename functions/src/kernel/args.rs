@@ -10,10 +10,10 @@ use super::result::{ErrorKind, ToolError};
 /// Rewrites every number with a zero fractional part (`284.0`, `1e2`) as the integer it is.
 ///
 /// JSON Schema counts such numbers as integers, and so must we: a client may send `284.0` for
-/// an `integer` argument (JavaScript and Python serializers do). Without this, the validator
-/// refuses them where a field also allows `null` (`"type": ["integer", "null"]`), and serde
-/// refuses them for every integer field (`invalid type: floating point`), so a request the
-/// published schema allows would fail. Numbers outside the 64-bit integer range are left alone.
+/// an `integer` argument (JavaScript and Python serializers do). Without this, a validator may
+/// refuse them where a field also allows `null`, and serde refuses them for every integer
+/// field (`invalid type: floating point`), so a request the published schema allows would
+/// fail. Numbers outside the 64-bit integer range are left alone.
 pub fn normalize_integers(value: &mut Value) {
     match value {
         Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
@@ -43,23 +43,67 @@ pub fn validate(
     schema: &Value,
     args: &Value,
 ) -> Result<(), ToolError> {
-    let Some(error) = validator.iter_errors(args).next() else {
+    let Some(Violation {
+        pointer,
+        rule,
+        detail,
+    }) = first_violation(validator, schema, args)
+    else {
         return Ok(());
     };
+    let shown = if pointer.is_empty() {
+        "the arguments".to_owned()
+    } else {
+        format!("argument {pointer}")
+    };
+    Err(
+        ToolError::new(ErrorKind::InvalidArguments, format!("{shown}: {detail}"))
+            .with("pointer", pointer)
+            .with("rule", rule),
+    )
+}
+
+/// One broken rule: where (a JSON pointer into the arguments), which rule, and what it asks.
+struct Violation {
+    pointer: String,
+    rule: &'static str,
+    detail: String,
+}
+
+fn first_violation(
+    validator: &jsonschema::Validator,
+    schema: &Value,
+    args: &Value,
+) -> Option<Violation> {
+    let error = validator.iter_errors(args).next()?;
     let mut pointer = error.instance_path.to_string();
     let (mut rule, mut detail) = describe(&error.kind);
-    // "One of these arguments is required" is written as anyOf over `required` lists: name the
-    // first as the missing field and the others as alternatives.
-    if matches!(error.kind, ValidationErrorKind::AnyOf { .. })
-        && let Some(alternatives) = required_alternatives(schema, error.schema_path.as_str())
-        && let Some((first, others)) = alternatives.split_first()
-    {
-        pointer = format!("{pointer}/{}", escape(first));
-        detail = format!(
-            "is required unless one of these is given: {}",
-            others.join(", ")
-        );
-        rule = "required";
+    if matches!(error.kind, ValidationErrorKind::AnyOf { .. }) {
+        // An optional argument is published as anyOf [its schema, null]: a value that is not
+        // null broke a rule of its schema, so name that rule, where it was broken.
+        if let Some(branch) = nullable_branch(schema, error.schema_path.as_str())
+            && let Some(value) = args.pointer(&pointer)
+            && !value.is_null()
+            && let Ok(branch_validator) = jsonschema::validator_for(branch)
+            && let Some(inner) = first_violation(&branch_validator, branch, value)
+        {
+            return Some(Violation {
+                pointer: format!("{pointer}{}", inner.pointer),
+                ..inner
+            });
+        }
+        // "One of these arguments is required" is written as anyOf over `required` lists: name
+        // the first as the missing field and the others as alternatives.
+        if let Some(alternatives) = required_alternatives(schema, error.schema_path.as_str())
+            && let Some((first, others)) = alternatives.split_first()
+        {
+            pointer = format!("{pointer}/{}", escape(first));
+            detail = format!(
+                "is required unless one of these is given: {}",
+                others.join(", ")
+            );
+            rule = "required";
+        }
     }
     // Missing or unexpected properties are about a child of the object the validator points at.
     match &error.kind {
@@ -92,20 +136,30 @@ pub fn validate(
         }
         _ => {}
     }
-    let shown = if pointer.is_empty() {
-        "the arguments".to_owned()
-    } else {
-        format!("argument {pointer}")
+    Some(Violation {
+        pointer,
+        rule,
+        detail,
+    })
+}
+
+/// The branch of a nullable `anyOf` (`[schema, {"type": "null"}]`, either order) that is not
+/// the null one.
+fn nullable_branch<'s>(schema: &'s Value, schema_path: &str) -> Option<&'s Value> {
+    let branches = schema.pointer(schema_path)?.as_array()?;
+    let is_null = |b: &Value| {
+        b.as_object()
+            .is_some_and(|o| o.len() == 1 && o.get("type") == Some(&Value::from("null")))
     };
-    Err(
-        ToolError::new(ErrorKind::InvalidArguments, format!("{shown}: {detail}"))
-            .with("pointer", pointer)
-            .with("rule", rule),
-    )
+    match branches.as_slice() {
+        [a, b] if is_null(b) && !is_null(a) => Some(a),
+        [a, b] if is_null(a) && !is_null(b) => Some(b),
+        _ => None,
+    }
 }
 
 /// The names of an `anyOf` whose branches each require one (non-null) argument:
-/// `{"required": [name], "properties": {name: …}}`.
+/// `{"type": "object", "required": [name], "properties": {name: …}}` (`type` optional).
 fn required_alternatives(schema: &Value, schema_path: &str) -> Option<Vec<String>> {
     let branches = schema.pointer(schema_path)?.as_array()?;
     branches
@@ -113,7 +167,9 @@ fn required_alternatives(schema: &Value, schema_path: &str) -> Option<Vec<String
         .map(|b| {
             let obj = b.as_object()?;
             let req = obj.get("required")?.as_array()?;
-            let only_that = obj.keys().all(|k| k == "required" || k == "properties");
+            let only_that = obj.iter().all(|(k, v)| {
+                k == "required" || k == "properties" || (k == "type" && v == "object")
+            });
             (only_that && req.len() == 1).then(|| req[0].as_str().map(str::to_owned))?
         })
         .collect()
@@ -269,6 +325,51 @@ mod tests {
     }
 
     #[test]
+    fn a_nullable_argument_names_the_rule_its_own_schema_breaks() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "limit": {"description": "How many.", "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": 500},
+                    {"type": "null"}
+                ]},
+                "opts": {"anyOf": [
+                    {"type": "null"},
+                    {"type": "object", "properties": {"depth": {"anyOf": [
+                        {"type": "integer", "minimum": 0}, {"type": "null"}
+                    ]}}, "additionalProperties": false}
+                ]}
+            },
+            "additionalProperties": false
+        });
+        let cases = [
+            (json!({"limit": 0}), "/limit", "minimum"),
+            (json!({"limit": 501}), "/limit", "maximum"),
+            (json!({"limit": "x"}), "/limit", "type"),
+            (json!({"limit": 2.5}), "/limit", "type"),
+            (json!({"opts": {"depth": -1}}), "/opts/depth", "minimum"),
+            (
+                json!({"opts": {"bogus": 1}}),
+                "/opts/bogus",
+                "additionalProperties",
+            ),
+            (json!({"opts": 3}), "/opts", "type"),
+        ];
+        for (args, pointer, rule) in cases {
+            let (p, r, msg) =
+                check(schema.clone(), args.clone()).unwrap_or_else(|| panic!("{args} passed"));
+            assert_eq!((p.as_str(), r.as_str()), (pointer, rule), "{args}: {msg}");
+            assert!(msg.starts_with(&format!("argument {pointer}: ")), "{msg}");
+        }
+        for ok in [
+            json!({"limit": null, "opts": null}),
+            json!({"limit": 3, "opts": {"depth": null}}),
+        ] {
+            assert!(check(schema.clone(), ok.clone()).is_none(), "{ok}");
+        }
+    }
+
+    #[test]
     fn unknown_arguments_of_a_tool_without_arguments_are_named() {
         let schema = json!({"type": "object", "additionalProperties": false});
         let (p, r, _) = check(schema.clone(), json!({"bogus": 1})).unwrap();
@@ -291,7 +392,7 @@ mod tests {
             "type": "object",
             "properties": {"project": {"type": "string"}, "session_id": {"type": "string"}},
             "anyOf": [
-                {"required": ["project"], "properties": {"project": {"type": "string"}}},
+                {"type": "object", "required": ["project"], "properties": {"project": {"type": "string"}}},
                 {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
             ]
         });

@@ -70,8 +70,6 @@ pub struct ToolContext {
     /// The recording session named by `recording_session_id`, authorized by the kernel. It is
     /// provenance only: never a business target, guard or source of execution defaults.
     pub recorder: Option<Arc<wc_store::sessions::SessionRow>>,
-    /// The business event pair, for a tool that writes it in its own transaction.
-    pub inline_pair: Option<Arc<crate::kernel::recorder::InlinePair>>,
 }
 
 impl ToolContext {
@@ -92,21 +90,9 @@ impl ToolContext {
             })
     }
 
-    /// The board actor of this call: its invocation, and the business pair to write inside
-    /// the change's transaction when the kernel handed one over.
+    /// The board actor of this call: the tool, under this invocation.
     pub fn board_actor(&self, tool: &str) -> wc_store::board::Actor {
-        wc_store::board::Actor {
-            invocation_id: self.invocation_id,
-            tool_name: tool.to_owned(),
-            pair: self.inline_pair.as_ref().map(|p| p.events()),
-        }
-    }
-
-    /// Records that the business pair was committed with the change.
-    pub fn pair_written(&self) {
-        if let Some(p) = &self.inline_pair {
-            p.mark_written();
-        }
+        wc_store::board::Actor::new(self.invocation_id, tool)
     }
 
     /// The business session the kernel loaded and authorized for argument `session_id`.

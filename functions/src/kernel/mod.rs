@@ -205,7 +205,6 @@ impl ToolRuntime {
             invocation_id: recording.invocation_id,
             business: recording.business.clone(),
             recorder: recording.recorder.clone(),
-            inline_pair: recording.inline.clone(),
         };
         let deadline = self.config.dispatch_deadline;
         let (result, execution) = match tokio::time::timeout(deadline, (spec.handler)(ctx, args))

@@ -1,23 +1,23 @@
 //! The uniform recorder: authorizes the business session (`session_id`) and the recording
-//! session (`recording_session_id`) independently, and appends the call's event pairs to them.
+//! session (`recording_session_id`) independently, and appends the call's event pairs.
 //!
-//! Each session a call touches gets exactly one `tool_call_started` / `tool_call_finished`
-//! pair per role (`recorder` for the recording session, `business` for the tool's own target),
-//! all sharing one invocation id, each pair with its own call id. A mutating tool's `started`
-//! events are committed before it runs (durable intent before effect); a read-only tool has no
-//! effect to order against, so its pair is written in one transaction after the read, with the
-//! true start time in the payload.
+//! A call is recorded where an explicit `recording_session_id` names a session (role
+//! `recorder`), and in its business session only when its spec says the tool works there
+//! ([`BusinessPair`]): execution and `work_on_project` always, `session_handoff_summary` in
+//! place of a missing recorder, the session tools never (their `session_id` is a target). Each
+//! session a call lands in gets exactly one `tool_call_started` / `tool_call_finished` pair per
+//! role, all sharing one invocation id, each pair with its own call id. The tool's own effect
+//! (a message posted, a session finished) is the tool's evidence, written by the tool.
 //!
-//! A tool whose effect is itself a change of its business session (the message board) may
-//! declare `ToolSpec::with_inline_evidence`: its business pair is then handed to the tool
-//! ([`InlinePair`]) and written inside the effect's own transaction, `started` and `finished`
-//! around the effect's evidence, so intent and effect commit together and the busy session row
-//! is locked once per call instead of three times. When the tool wrote nothing (a refusal, a
-//! no-op) the kernel writes the pair afterwards, as for a read-only tool.
+//! A mutating tool's `started` events are committed before it runs (durable intent before
+//! effect), and its `finished` events complete those pairs whatever the call did to the
+//! session meanwhile (finishing it, say). A read-only tool has no effect to order against, so
+//! its pair is written in one transaction after the read, with the true start time in the
+//! payload, and only into a session that is still active then: a finished or closed session
+//! takes no new calls, and a read of one leaves it as it was.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -26,7 +26,7 @@ use wc_domain::{EventRole, Mode, ProjectId, SessionId};
 use wc_store::sessions::{NewEvent, SessionRow};
 
 use super::result::{ErrorKind, ToolError, ToolResult};
-use super::spec::{SessionUse, ToolSpec};
+use super::spec::{BusinessPair, SessionUse, ToolSpec};
 use super::telemetry::ExecutionState;
 use super::wrapper::WrapperMeta;
 use crate::AppState;
@@ -45,47 +45,6 @@ struct Pair {
     session: Arc<SessionRow>,
     role: EventRole,
     call_id: Uuid,
-    /// Whether the session must still be active when the call starts (a recorder always;
-    /// a business session unless the tool manages lifecycles).
-    must_be_active: bool,
-    /// Whether the tool may write this pair itself, inside its effect's transaction.
-    inline: bool,
-}
-
-/// The business pair of a call, handed to a tool that writes it inside its own transaction.
-#[derive(Debug)]
-pub struct InlinePair {
-    started: NewEvent,
-    tool: &'static str,
-    started_at: std::time::Instant,
-    written: AtomicBool,
-}
-
-impl InlinePair {
-    /// The `tool_call_started` and `tool_call_finished` events, the latter for a successful
-    /// call that ends now.
-    pub fn events(&self) -> [NewEvent; 2] {
-        let finished = NewEvent {
-            kind: "tool_call_finished".into(),
-            payload: json!({
-                "tool": self.tool,
-                "success": true,
-                "execution_state": ExecutionState::Completed,
-                "duration_ms": self.started_at.elapsed().as_millis() as u64,
-            }),
-            ..self.started.clone()
-        };
-        [self.started.clone(), finished]
-    }
-
-    /// Records that the tool committed the pair; the kernel then writes nothing more.
-    pub fn mark_written(&self) {
-        self.written.store(true, Ordering::SeqCst);
-    }
-
-    fn written(&self) -> bool {
-        self.written.load(Ordering::SeqCst)
-    }
 }
 
 /// What the recorder established before dispatch.
@@ -101,8 +60,6 @@ pub struct Recording {
     started_at: DateTime<Utc>,
     arguments: Value,
     deferred_start: bool,
-    /// The business pair, when the tool writes it itself.
-    pub inline: Option<Arc<InlinePair>>,
 }
 
 /// A bounded, redacted summary of the arguments for the ledger.
@@ -225,20 +182,23 @@ pub async fn begin(
             session: r.clone(),
             role: EventRole::Recorder,
             call_id: Uuid::now_v7(),
-            must_be_active: true,
-            inline: false,
         });
     }
-    if let Some(b) = &business {
+    let business_records = match spec.business_pair {
+        BusinessPair::Never => false,
+        BusinessPair::Always => true,
+        BusinessPair::UnlessRecorded => recorder.is_none(),
+    };
+    // A business session that is not active takes no pair: a tool that needs it active was
+    // refused above, and a read of a finished or closed session leaves it as it is.
+    if business_records && let Some(b) = business.as_ref().filter(|b| b.is_active()) {
         pairs.push(Pair {
             session: b.clone(),
             role: EventRole::Business,
             call_id: Uuid::now_v7(),
-            must_be_active: spec.session != SessionUse::Manages,
-            inline: spec.inline_evidence,
         });
     }
-    let mut recording = Recording {
+    let recording = Recording {
         business,
         recorder,
         invocation_id: Uuid::now_v7(),
@@ -246,19 +206,12 @@ pub async fn begin(
         started_at: Utc::now(),
         arguments: summarize(args),
         deferred_start: spec.meta.read_only,
-        inline: None,
     };
-    recording.inline = recording.pairs.iter().find(|p| p.inline).map(|p| {
-        Arc::new(InlinePair {
-            started: started_event(&recording, spec, p),
-            tool: spec.meta.name,
-            started_at: std::time::Instant::now(),
-            written: AtomicBool::new(false),
-        })
-    });
-    if !recording.deferred_start && recording.pairs.iter().any(|p| !p.inline) {
+    if !recording.deferred_start && !recording.pairs.is_empty() {
         // Durable intent before effect; a session that closed meanwhile refuses the call.
-        append(state, &recording, spec, None, true).await?;
+        for (id, events) in recording.events(spec, None) {
+            mutation::append(&state.pool, id, &events, true).await?;
+        }
     }
     Ok(recording)
 }
@@ -273,16 +226,27 @@ pub async fn end(
     execution: ExecutionState,
     duration_ms: u64,
 ) {
-    if recording.pairs.is_empty() {
-        return;
-    }
     let outcome = Finished {
         result,
         execution,
         duration_ms,
     };
-    if let Err(e) = append(state, recording, spec, Some(&outcome), false).await {
-        tracing::warn!(tool = spec.meta.name, error = %crate::telemetry::loggable(&e.message), "could not record tool_call_finished");
+    // A pair whose start is committed is completed whatever became of its session; a read's
+    // pair starts now, so its session must still be active.
+    let require_active = recording.deferred_start;
+    for (id, events) in recording.events(spec, Some(&outcome)) {
+        match mutation::append(&state.pool, id, &events, require_active).await {
+            Ok(_) => {}
+            Err(e) if e.kind == ErrorKind::SessionClosed => {
+                tracing::debug!(
+                    tool = spec.meta.name,
+                    "the session closed during a read; its call is not recorded"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(tool = spec.meta.name, error = %crate::telemetry::loggable(&e.message), "could not record tool_call_finished");
+            }
+        }
     }
 }
 
@@ -290,6 +254,38 @@ struct Finished<'a> {
     result: &'a ToolResult,
     execution: ExecutionState,
     duration_ms: u64,
+}
+
+impl Recording {
+    /// This call's events to append now, per session (one transaction each): at the start
+    /// (`finished` is `None`) the `started` events of a mutating tool; at the end the
+    /// `finished` events, preceded by the `started` ones for a read-only tool. Recorder events
+    /// come before business events when both roles land in one session, so the business pair
+    /// nests inside the recorder's.
+    fn events(
+        &self,
+        spec: &ToolSpec,
+        finished: Option<&Finished<'_>>,
+    ) -> BTreeMap<&SessionId, Vec<NewEvent>> {
+        let mut by_session: BTreeMap<&SessionId, Vec<NewEvent>> = BTreeMap::new();
+        if finished.is_none() || self.deferred_start {
+            for pair in &self.pairs {
+                by_session
+                    .entry(&pair.session.id)
+                    .or_default()
+                    .push(started_event(self, spec, pair));
+            }
+        }
+        if let Some(done) = finished {
+            for pair in self.pairs.iter().rev() {
+                by_session
+                    .entry(&pair.session.id)
+                    .or_default()
+                    .push(finished_event(self, spec, pair, done));
+            }
+        }
+        by_session
+    }
 }
 
 fn started_event(recording: &Recording, spec: &ToolSpec, pair: &Pair) -> NewEvent {
@@ -330,52 +326,4 @@ fn finished_event(
         tool_name: Some(spec.meta.name.to_owned()),
         payload,
     }
-}
-
-/// Appends this call's events, one transaction per session (recorder events before business
-/// events when both roles land in one session, so the business pair nests inside).
-async fn append(
-    state: &AppState,
-    recording: &Recording,
-    spec: &ToolSpec,
-    finished: Option<&Finished<'_>>,
-    require_active: bool,
-) -> Result<(), ToolError> {
-    // Per session: its events, and whether it must still be active to take them.
-    let mut by_session: BTreeMap<&SessionId, (Vec<NewEvent>, bool)> = BTreeMap::new();
-    // Started events: recorder first, then business; finished events in reverse.
-    // An inline pair is the tool's to write; if it did not, it is written whole at the end,
-    // unless it was committed after all (the change committed but its reply was lost).
-    let mut inline_written = recording.inline.as_ref().is_some_and(|p| p.written());
-    if finished.is_some()
-        && !inline_written
-        && let Some(pair) = recording.pairs.iter().find(|p| p.inline)
-    {
-        let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
-        inline_written =
-            wc_store::sessions::call_recorded(&client, &pair.session.id, pair.call_id).await?;
-    }
-    let skip = |pair: &Pair, finishing: bool| pair.inline && (!finishing || inline_written);
-    if finished.is_none() || recording.deferred_start {
-        for pair in recording.pairs.iter().filter(|p| !skip(p, false)) {
-            let entry = by_session.entry(&pair.session.id).or_default();
-            entry.0.push(started_event(recording, spec, pair));
-            entry.1 |= pair.must_be_active;
-        }
-    } else if !inline_written {
-        for pair in recording.pairs.iter().filter(|p| p.inline) {
-            let entry = by_session.entry(&pair.session.id).or_default();
-            entry.0.push(started_event(recording, spec, pair));
-        }
-    }
-    if let Some(done) = finished {
-        for pair in recording.pairs.iter().rev().filter(|p| !skip(p, true)) {
-            let entry = by_session.entry(&pair.session.id).or_default();
-            entry.0.push(finished_event(recording, spec, pair, done));
-        }
-    }
-    for (id, (events, must_be_active)) in by_session {
-        mutation::append(&state.pool, id, &events, require_active && must_be_active).await?;
-    }
-    Ok(())
 }

@@ -67,8 +67,8 @@ type Handler = Arc<
 >;
 
 /// How a tool uses the Workflow Session named by its `session_id` argument. The kernel loads
-/// and authorizes that session before dispatch and records the call's business event pair in
-/// it.
+/// and authorizes that session before dispatch, whether or not the call is recorded in it
+/// ([`BusinessPair`] says that).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionUse {
     /// No `session_id` argument.
@@ -99,15 +99,35 @@ impl SessionUse {
     }
 }
 
+/// Whether a call's `tool_call_started`/`tool_call_finished` pair also lands, in the role
+/// `business`, in the session named by its `session_id`. A call is always recorded where an
+/// explicit `recording_session_id` names a session (role `recorder`); this is about the
+/// business session on top of that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusinessPair {
+    /// Never: `session_id` is the tool's target, authorized on its own, and the call is
+    /// recorded only in an explicit recorder. The session tools (summaries, the message board,
+    /// assignments, execution defaults, finish and close) work on a session; they do not work
+    /// in it.
+    Never,
+    /// Always: the tool acts on the project in the session's context (execution,
+    /// `work_on_project`), so the session keeps the call as its own work.
+    Always,
+    /// Only when the call names no recorder: the business session then records the call in its
+    /// place (`session_handoff_summary`'s compatibility fallback, so a recovery call leaves its
+    /// trace where it read); with an explicit recorder, only the recorder does.
+    UnlessRecorded,
+}
+
 /// A registered tool: metadata, schemas, validator and handler.
 pub struct ToolSpec {
     /// Declared metadata.
     pub meta: ToolMeta,
     /// How it uses a Workflow Session.
     pub session: SessionUse,
-    /// Whether it writes its business event pair inside its own transaction
-    /// ([`Self::with_inline_evidence`]).
-    pub inline_evidence: bool,
+    /// Whether its calls are recorded in the session it names ([`Self::with_session`] derives
+    /// it from the use, [`Self::with_business_pair`] declares it otherwise).
+    pub business_pair: BusinessPair,
     /// JSON Schema (2020-12) of the arguments.
     pub input_schema: Arc<Map<String, Value>>,
     /// JSON Schema of the `output` field of a successful result.
@@ -128,13 +148,15 @@ impl std::fmt::Debug for ToolSpec {
     }
 }
 
-/// JSON Schema 2020-12 for `T`, inlined (no `$ref`), without `$schema` and `title`.
+/// JSON Schema 2020-12 for `T`, inlined (no `$ref`), without `$schema` and `title`, in the
+/// portable form ([`Portable`]).
 pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| {
             s.inline_subschemas = true;
             s.meta_schema = None;
         })
+        .with_transform(schemars::transform::RecursiveTransform(Portable))
         .into_generator();
     let schema = generator.into_root_schema_for::<T>();
     let mut map = match schema.to_value() {
@@ -148,6 +170,167 @@ pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
     map.remove("title");
     map.remove("$schema");
     map
+}
+
+/// Rewrites a generated schema into the subset every MCP client and OpenAPI tool reads the
+/// same way (clients that read `type` as one string reject or misread the rest, and Ajv warns
+/// on formats it does not know):
+///
+/// - a `type` array (`["integer", "null"]`, how schemars spells `Option<T>`) becomes `anyOf`
+///   with one branch per type, the constraints in the non-null branch and the annotations
+///   (`description`, `default`, …) kept beside the `anyOf`;
+/// - schemars' integer and float formats (`uint`, `uint32`, `int64`, `double`, …) are
+///   dropped, their range kept as `minimum`/`maximum` where JSON numbers hold it exactly;
+/// - a `const` or `enum` without a `type` gets its values' type, and an object schema
+///   without one (an `anyOf` branch that only requires a property, an `if`) `"object"`.
+///
+/// The argument validator explains a failed nullable `anyOf` by its non-null branch
+/// (`kernel::args`), so `invalid_arguments` still names the field and the rule it broke.
+#[derive(Debug, Clone, Copy)]
+pub struct Portable;
+
+/// Keywords that describe a schema rather than constrain it: they stay beside an `anyOf`.
+const ANNOTATIONS: [&str; 8] = [
+    "description",
+    "title",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+];
+
+impl schemars::transform::Transform for Portable {
+    fn transform(&mut self, schema: &mut schemars::Schema) {
+        if let Some(object) = schema.as_object_mut() {
+            portable_node(object);
+        }
+    }
+}
+
+fn portable_node(node: &mut Map<String, Value>) {
+    if let Some(format) = node.get("format").and_then(Value::as_str)
+        && let Some((minimum, maximum)) = numeric_format_range(format)
+    {
+        node.remove("format");
+        tighten(node, "minimum", minimum, |new, old| new > old);
+        tighten(node, "maximum", maximum, |new, old| new < old);
+    }
+    if let Some(Value::Array(types)) = node.get("type").cloned() {
+        let mut annotations = Map::new();
+        let mut constraints = Map::new();
+        for (key, value) in std::mem::take(node) {
+            if key == "type" {
+                continue;
+            }
+            if ANNOTATIONS.contains(&key.as_str()) {
+                annotations.insert(key, value);
+            } else {
+                constraints.insert(key, value);
+            }
+        }
+        let branches: Vec<Value> = types
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|t| {
+                let mut branch = Map::new();
+                branch.insert("type".into(), json!(t));
+                if t != "null" {
+                    for (key, value) in &constraints {
+                        branch.insert(key.clone(), without_null(key, value));
+                    }
+                }
+                Value::Object(branch)
+            })
+            .collect();
+        *node = annotations;
+        if let [only] = branches.as_slice()
+            && let Value::Object(only) = only
+        {
+            node.extend(only.clone());
+        } else {
+            node.insert("anyOf".into(), Value::Array(branches));
+        }
+    }
+    if node.contains_key("type") {
+        return;
+    }
+    let values: Vec<&Value> = match (node.get("const"), node.get("enum")) {
+        (Some(c), _) => vec![c],
+        (None, Some(Value::Array(options))) => options.iter().collect(),
+        _ => Vec::new(),
+    };
+    if let Some(first) = values.first().map(|v| json_type(v))
+        && values.iter().all(|v| json_type(v) == first)
+    {
+        node.insert("type".into(), json!(first));
+        return;
+    }
+    let composed = ["anyOf", "oneOf", "allOf", "$ref", "const", "enum"]
+        .iter()
+        .any(|k| node.contains_key(*k));
+    let objectish = ["properties", "required", "additionalProperties"]
+        .iter()
+        .any(|k| node.contains_key(*k));
+    if objectish && !composed {
+        node.insert("type".into(), json!("object"));
+    }
+}
+
+/// The JSON Schema type of a value (`integer` for a number without a fraction).
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// `null` taken out of an `enum` that also allowed it (it moves to its own branch).
+fn without_null(key: &str, value: &Value) -> Value {
+    match (key, value) {
+        ("enum", Value::Array(options)) => {
+            Value::Array(options.iter().filter(|o| !o.is_null()).cloned().collect())
+        }
+        _ => value.clone(),
+    }
+}
+
+/// The range of a schemars numeric format, `None` for any other format. Bounds beyond 2^53
+/// are left out: a JSON number cannot carry them exactly.
+fn numeric_format_range(format: &str) -> Option<(Option<i64>, Option<i64>)> {
+    Some(match format {
+        "uint8" => (Some(0), Some(i64::from(u8::MAX))),
+        "uint16" => (Some(0), Some(i64::from(u16::MAX))),
+        "uint32" => (Some(0), Some(i64::from(u32::MAX))),
+        "uint" | "uint64" | "uint128" => (Some(0), None),
+        "int8" => (Some(i64::from(i8::MIN)), Some(i64::from(i8::MAX))),
+        "int16" => (Some(i64::from(i16::MIN)), Some(i64::from(i16::MAX))),
+        "int32" => (Some(i64::from(i32::MIN)), Some(i64::from(i32::MAX))),
+        "int" | "int64" | "int128" | "float" | "double" => (None, None),
+        _ => return None,
+    })
+}
+
+/// Sets `node[key]` to `bound` unless it already holds one at least as tight.
+fn tighten(
+    node: &mut Map<String, Value>,
+    key: &str,
+    bound: Option<i64>,
+    tighter: impl Fn(f64, f64) -> bool,
+) {
+    let Some(bound) = bound else { return };
+    match node.get(key).and_then(Value::as_f64) {
+        Some(old) if !tighter(bound as f64, old) => {}
+        _ => {
+            node.insert(key.into(), json!(bound));
+        }
+    }
 }
 
 impl ToolSpec {
@@ -179,7 +362,7 @@ impl ToolSpec {
         ToolSpec {
             meta,
             session: SessionUse::None,
-            inline_evidence: false,
+            business_pair: BusinessPair::Never,
             input_schema_value: Value::Object(input_schema.clone()),
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
@@ -202,7 +385,10 @@ impl ToolSpec {
     }
 
     /// Declares how the tool uses its `session_id` argument (or, for [`SessionUse::Creates`],
-    /// that it makes its session).
+    /// that it makes its session). A tool that works in the session's context
+    /// ([`SessionUse::Works`]) is recorded there ([`BusinessPair::Always`]); every other use
+    /// names a target ([`BusinessPair::Never`]) unless [`Self::with_business_pair`] says
+    /// otherwise.
     pub fn with_session(mut self, session: SessionUse) -> ToolSpec {
         let names_a_session = self
             .input_schema
@@ -215,19 +401,23 @@ impl ToolSpec {
             self.meta.name
         );
         self.session = session;
+        self.business_pair = match session {
+            SessionUse::Works => BusinessPair::Always,
+            _ => BusinessPair::Never,
+        };
         self
     }
 
-    /// Declares that the tool's effect is a change of its business session that writes the
-    /// call's business pair in the same transaction (`ToolContext::inline_pair`); when it
-    /// writes nothing, the kernel writes the pair after the call.
-    pub fn with_inline_evidence(mut self) -> ToolSpec {
+    /// Declares where the tool's calls are recorded besides an explicit recorder, for a tool
+    /// whose [`SessionUse`] does not say it.
+    pub fn with_business_pair(mut self, pair: BusinessPair) -> ToolSpec {
         assert!(
-            matches!(self.session, SessionUse::Changes) && !self.meta.read_only,
-            "tool {}: inline evidence is for tools that change their business session",
+            !matches!(self.session, SessionUse::None | SessionUse::Creates)
+                || pair == BusinessPair::Never,
+            "tool {}: a tool that names no session has no business pair",
             self.meta.name
         );
-        self.inline_evidence = true;
+        self.business_pair = pair;
         self
     }
 
@@ -270,4 +460,89 @@ pub fn error_schema() -> Value {
         },
         "required": ["kind", "message"],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[allow(dead_code)]
+    enum Shade {
+        Light,
+        Dark,
+    }
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Inner {
+        depth: u8,
+    }
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Sample {
+        /// How many.
+        #[schemars(range(min = 1, max = 500))]
+        limit: Option<u32>,
+        count: u64,
+        offset: i32,
+        ratio: f64,
+        shade: Option<Shade>,
+        inner: Option<Inner>,
+        at: Option<chrono::DateTime<chrono::Utc>>,
+    }
+
+    #[test]
+    fn generated_schemas_are_portable() {
+        let schema = Value::Object(schema_for::<Sample>());
+        let props = &schema["properties"];
+        assert_eq!(
+            props["limit"],
+            json!({"description": "How many.", "anyOf": [
+                {"type": "integer", "minimum": 1, "maximum": 500},
+                {"type": "null"}
+            ]})
+        );
+        assert_eq!(props["count"], json!({"type": "integer", "minimum": 0}));
+        assert_eq!(
+            props["offset"],
+            json!({"type": "integer", "minimum": i32::MIN, "maximum": i32::MAX})
+        );
+        assert_eq!(props["ratio"], json!({"type": "number"}));
+        let shade = props["shade"]["anyOf"].as_array().expect("shade is anyOf");
+        assert!(shade.contains(&json!({"type": "null"})), "{shade:?}");
+        assert!(
+            shade.iter().all(|b| b["type"].is_string()
+                && b.get("enum")
+                    .is_none_or(|e| !e.as_array().unwrap().contains(&Value::Null))),
+            "{shade:?}"
+        );
+        let inner = props["inner"]["anyOf"].as_array().expect("inner is anyOf");
+        assert!(inner.contains(&json!({"type": "null"})), "{inner:?}");
+        assert!(
+            inner.iter().any(|b| b["type"] == "object"
+                && b["properties"]["depth"]
+                    == json!({"type": "integer", "minimum": 0, "maximum": 255})),
+            "{inner:?}"
+        );
+        assert_eq!(
+            props["at"],
+            json!({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}]})
+        );
+        // The validator still takes what the schema allows, and refuses the rest.
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let ok = json!({"limit": null, "count": 3, "offset": -2, "ratio": 0.5, "shade": "dark",
+                        "inner": {"depth": 9}, "at": "2026-01-01T00:00:00Z"});
+        assert!(v.is_valid(&ok));
+        for bad in [
+            json!({"limit": 0, "count": 3, "offset": 0, "ratio": 0.5}),
+            json!({"count": -1, "offset": 0, "ratio": 0.5}),
+            json!({"count": 1, "offset": 0, "ratio": 0.5, "inner": {"depth": 256}}),
+            json!({"count": 1, "offset": 0, "ratio": 0.5, "shade": "grey"}),
+        ] {
+            assert!(!v.is_valid(&bad), "{bad}");
+        }
+    }
 }

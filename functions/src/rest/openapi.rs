@@ -68,13 +68,14 @@ fn call_schema(runtime: &ToolRuntime) -> Value {
                 .iter()
                 .any(|k| input.get(*k).is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty())));
             let then = if requires_something {
-                json!({ "properties": { "arguments": input }, "required": ["arguments"] })
+                json!({ "type": "object", "properties": { "arguments": input }, "required": ["arguments"] })
             } else {
                 // Left out or null means {}.
-                json!({ "properties": { "arguments": { "anyOf": [{ "type": "null" }, input] } } })
+                json!({ "type": "object", "properties": { "arguments": { "anyOf": [{ "type": "null" }, input] } } })
             };
             json!({
-                "if": { "properties": { "tool": { "const": spec.meta.name } }, "required": ["tool"] },
+                "type": "object",
+                "if": { "type": "object", "properties": { "tool": { "type": "string", "const": spec.meta.name } }, "required": ["tool"] },
                 "then": then,
             })
         })
@@ -84,7 +85,7 @@ fn call_schema(runtime: &ToolRuntime) -> Value {
         "properties": {
             "tool": { "type": "string", "minLength": 1, "maxLength": 128 },
             // null is the same as {}.
-            "arguments": { "type": ["object", "null"] },
+            "arguments": { "anyOf": [{ "type": "object" }, { "type": "null" }] },
             "recording_session_id": wrapper::schema_properties(Surface::Rest)["recording_session_id"].clone(),
         },
         "required": ["tool"],
@@ -195,7 +196,8 @@ pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
             "Call any runtime tool by name with its arguments (see listRuntimeTools). Returns {success, output, error}.",
             true,
             call_schema(runtime),
-            result_schema(json!({})),
+            // Every tool's output is an object; its shape is the tool's (listRuntimeTools).
+            result_schema(json!({ "type": "object" })),
         ),
     );
     for spec in runtime
@@ -229,7 +231,7 @@ pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
         "components": {
             "securitySchemes": { "bearerAuth": { "type": "http", "scheme": "bearer" } },
             "schemas": {
-                "ToolResult": result_schema(json!({})),
+                "ToolResult": result_schema(json!({ "type": "object" })),
                 "SessionAttention": Value::Object(crate::kernel::spec::schema_for::<crate::board::SessionAttention>()),
                 "ErrorBody": {
                     "type": "object",

@@ -81,7 +81,6 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
-    .with_inline_evidence()
 }
 
 /// Digest of what a completion asks for: the todo, the answer as given and the recording
@@ -159,11 +158,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         Err(e) => return Err(e.into()),
     };
     match outcome {
-        Completed::Applied(c) => {
-            ctx.pair_written();
-            Ok(accepted(&session.id, c))
-        }
-        Completed::Replayed(c) => Ok(accepted(&session.id, c)),
+        Completed::Applied(c) | Completed::Replayed(c) => Ok(accepted(&session.id, c)),
         Completed::Stale(todo) => {
             let (assignment, assignment_fence) =
                 get_session_assignment::current(&ctx, &session.id, &todo.id).await?;

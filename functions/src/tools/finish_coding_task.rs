@@ -44,8 +44,10 @@ pub struct Output {
     /// Now `finished`.
     pub lifecycle: Lifecycle,
     /// The handoff brief of the finished session.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub handoff_brief: Value,
     /// Feedback about the finished attempt.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub continuation_feedback: Value,
 }
 

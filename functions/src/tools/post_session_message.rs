@@ -68,7 +68,6 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
-    .with_inline_evidence()
 }
 
 /// A body as stored: redacted, with whether redaction changed it.
@@ -111,7 +110,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let posted = board::post(&ctx.state.pool, &session.id, message, actor)
         .await?
         .map_err(b::refused)?;
-    ctx.pair_written();
     Ok(Output {
         session_id: session.id.clone(),
         message_id: posted.message.id.clone(),

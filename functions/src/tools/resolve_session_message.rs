@@ -53,7 +53,6 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
-    .with_inline_evidence()
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
@@ -62,9 +61,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let resolved = board::resolve(&ctx.state.pool, &session.id, &args.message_id, actor)
         .await?
         .map_err(b::refused)?;
-    if resolved.changed {
-        ctx.pair_written();
-    }
     Ok(Output {
         session_id: session.id.clone(),
         message_id: resolved.message.id.clone(),

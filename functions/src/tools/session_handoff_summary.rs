@@ -10,7 +10,7 @@ use wc_store::sessions;
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::ToolError;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
 use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::feedback::ExplorationLimit;
 
@@ -39,9 +39,11 @@ pub struct Output {
     /// Its project.
     pub project: ProjectId,
     /// The version-1 handoff brief (at most 8,192 bytes serialized).
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub handoff_brief: Value,
     /// Detailed evidence, with `diagnostic: true`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub diagnostic: Option<Value>,
 }
 
@@ -61,6 +63,7 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Reads)
+    .with_business_pair(BusinessPair::UnlessRecorded)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

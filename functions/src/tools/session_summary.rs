@@ -49,6 +49,7 @@ pub struct SummaryEvent {
     /// Invocation id shared by the pairs of one call.
     pub invocation_id: String,
     /// Bounded, redacted payload.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub payload: Value,
 }
 
@@ -67,11 +68,15 @@ pub struct Output {
     pub execution_context: ExecutionContext,
     /// Events ever appended (cumulative, including those removed by retention).
     pub events_observed: i64,
-    /// Whether older events were removed; counts then describe the retained ledger only.
+    /// Whether retention removed older events; `counts` then describe the retained ledger,
+    /// not the whole history (`events_observed` stays cumulative).
     pub retention_truncated: bool,
     /// Lowest retained seq.
     pub retained_from_seq: i64,
-    /// Events ever appended, by kind (cumulative, like `events_observed`).
+    /// Retained events by kind: the counts of the retained ledger (of every event ever
+    /// appended while `retention_truncated` is false). Kept on the session row: each append
+    /// adds its events' kinds and subtracts the kinds of the events retention removes in the
+    /// same write, so a summary reads them without scanning the ledger.
     pub counts: BTreeMap<String, i64>,
     /// Message observation revision.
     pub message_observation_revision: i64,
@@ -113,7 +118,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         .await
         .map_err(wc_store::StoreError::from)?;
     let events = sessions::recent_events(&client, &session.id, limit).await?;
-    // Cumulative counts by kind, kept on the session row by every append.
+    // Retained counts by kind, kept on the session row by every append.
     let counts = serde_json::from_value(session.kind_counts.clone()).unwrap_or_default();
     let events: Vec<SummaryEvent> = events
         .into_iter()

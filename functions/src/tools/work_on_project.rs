@@ -10,7 +10,7 @@ use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, Se
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
 use crate::kernel::result::{ErrorKind, ToolError};
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
 use crate::workflow::evidence::{self, Evidence, TASK_INSTRUCTION};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::exec_context::ExecutionContext;
@@ -65,12 +65,15 @@ pub struct Output {
     /// Events ever appended to the session.
     pub events_observed: i64,
     /// Feedback about the previous attempt (`not_applicable` for a fresh session).
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub continuation_feedback: Value,
     /// How to work with wc, when requested.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub workflow_guidance: Option<Value>,
     /// The project's instructions, when requested.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub project_instructions: Option<Value>,
 }
 
@@ -90,6 +93,8 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Changes)
+    // Resuming is work in the session: it keeps the call as its own, as it keeps execution.
+    .with_business_pair(BusinessPair::Always)
 }
 
 const WORKFLOW_GUIDANCE: &str = "Pass the session_id as recording_session_id on every later call so the work is recorded. \

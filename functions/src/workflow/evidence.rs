@@ -53,6 +53,8 @@ impl Evidence {
             .map(|e| LedgerEvent {
                 seq: e.seq,
                 kind: &e.kind,
+                role: e.role,
+                invocation_id: e.invocation_id,
                 tool_name: e.tool_name.as_deref(),
                 payload: &e.payload,
             })
@@ -100,7 +102,7 @@ impl Evidence {
         validation: &ValidationEvidence,
         snapshot_changed: bool,
     ) -> HandoffBrief {
-        let recent_files = recent_files(&self.events);
+        let recent_files = recent_files(&self.ledger(None));
         handoff::build(&BriefInput {
             lifecycle: self.session.lifecycle,
             mode: self.session.mode,
@@ -126,10 +128,12 @@ impl Evidence {
     }
 }
 
-/// Exploration paths recorded by successful calls, newest first.
-fn recent_files(events: &[EventRow]) -> Vec<String> {
-    events
-        .iter()
+/// Exploration paths recorded by successful calls, newest first, each call counted once as its
+/// business facts ([`feedback::preferred`]).
+fn recent_files(ledger: &[LedgerEvent<'_>]) -> Vec<String> {
+    let events: Vec<&LedgerEvent<'_>> = ledger.iter().collect();
+    feedback::preferred(&events)
+        .into_iter()
         .rev()
         .filter(|e| {
             e.kind == "tool_call_finished" && e.payload.get("success") == Some(&Value::Bool(true))

@@ -26,6 +26,11 @@
 //!   non-string array element contribute nothing. Paths are taken newest event first, each
 //!   event's array in its own order, keeping the first occurrence.
 //! - `tool_call_finished` with `"success": false` counts as a failed tool call.
+//! - One call may leave two pairs in one session: its recorder's (role `recorder`) and its
+//!   business pair (role `business`), sharing an invocation id. The projections then count the
+//!   business pair only ([`preferred`]): one call is one call, and the business pair is the
+//!   authoritative fact about the work. The raw ledger keeps both; `event_range` counts raw
+//!   events.
 //!
 //! # JSON shape
 //!
@@ -65,8 +70,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::Value;
+use uuid::Uuid;
 
-use wc_domain::Lifecycle;
+use wc_domain::{EventRole, Lifecycle};
 
 use super::excerpt::{self, BoundedList, Excerpt, INSTRUCTION_EXCERPT_CHARS, SourceText};
 use super::handoff::{
@@ -81,6 +87,30 @@ pub const CHANGED_PATHS_MAX: usize = 50;
 const TASK_INSTRUCTION: &str = "task_instruction";
 const TOOL_CALL_STARTED: &str = "tool_call_started";
 const TOOL_CALL_FINISHED: &str = "tool_call_finished";
+const RECORDER: EventRole = EventRole::Recorder;
+const BUSINESS: EventRole = EventRole::Business;
+
+fn is_call_event(event: &LedgerEvent<'_>) -> bool {
+    event.kind == TOOL_CALL_STARTED || event.kind == TOOL_CALL_FINISHED
+}
+
+/// The events the projections read: all of `events` but the recorder's `tool_call_started` /
+/// `tool_call_finished` of an invocation whose business pair is in `events` too, so a call
+/// recorded in its own business session counts once, as its business facts.
+pub fn preferred<'e, 'a>(events: &[&'e LedgerEvent<'a>]) -> Vec<&'e LedgerEvent<'a>> {
+    let with_business: std::collections::BTreeSet<Uuid> = events
+        .iter()
+        .filter(|e| e.role == BUSINESS && is_call_event(e))
+        .map(|e| e.invocation_id)
+        .collect();
+    events
+        .iter()
+        .copied()
+        .filter(|e| {
+            !(e.role == RECORDER && is_call_event(e) && with_business.contains(&e.invocation_id))
+        })
+        .collect()
+}
 
 /// One retained ledger event, borrowed from the caller's loaded rows.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +119,10 @@ pub struct LedgerEvent<'a> {
     pub seq: i64,
     /// Event kind (`task_instruction`, `tool_call_finished`, ...).
     pub kind: &'a str,
+    /// Recorder or business.
+    pub role: EventRole,
+    /// The kernel invocation that wrote it.
+    pub invocation_id: Uuid,
     /// Tool name, for tool-call events.
     pub tool_name: Option<&'a str>,
     /// Bounded, already-redacted payload.
@@ -285,12 +319,14 @@ pub fn build(input: &FeedbackInput<'_>) -> ContinuationFeedback {
             complete,
         },
         instruction,
-        activity: activity(window),
+        activity: activity(&preferred(window)),
         changes: WorkspaceView::new(input.workspace, CHANGED_PATHS_MAX),
         validation: ValidationView::new(input.validation),
         exploration: Exploration {
             paths: BoundedList::new(
-                exploration_paths(window).into_iter().map(str::to_owned),
+                exploration_paths(&preferred(window))
+                    .into_iter()
+                    .map(str::to_owned),
                 limit,
             ),
             limit,
@@ -364,17 +400,46 @@ mod tests {
 
     use super::*;
 
+    /// One owned event: seq, kind, tool, payload, role, invocation.
+    type Row = (
+        i64,
+        &'static str,
+        Option<&'static str>,
+        Value,
+        EventRole,
+        Uuid,
+    );
+
     /// Owned events a test can borrow [`LedgerEvent`]s from.
-    struct Ledger(Vec<(i64, &'static str, Option<&'static str>, Value)>);
+    struct Ledger(Vec<Row>);
 
     impl Ledger {
         fn new() -> Self {
-            Self(vec![(1, "session_start", None, json!({}))])
+            Self(vec![(
+                1,
+                "session_start",
+                None,
+                json!({}),
+                BUSINESS,
+                Uuid::now_v7(),
+            )])
         }
 
+        /// An event of its own invocation, recorded by a recorder.
         fn push(&mut self, kind: &'static str, tool: Option<&'static str>, payload: Value) {
+            self.push_as(kind, tool, payload, RECORDER, Uuid::now_v7());
+        }
+
+        fn push_as(
+            &mut self,
+            kind: &'static str,
+            tool: Option<&'static str>,
+            payload: Value,
+            role: EventRole,
+            invocation: Uuid,
+        ) {
             let seq = self.0.last().map_or(1, |e| e.0 + 1);
-            self.0.push((seq, kind, tool, payload));
+            self.0.push((seq, kind, tool, payload, role, invocation));
         }
 
         fn instruction(&mut self, text: &str) {
@@ -397,12 +462,16 @@ mod tests {
         fn events(&self) -> Vec<LedgerEvent<'_>> {
             self.0
                 .iter()
-                .map(|(seq, kind, tool_name, payload)| LedgerEvent {
-                    seq: *seq,
-                    kind,
-                    tool_name: *tool_name,
-                    payload,
-                })
+                .map(
+                    |(seq, kind, tool_name, payload, role, invocation)| LedgerEvent {
+                        seq: *seq,
+                        kind,
+                        role: *role,
+                        invocation_id: *invocation,
+                        tool_name: *tool_name,
+                        payload,
+                    },
+                )
                 .collect()
         }
 
@@ -492,6 +561,49 @@ mod tests {
             v["suggested_actions"]["items"],
             json!([{"action": "continue_task"}])
         );
+    }
+
+    #[test]
+    fn a_call_recorded_in_its_own_business_session_counts_once_as_its_business_facts() {
+        let mut ledger = Ledger::new();
+        ledger.instruction("both pairs");
+        // One invocation, recorded in this session as recorder and as business session: the
+        // business pair nests inside the recorder's. The recorder's finished says nothing of
+        // what was explored; the business pair's is the fact.
+        let both = Uuid::now_v7();
+        let read = Some("read_files");
+        ledger.push_as(TOOL_CALL_STARTED, read, json!({}), RECORDER, both);
+        ledger.push_as(TOOL_CALL_STARTED, read, json!({}), BUSINESS, both);
+        ledger.push_as(
+            TOOL_CALL_FINISHED,
+            read,
+            json!({"success": false, "exploration_paths": ["src/business.rs"]}),
+            BUSINESS,
+            both,
+        );
+        ledger.push_as(
+            TOOL_CALL_FINISHED,
+            read,
+            json!({"success": true, "exploration_paths": ["src/recorder.rs"]}),
+            RECORDER,
+            both,
+        );
+        // Another call recorded only by its recorder still counts.
+        ledger.explored(true, &["src/alone.rs"]);
+        let events = ledger.events();
+        let ws = clean();
+        let v = build(&input(&events, &ws, &PASSED)).to_json();
+        let attempt = &v["attempt"];
+        assert_eq!(
+            attempt["activity"],
+            json!({
+                "events_by_kind": {"task_instruction": 1, "tool_call_started": 2, "tool_call_finished": 2},
+                "tool_calls": {"started": 2, "finished": 2, "failed": 1, "by_tool": {"read_files": 2}}
+            })
+        );
+        assert_eq!(attempt["exploration"]["items"], json!(["src/alone.rs"]));
+        // The range is raw ledger: every event is still there.
+        assert_eq!(attempt["event_range"]["events"], 7);
     }
 
     #[test]

@@ -155,18 +155,14 @@ pub struct Actor {
     pub invocation_id: Uuid,
     /// The tool.
     pub tool_name: String,
-    /// The call's business `tool_call_started`/`tool_call_finished` pair, written around the
-    /// change's own evidence in the same transaction (intent and effect commit together).
-    pub pair: Option<[NewEvent; 2]>,
 }
 
 impl Actor {
-    /// An actor without a pair to write.
+    /// The actor `tool_name` under invocation `invocation_id`.
     pub fn new(invocation_id: Uuid, tool_name: &str) -> Actor {
         Actor {
             invocation_id,
             tool_name: tool_name.to_owned(),
-            pair: None,
         }
     }
 
@@ -178,14 +174,6 @@ impl Actor {
             role: EventRole::Business,
             tool_name: Some(self.tool_name.clone()),
             payload,
-        }
-    }
-
-    /// `event`, inside the call's pair when there is one.
-    fn evidence(&self, event: NewEvent) -> Vec<NewEvent> {
-        match &self.pair {
-            Some([started, finished]) => vec![started.clone(), event, finished.clone()],
-            None => vec![event],
         }
     }
 }
@@ -553,7 +541,7 @@ pub async fn resolve(
                 "message_resolved",
                 json!({ "message_id": message.id, "kind": message.kind }),
             );
-            match finish(tx, &session, change, actor.evidence(event)).await? {
+            match finish(tx, &session, change, vec![event]).await? {
                 Some(_) => Ok(Step::Done(Ok(Resolved {
                     message: updated,
                     changed: true,
@@ -717,7 +705,7 @@ pub async fn complete(
                     "body_chars": answer.body.chars().count(),
                 }),
             );
-            match finish(tx, &session, change, actor.evidence(event)).await? {
+            match finish(tx, &session, change, vec![event]).await? {
                 Some(_) => Ok(Step::Done(Ok(Completed::Applied(completion)))),
                 None => Ok(Step::Stale),
             }

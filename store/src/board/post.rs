@@ -104,7 +104,7 @@ async fn write_batch(
 
 /// The ledger evidence of one post.
 fn evidence(message: &NewMessage, actor: &Actor) -> Vec<NewEvent> {
-    actor.evidence(actor.event(
+    vec![actor.event(
         "message_posted",
         json!({
             "message_id": message.id,
@@ -115,7 +115,7 @@ fn evidence(message: &NewMessage, actor: &Actor) -> Vec<NewEvent> {
             "author_session_id": message.author_session_id,
             "body_chars": message.body.chars().count(),
         }),
-    ))
+    )]
 }
 
 /// Writes `posts` to the board of `session_id` in one transaction sent whole: `BEGIN`, the
