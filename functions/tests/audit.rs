@@ -618,8 +618,22 @@ async fn without_an_id_a_caller_reuses_its_idle_open_session() {
         (a1.session_id.as_str(), 4)
     );
 
-    // Past the idle timeout, a new session.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Past the idle timeout, a new session: once the database, whose clock decides idleness,
+    // says the session has been idle for longer than the timeout.
+    eventually("the session idles past its timeout", async || {
+        let client = db.pool().get().await.unwrap();
+        client
+            .query_one(
+                "SELECT now() - last_event_at > interval '1500 milliseconds' \
+                 FROM action_sessions WHERE session_id = $1",
+                &[&a1.session_id],
+            )
+            .await
+            .unwrap()
+            .get::<_, bool>(0)
+            .then_some(())
+    })
+    .await;
     let a5 = event_of(&db, &call(a.clone(), true).await).await;
     assert_ne!(a5.session_id, a1.session_id, "an idle session was reused");
     assert_eq!(a5.seq, 1);
