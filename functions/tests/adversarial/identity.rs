@@ -114,10 +114,7 @@ async fn echo(st: &AppState, key: &str) -> Value {
 
 #[tokio::test]
 async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_out() {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P]).await;
     let base = serve(st.clone()).await;
     let root = tempfile::tempdir().unwrap();
     let token = runner_token(&db, HOST).await;
@@ -198,10 +195,7 @@ fn last_line(out: &Output) -> String {
 
 #[tokio::test]
 async fn runner_create_rotate_recovers_the_runner_whatever_instance_rows_exist() {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P]).await;
     let base = serve(st.clone()).await;
     let root = tempfile::tempdir().unwrap();
     let old_token = last_line(&admin(&db, &["runner", "create", HOST]));

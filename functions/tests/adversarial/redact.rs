@@ -202,9 +202,7 @@ fn meta() -> String {
 
 #[tokio::test]
 async fn malformed_messages_get_json_rpc_errors_with_their_code_and_id() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let nest = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
     for version in VERSIONS {
         // A modern request carries `_meta` in its params; an older one does not.
@@ -336,9 +334,7 @@ async fn malformed_messages_get_json_rpc_errors_with_their_code_and_id() {
 
 #[tokio::test]
 async fn a_well_formed_tool_call_still_reaches_the_tool() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         // `arguments` may be left out, as the protocol allows.
         let mut body = rpc(
