@@ -36,11 +36,6 @@ fn kind(v: &Value) -> String {
     v["error"]["kind"].as_str().unwrap().to_owned()
 }
 
-/// A test application with projects P and Q registered.
-async fn setup() -> TestApp {
-    TestApp::with_projects(&[P, Q]).await
-}
-
 async fn session(st: &AppState, key: &str, project: &str) -> String {
     let r = call(
         st,
@@ -178,7 +173,7 @@ fn unknown_msg() -> String {
 
 #[tokio::test]
 async fn posts_list_and_resolve_with_authors_only_from_recorders() {
-    let TestApp { db: _db, st, key } = setup().await;
+    let TestApp { db: _db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let w = session(&st, &key, P).await;
 
@@ -253,7 +248,7 @@ async fn posts_list_and_resolve_with_authors_only_from_recorders() {
 
 #[tokio::test]
 async fn bad_input_is_refused_with_typed_errors_and_writes_nothing() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let other = session(&st, &key, P).await;
     let note = post(&st, &key, &c, "note", "a note").await;
@@ -409,7 +404,7 @@ async fn bad_input_is_refused_with_typed_errors_and_writes_nothing() {
 
 #[tokio::test]
 async fn fences_go_stale_on_assignment_changes_only_and_completion_is_idempotent() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let w = session(&st, &key, P).await;
     let todo = post(&st, &key, &c, "todo", "implement the parser").await;
@@ -537,7 +532,7 @@ async fn fences_go_stale_on_assignment_changes_only_and_completion_is_idempotent
 
 #[tokio::test]
 async fn sixteen_racing_workers_complete_once_and_twenty_replays_agree() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let st_b = second_instance(&db, ServerConfig::default());
     let c = session(&st, &key, P).await;
     let todo = post(&st, &key, &c, "todo", "one winner").await;
@@ -601,7 +596,7 @@ async fn sixteen_racing_workers_complete_once_and_twenty_replays_agree() {
 
 #[tokio::test]
 async fn observation_pages_every_change_once_and_refuses_bad_tokens() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let other = session(&st, &key, P).await;
     post(&st, &key, &c, "note", "before the baseline").await;
@@ -710,7 +705,7 @@ async fn observation_pages_every_change_once_and_refuses_bad_tokens() {
 
 #[tokio::test]
 async fn retention_removes_closed_messages_first_then_the_oldest_and_reports_lost_history() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let open_todo = post(&st, &key, &c, "todo", "keep me").await;
     let early = out(&observe(&st, &key, &c, None, 1).await)["token"]
@@ -863,7 +858,7 @@ async fn a_waiting_observer_returns_on_a_post_and_times_out_unchanged() {
 
 #[tokio::test]
 async fn acks_are_recorded_once_and_attention_repeats_until_ack_or_resolve() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let w = session(&st, &key, P).await;
     let c = session(&st, &key, P).await;
     let r = call(
@@ -979,7 +974,7 @@ async fn acks_are_recorded_once_and_attention_repeats_until_ack_or_resolve() {
 
 #[tokio::test]
 async fn the_handoff_brief_counts_open_collaboration() {
-    let TestApp { db: _db, st, key } = setup().await;
+    let TestApp { db: _db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     post(&st, &key, &c, "question", "q?").await;
     post(&st, &key, &c, "todo", "t").await;
@@ -1006,7 +1001,7 @@ async fn the_handoff_brief_counts_open_collaboration() {
 
 #[tokio::test]
 async fn a_recorder_of_another_project_cannot_author_messages() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let elsewhere = session(&st, &key, Q).await;
     let before = footprint(&db, &c).await;
@@ -1023,7 +1018,7 @@ async fn a_recorder_of_another_project_cannot_author_messages() {
 
 #[tokio::test]
 async fn retention_keeps_the_replies_of_open_todos_longest_among_closed_messages() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let resolve = |id: String| {
         let (st, key, c) = (st.clone(), key.clone(), c.clone());

@@ -51,10 +51,6 @@ async fn register(base: &str, token: &str, instance: Uuid) -> wc_e2e::client::Re
         .await
 }
 
-async fn current_instance(db: &TestDatabase) -> Option<Uuid> {
-    registered_instance(db, HOST).await
-}
-
 /// The real runner agent (in this process, over HTTP) with `token`, serving `alpha` at `root`.
 struct Agent {
     stop: tokio::sync::watch::Sender<Stop>,
@@ -73,7 +69,7 @@ impl Agent {
             wc_runner_agent::config::Limits::default(),
         )
         .unwrap();
-        let before = current_instance(db).await;
+        let before = registered_instance(db, HOST).await;
         let (stop, rx) = tokio::sync::watch::channel(Stop::Run);
         let joined = tokio::spawn(wc_runner_agent::agent::run(cfg, Default::default(), rx));
         let instance = eventually("the runner registers", async || {
@@ -81,7 +77,7 @@ impl Agent {
                 !joined.is_finished(),
                 "the runner stopped instead of registering"
             );
-            current_instance(db)
+            registered_instance(db, HOST)
                 .await
                 .filter(|&now| Some(now) != before)
         })
@@ -145,7 +141,7 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
             r.json()
         );
     }
-    assert_eq!(current_instance(&db).await, None);
+    assert_eq!(registered_instance(&db, HOST).await, None);
 
     // An id just inside the allowed clock skew registers (its holder has the runner's token),
     // and is the largest id the runner has seen; the real agent started afterwards still
@@ -153,7 +149,7 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
     let ahead = v7_at(now_ms() + MAX_INSTANCE_CLOCK_AHEAD_MS - 30_000);
     let r = register(&base, &token, ahead).await;
     assert_eq!(r.status, 200, "{}", r.json());
-    assert_eq!(current_instance(&db).await, Some(ahead));
+    assert_eq!(registered_instance(&db, HOST).await, Some(ahead));
     let agent = Agent::start(&db, &base, &token, root.path()).await;
     assert!(
         agent.instance < ahead,
@@ -165,7 +161,7 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
     let r = register(&base, &token, ahead).await;
     assert_eq!(r.status, 409, "{}", r.json());
     assert_eq!(r.json()["error"]["kind"], "instance_replaced");
-    assert_eq!(current_instance(&db).await, Some(agent.instance));
+    assert_eq!(registered_instance(&db, HOST).await, Some(agent.instance));
     assert_eq!(echo(&st, &key).await, "hi\n");
     agent.stop().await;
 }
@@ -224,7 +220,7 @@ async fn runner_create_rotate_recovers_the_runner_whatever_instance_rows_exist()
     let new_token = last_line(&rotated);
     assert_ne!(new_token, old_token);
     assert_eq!(
-        current_instance(&db).await,
+        registered_instance(&db, HOST).await,
         None,
         "rotation keeps no instance"
     );

@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thirty_two_concurrent_recorded_calls_on_two_instances_land_exactly_once() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let a = serve(state(&db)).await;
     let b = serve(second_instance(&db, ServerConfig::default())).await;
     let w = start(&st, &key, P, "concurrent recorder").await;

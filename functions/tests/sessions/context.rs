@@ -8,7 +8,7 @@ async fn exec_ctx(db: &TestDatabase, s: &str) -> Value {
 
 #[tokio::test]
 async fn update_session_context_validates_normalizes_and_clears() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let s = start(&st, &key, P, "configure").await;
 
     let before = last_seq(&db, &s).await;

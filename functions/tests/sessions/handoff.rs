@@ -20,7 +20,7 @@ fn sorted_codes(brief: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn the_handoff_brief_is_bounded_redacted_and_honest() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
 
     // A clean, short instruction comes back whole.
     let clean = start(&st, &key, P, "add a cache to the resolver").await;
@@ -219,7 +219,7 @@ async fn the_handoff_brief_is_bounded_redacted_and_honest() {
 
 #[tokio::test]
 async fn finishing_closes_the_brief_and_every_later_mutation_is_session_closed() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let s = start(&st, &key, P, "finish me").await;
     let w = start(&st, &key, P, "recorder").await;
     output(&rec(&st, &key, "runtime_status", json!({}), &s).await);

@@ -28,7 +28,7 @@ async fn lookalike_audit_session(
 /// Row 1: "Infer wc_sess_* from current HTTP Action Audit Session".
 #[tokio::test]
 async fn forbidden_1_the_current_audit_session_never_yields_a_workflow_session() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     // The caller's implicit audit session (idle reuse), then an explicitly named one.
     let implicit = tools_call(&st, MODERN, Some(&key), "runtime_status", json!({})).await;
     let implicit = audit_session_of(&db, &implicit).await;
@@ -73,7 +73,7 @@ async fn forbidden_1_the_current_audit_session_never_yields_a_workflow_session()
 /// Row 2: "Fall back to Action Audit Session when Workflow Session is missing".
 #[tokio::test]
 async fn forbidden_2_a_missing_workflow_session_never_falls_back_to_the_audit_session() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let lookalike = lookalike_audit_session(&st, &db, &key, 2).await;
     let (s0, e0) = workflow_totals(&db).await;
     for missing in [nobody(), lookalike.clone()] {
@@ -137,7 +137,7 @@ async fn forbidden_2_a_missing_workflow_session_never_falls_back_to_the_audit_se
 /// Row 3: "Treat /api/audit/session payload as coding-task summary".
 #[tokio::test]
 async fn forbidden_3_an_audit_session_payload_is_not_a_coding_task_summary() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let real = start(&st, &key, P, "real").await;
     let lookalike = lookalike_audit_session(&st, &db, &key, 2).await;
     let audit = rest(
@@ -214,7 +214,7 @@ async fn forbidden_3_an_audit_session_payload_is_not_a_coding_task_summary() {
 /// Row 4: "Pass audit UUID as tool session_id expecting ledger semantics".
 #[tokio::test]
 async fn forbidden_4_an_audit_uuid_as_session_id_is_refused_naming_the_field() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     start(&st, &key, P, "a real workflow session").await;
     let first = tools_call(&st, MODERN, Some(&key), "runtime_status", json!({})).await;
     let audit_id = audit_session_of(&db, &first).await;
@@ -286,7 +286,7 @@ async fn forbidden_4_an_audit_uuid_as_session_id_is_refused_naming_the_field() {
 /// (`_meta["openai/session"]`), the same project or an earlier call never selects a session.
 #[tokio::test]
 async fn nothing_but_an_explicit_id_selects_a_session() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let window = json!("window-7f3a");
     // Start a session with every ambient identity a server could be tempted to remember.
     let mut body = rpc(

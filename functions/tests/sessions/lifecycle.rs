@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn work_on_project_without_session_id_creates_a_fresh_unguessable_session() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let mut ids = BTreeSet::new();
     for round in 0..4 {
         for via in SURFACES {
@@ -59,7 +59,7 @@ async fn work_on_project_without_session_id_creates_a_fresh_unguessable_session(
 
 #[tokio::test]
 async fn work_on_project_with_session_id_resumes_exactly_that_session() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let id = start(&st, &key, P, "first: fix the parser").await;
     let _decoy = start(&st, &key, P, "a decoy session on the same project").await;
     // Some work in the first attempt.
@@ -156,7 +156,7 @@ async fn work_on_project_with_session_id_resumes_exactly_that_session() {
 
 #[tokio::test]
 async fn work_on_project_refusals_change_nothing() {
-    let TestApp { db, st, .. } = setup().await;
+    let TestApp { db, st, .. } = TestApp::with_projects(&[P, Q]).await;
     let all = &ALL_SCOPES;
     let owner =
         credential_in_group(&db, CredentialKind::SharedKey, all, &[], Some("group-a")).await;
@@ -322,7 +322,7 @@ async fn work_on_project_refusals_change_nothing() {
 
 #[tokio::test]
 async fn start_session_creates_a_plain_session_owned_by_the_callers_authority() {
-    let TestApp { db, st, .. } = setup().await;
+    let TestApp { db, st, .. } = TestApp::with_projects(&[P, Q]).await;
     let owner = credential_in_group(
         &db,
         CredentialKind::SharedKey,
@@ -422,7 +422,7 @@ async fn start_session_creates_a_plain_session_owned_by_the_callers_authority() 
 
 #[tokio::test]
 async fn start_session_refuses_what_work_on_project_refuses_and_changes_nothing() {
-    let TestApp { db, st, .. } = setup().await;
+    let TestApp { db, st, .. } = TestApp::with_projects(&[P, Q]).await;
     let owner = credential_in_group(
         &db,
         CredentialKind::SharedKey,
@@ -526,7 +526,7 @@ async fn start_session_refuses_what_work_on_project_refuses_and_changes_nothing(
 
 #[tokio::test]
 async fn start_session_may_be_recorded_in_a_read_only_session() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let ro = start_mode(&st, &key, P, "watch", "read_only").await;
     let before = last_seq(&db, &ro).await;
     // Creating a session changes no project: a read-only recorder takes it, as it takes a

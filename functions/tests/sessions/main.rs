@@ -191,11 +191,6 @@ async fn start_mode(
         .to_owned()
 }
 
-/// A test application with projects P and Q registered.
-async fn setup() -> TestApp {
-    TestApp::with_projects(&[P, Q]).await
-}
-
 /// Events of `id` with a seq above `after`.
 async fn ledger_after(db: &TestDatabase, id: &str, after: i64) -> Vec<LedgerRow> {
     ledger(db, id)

@@ -100,7 +100,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let root = tempfile::tempdir().unwrap();
     let _runner = TestRunner::start(&db, &st, "local", &[("alpha", root.path())]).await;
     for via in SURFACES {
@@ -167,7 +167,7 @@ async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() 
 
 #[tokio::test]
 async fn a_recorder_and_a_business_session_keep_their_own_pairs_of_one_invocation() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let w = start(&st, &key, P, "recorder").await;
     for (tool, extra) in [
         ("session_summary", json!({})),
@@ -217,7 +217,7 @@ async fn a_recorder_and_a_business_session_keep_their_own_pairs_of_one_invocatio
 
 #[tokio::test]
 async fn a_recorder_that_is_the_business_session_nests_the_business_pair() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let s = |kind: &'static str, role: &'static str| (kind, role);
     let opened = [
         s("tool_call_started", "recorder"),
@@ -283,7 +283,7 @@ async fn a_recorder_that_is_the_business_session_nests_the_business_pair() {
 
 #[tokio::test]
 async fn recorder_refusals_write_nothing_anywhere() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let other = credential_in_group(
         &db,
         CredentialKind::SharedKey,

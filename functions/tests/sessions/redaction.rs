@@ -9,7 +9,7 @@ const CORPUS: &[(&str, &str)] = include!("../data/secret_corpus.rs");
 #[tokio::test]
 async fn no_secret_of_the_corpus_reaches_storage_or_logs() {
     assert!(CORPUS.len() >= 30);
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let (logs, _guard) = capture_logs();
     let w = start(&st, &key, P, "the recorder").await;
     let mut request_ids = Vec::new();
@@ -170,7 +170,7 @@ async fn no_secret_of_the_corpus_reaches_storage_or_logs() {
 
 #[tokio::test]
 async fn wide_and_unusual_text_is_stored_bounded_never_an_internal_error() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let w = start(&st, &key, P, "recorder").await;
     let mut failures = Vec::new();
     let mut check = |what: String, r: &Value| {

@@ -4,7 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn the_ledger_keeps_the_newest_two_thousand_events_and_counts_them_all() {
-    let TestApp { db, st, key } = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let id = start(&st, &key, P, "a very long task").await;
     let mut left = 2099usize;
     let mut n = 0;
