@@ -66,20 +66,26 @@ async fn a_crashed_runners_work_becomes_lost_and_is_never_run_again() {
 
     let mut first = RunnerProcess::spawn(&config);
     let first_instance = await_registration(db, "local", None).await;
-    // Work is sent soon after each registration: an idle runner long-polls for up to 20 s
-    // without being seen again, so under a 1.5 s lease it counts as disconnected (and
-    // run_* answers runner_unavailable) from 1.5 s after its last poll started or ended.
-    let r = call(
-        st,
-        key,
-        "run_job",
-        json!({
-            "project": P,
-            "command": "echo $$ > job.pid; echo ran >> lines.txt; exec sleep 600",
-        }),
-    )
+    // Under a 1.5 s lease a runner counts as disconnected (and run_* answers
+    // runner_unavailable, starting nothing) from 1.5 s after it was last seen: the job is sent
+    // until the server counts the runner as connected, which its next poll makes it.
+    let job_id = eventually("the runner takes the job", async || {
+        let r = call(
+            st,
+            key,
+            "run_job",
+            json!({
+                "project": P,
+                "command": "echo $$ > job.pid; echo ran >> lines.txt; exec sleep 600",
+            }),
+        )
+        .await;
+        if r["error"]["kind"] == "runner_unavailable" {
+            return None;
+        }
+        Some(output(&r)["job_id"].as_str().unwrap().to_owned())
+    })
     .await;
-    let job_id = output(&r)["job_id"].as_str().unwrap().to_owned();
     let lines = root_path.join("lines.txt");
     eventually("the job starts", async || {
         (!std::fs::read_to_string(&lines)
