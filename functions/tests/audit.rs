@@ -45,9 +45,7 @@ fn ergonomics(row: &EventRow) -> &Value {
 
 #[tokio::test]
 async fn every_audited_request_leaves_exactly_one_row() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     let legacy = LEGACY[0];
     let mut expected = 0;
 
@@ -267,9 +265,7 @@ async fn tools_list_rows_measure_the_tool_surface() {
 
 #[tokio::test]
 async fn tool_call_rows_carry_model_ergonomics_without_argument_values() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     let limited = credential(&db, CredentialKind::Project, &[], &["agent:local:a"]).await;
     let nine: Vec<String> = (0..9).map(|i| format!("wc_msg_{i}")).collect();
     // (caller, tool, arguments, success, error kind, bytes measured)
@@ -487,9 +483,7 @@ async fn serialized_result_bytes_leave_out_the_session_attention_sidecar() {
 
 #[tokio::test]
 async fn an_explicit_session_id_selects_that_session_on_every_surface() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     let list = rpc(MODERN, 1, "tools/list", json!({}));
 
     for (i, header_name) in ["x-action-session-id", "x-webcodex-session-id"]
@@ -618,8 +612,22 @@ async fn without_an_id_a_caller_reuses_its_idle_open_session() {
         (a1.session_id.as_str(), 4)
     );
 
-    // Past the idle timeout, a new session.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Past the idle timeout, a new session: once the database, whose clock decides idleness,
+    // says the session has been idle for longer than the timeout.
+    eventually("the session idles past its timeout", async || {
+        let client = db.pool().get().await.unwrap();
+        client
+            .query_one(
+                "SELECT now() - last_event_at > interval '1500 milliseconds' \
+                 FROM action_sessions WHERE session_id = $1",
+                &[&a1.session_id],
+            )
+            .await
+            .unwrap()
+            .get::<_, bool>(0)
+            .then_some(())
+    })
+    .await;
     let a5 = event_of(&db, &call(a.clone(), true).await).await;
     assert_ne!(a5.session_id, a1.session_id, "an idle session was reused");
     assert_eq!(a5.seq, 1);
@@ -927,9 +935,7 @@ async fn two_hundred_concurrent_calls_on_two_instances_land_exactly_once() {
 
 #[tokio::test]
 async fn a_failing_audit_write_changes_nothing_the_caller_sees() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     {
         let client = db.pool().get().await.unwrap();
         wc_store::projects::register(&client, "agent:local:a", "a", "local")

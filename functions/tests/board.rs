@@ -9,7 +9,6 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use common::*;
 use serde_json::{Value, json};
 use wc_functions::AppState;
@@ -22,15 +21,7 @@ const Q: &str = "agent:local:beta";
 
 /// One MCP `tools/call` on the modern revision; returns the structured result.
 async fn call(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
-    let body = rpc(
-        MODERN,
-        1,
-        "tools/call",
-        json!({ "name": tool, "arguments": args }),
-    );
-    let r = send(st, mcp_request(MODERN, Some(key), &body)).await;
-    assert_eq!(r.status, StatusCode::OK, "{tool}: {}", r.text());
-    r.result()["structuredContent"].clone()
+    mcp_tool(st, key, tool, args).await
 }
 
 #[track_caller]
@@ -43,15 +34,6 @@ fn out(v: &Value) -> &Value {
 fn kind(v: &Value) -> String {
     assert_eq!(v["success"], false, "expected a failure: {v}");
     v["error"]["kind"].as_str().unwrap().to_owned()
-}
-
-async fn setup() -> (TestDatabase, AppState, String) {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    register_project(&db, Q).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
-    (db, st, key)
 }
 
 async fn session(st: &AppState, key: &str, project: &str) -> String {
@@ -196,7 +178,7 @@ fn unknown_msg() -> String {
 
 #[tokio::test]
 async fn posts_list_and_resolve_with_authors_only_from_recorders() {
-    let (_db, st, key) = setup().await;
+    let TestApp { db: _db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let w = session(&st, &key, P).await;
 
@@ -271,7 +253,7 @@ async fn posts_list_and_resolve_with_authors_only_from_recorders() {
 
 #[tokio::test]
 async fn bad_input_is_refused_with_typed_errors_and_writes_nothing() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let other = session(&st, &key, P).await;
     let note = post(&st, &key, &c, "note", "a note").await;
@@ -417,7 +399,7 @@ async fn bad_input_is_refused_with_typed_errors_and_writes_nothing() {
 
 #[tokio::test]
 async fn fences_go_stale_on_assignment_changes_only_and_completion_is_idempotent() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let w = session(&st, &key, P).await;
     let todo = post(&st, &key, &c, "todo", "implement the parser").await;
@@ -545,7 +527,7 @@ async fn fences_go_stale_on_assignment_changes_only_and_completion_is_idempotent
 
 #[tokio::test]
 async fn sixteen_racing_workers_complete_once_and_twenty_replays_agree() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let st_b = second_instance(&db, ServerConfig::default());
     let c = session(&st, &key, P).await;
     let todo = post(&st, &key, &c, "todo", "one winner").await;
@@ -609,7 +591,7 @@ async fn sixteen_racing_workers_complete_once_and_twenty_replays_agree() {
 
 #[tokio::test]
 async fn observation_pages_every_change_once_and_refuses_bad_tokens() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let other = session(&st, &key, P).await;
     post(&st, &key, &c, "note", "before the baseline").await;
@@ -718,7 +700,7 @@ async fn observation_pages_every_change_once_and_refuses_bad_tokens() {
 
 #[tokio::test]
 async fn retention_removes_closed_messages_first_then_the_oldest_and_reports_lost_history() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let open_todo = post(&st, &key, &c, "todo", "keep me").await;
     let early = out(&observe(&st, &key, &c, None, 1).await)["token"]
@@ -871,7 +853,7 @@ async fn a_waiting_observer_returns_on_a_post_and_times_out_unchanged() {
 
 #[tokio::test]
 async fn acks_are_recorded_once_and_attention_repeats_until_ack_or_resolve() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let w = session(&st, &key, P).await;
     let c = session(&st, &key, P).await;
     let r = call(
@@ -987,7 +969,7 @@ async fn acks_are_recorded_once_and_attention_repeats_until_ack_or_resolve() {
 
 #[tokio::test]
 async fn the_handoff_brief_counts_open_collaboration() {
-    let (_db, st, key) = setup().await;
+    let TestApp { db: _db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     post(&st, &key, &c, "question", "q?").await;
     post(&st, &key, &c, "todo", "t").await;
@@ -1014,7 +996,7 @@ async fn the_handoff_brief_counts_open_collaboration() {
 
 #[tokio::test]
 async fn a_recorder_of_another_project_cannot_author_messages() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let elsewhere = session(&st, &key, Q).await;
     let before = footprint(&db, &c).await;
@@ -1031,7 +1013,7 @@ async fn a_recorder_of_another_project_cannot_author_messages() {
 
 #[tokio::test]
 async fn retention_keeps_the_replies_of_open_todos_longest_among_closed_messages() {
-    let (db, st, key) = setup().await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let c = session(&st, &key, P).await;
     let resolve = |id: String| {
         let (st, key, c) = (st.clone(), key.clone(), c.clone());

@@ -23,7 +23,6 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner as PropRunner};
 use serde_json::{Value, json};
 use wc_functions::AppState;
-use wc_functions::config::ServerConfig;
 use wc_store::testing::TestDatabase;
 
 /// The project every case's session works on.
@@ -865,27 +864,30 @@ async fn stored(db: &TestDatabase, session_id: &str) -> Stored {
 // ---------------------------------------------------------------------------------------------
 // The system under test
 
-/// One database, two independent instances over it, a credential and a registered project.
+/// The test application (one database, a credential and a registered project) and a second,
+/// independent instance over the same database.
 struct Env {
-    db: TestDatabase,
-    a: AppState,
+    app: TestApp,
     b: AppState,
-    key: String,
+}
+
+impl std::ops::Deref for Env {
+    type Target = TestApp;
+    fn deref(&self) -> &TestApp {
+        &self.app
+    }
 }
 
 impl Env {
     async fn new() -> Env {
-        let db = TestDatabase::new().await;
-        register_project(&db, PROJECT).await;
-        let key = full_key(&db).await;
-        let a = state(&db);
-        let b = second_instance(&db, ServerConfig::default());
-        Env { db, a, b, key }
+        let app = TestApp::with_projects(&[PROJECT]).await;
+        let b = app.second();
+        Env { app, b }
     }
 
     fn instance(&self, inst: Inst) -> &AppState {
         match inst {
-            Inst::A => &self.a,
+            Inst::A => &self.app.st,
             Inst::B => &self.b,
         }
     }

@@ -6,14 +6,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use serde_json::{Value, json};
 use uuid::Uuid;
 use wc_functions::AppState;
 use wc_store::runners::{self, Registration};
-use wc_store::testing::TestDatabase;
 use wc_store::work;
 
 /// The project every test runs in.
@@ -21,15 +18,7 @@ const P: &str = "agent:local:alpha";
 
 /// `POST /api/actions/{tool}` with `key`; the body.
 async fn call(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
-    rest(st, &format!("/api/actions/{tool}"), Some(key), args)
-        .await
-        .body
-}
-
-#[track_caller]
-fn output(v: &Value) -> &Value {
-    assert_eq!(v["success"], true, "expected success: {v}");
-    &v["output"]
+    action(st, key, tool, args).await.body
 }
 
 /// A new session on P; its id.
@@ -63,7 +52,7 @@ async fn finished_in_summary(st: &AppState, key: &str, s: &str, job_id: &str) ->
 }
 
 /// Polls `session_summary` (and runs `between`, if any, before each look) until the
-/// `execution_finished` of `job_id` is listed; bounded.
+/// `execution_finished` of `job_id` is listed.
 async fn await_evidence(
     st: &AppState,
     key: &str,
@@ -71,34 +60,25 @@ async fn await_evidence(
     job_id: &str,
     between: impl AsyncFn(),
 ) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        between().await;
-        let found = finished_in_summary(st, key, s, job_id).await;
-        if !found.is_empty() {
-            return found;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no execution_finished for {job_id} in session {s}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(
+        &format!("an execution_finished for {job_id} in session {s}"),
+        async || {
+            between().await;
+            Some(finished_in_summary(st, key, s, job_id).await).filter(|found| !found.is_empty())
+        },
+    )
+    .await
 }
 
 #[tokio::test]
 async fn a_job_whose_result_lands_unread_has_its_evidence_once_and_reads_write_nothing() {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
-    let root = tempfile::tempdir().unwrap();
-    let _runner = TestRunner::start(&db, &st, "local", &[("alpha", root.path())]).await;
-    let s = session(&st, &key).await;
+    let env = RunnerApp::start("alpha").await;
+    let (db, st, key) = (&env.db, &env.st, &env.key);
+    let s = session(st, key).await;
 
     let r = call(
-        &st,
-        &key,
+        st,
+        key,
         "run_job",
         json!({ "session_id": s, "project": P, "command": "printf hello; exit 3" }),
     )
@@ -106,7 +86,7 @@ async fn a_job_whose_result_lands_unread_has_its_evidence_once_and_reads_write_n
     let job_id = output(&r)["job_id"].as_str().unwrap().to_owned();
 
     // Nobody reads the job: the runner's result alone puts the evidence in the ledger.
-    let found = await_evidence(&st, &key, &s, &job_id, async || {}).await;
+    let found = await_evidence(st, key, &s, &job_id, async || {}).await;
     assert_eq!(found.len(), 1, "{found:#?}");
     let payload = &found[0]["payload"];
     assert_eq!(payload["execution_state"], "failed", "{payload}");
@@ -118,8 +98,8 @@ async fn a_job_whose_result_lands_unread_has_its_evidence_once_and_reads_write_n
     // It is evidence of the call that queued the job.
     let queued: Vec<Value> = {
         let r = call(
-            &st,
-            &key,
+            st,
+            key,
             "session_summary",
             json!({ "session_id": s, "limit": 200 }),
         )
@@ -136,23 +116,20 @@ async fn a_job_whose_result_lands_unread_has_its_evidence_once_and_reads_write_n
     assert_eq!(found[0]["invocation_id"], queued[0]["invocation_id"]);
 
     // The read tools, many times over, write nothing to the ledger.
-    let before = session_row(&db, &s).await.events_observed;
+    let before = session_row(db, &s).await.events_observed;
     for _ in 0..5 {
-        let r = call(&st, &key, "job_status", json!({ "job_id": job_id })).await;
+        let r = call(st, key, "job_status", json!({ "job_id": job_id })).await;
         assert_eq!(r["error"]["kind"], "exit_nonzero", "{r}");
-        output(&call(&st, &key, "job_log", json!({ "job_id": job_id })).await);
-        output(&call(&st, &key, "list_jobs", json!({ "project": P })).await);
+        output(&call(st, key, "job_log", json!({ "job_id": job_id })).await);
+        output(&call(st, key, "list_jobs", json!({ "project": P })).await);
     }
-    assert_eq!(session_row(&db, &s).await.events_observed, before);
-    assert_eq!(finished_in_summary(&st, &key, &s, &job_id).await.len(), 1);
+    assert_eq!(session_row(db, &s).await.events_observed, before);
+    assert_eq!(finished_in_summary(st, key, &s, &job_id).await.len(), 1);
 }
 
 #[tokio::test]
 async fn a_stopped_queued_job_and_a_reaped_job_have_their_evidence_without_a_reader() {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P]).await;
     // A runner that registers and takes work, then never reports: it holds leases as the
     // store grants them, as a runner that dies after claiming does.
     let instance = Uuid::now_v7();

@@ -129,9 +129,6 @@ struct Fixtures {
 }
 
 async fn setup() -> Fixtures {
-    let db = TestDatabase::new().await;
-    register_project(&db, "agent:local:alpha").await;
-    let key = full_key(&db).await;
     let mut config = wc_functions::config::ServerConfig::default();
     // The HTTP side reaches the server as 127.0.0.1:<port>; the events say `localhost`.
     config.allowed_hosts.push("localhost".into());
@@ -145,22 +142,10 @@ async fn setup() -> Fixtures {
         None,
     )
     .unwrap();
-    let state = state_with(&db, config);
+    let app = TestApp::with_config(&["agent:local:alpha"], config).await;
     // A runner with a registered instance, for the poll.
-    let runner_token = wc_functions::runner_api::auth::generate();
-    {
-        let client = db.pool().get().await.unwrap();
-        wc_store::runners::create(
-            &client,
-            "fidelity",
-            None,
-            &wc_functions::auth::token::digest(&runner_token),
-            true,
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    }
+    let runner_token = app.runner_token("fidelity").await;
+    let TestApp { db, st: state, key } = app;
     let instance = uuid::Uuid::now_v7();
     let register = json!({
         "protocol_version": 1, "instance_id": instance, "projects": ["alpha"],

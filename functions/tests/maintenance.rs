@@ -36,7 +36,23 @@ async fn one_pass_reaps_drains_and_prunes() {
         ),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The lease of a millisecond has run out by the database's clock, which the reaper reads.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while c
+        .query_one(
+            "SELECT lease_expires_at >= now() FROM runner_work WHERE id = $1",
+            &[&leased],
+        )
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 
     let report = maintenance::run_once(db.pool(), Some(&publisher), true)
         .await

@@ -19,9 +19,7 @@ use wc_store::testing::TestDatabase;
 
 #[tokio::test]
 async fn discover_lists_the_supported_versions_and_server_info_in_meta() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let r = mcp(&st, MODERN, Some(&key), "server/discover", json!({})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let result = r.result();
@@ -38,9 +36,7 @@ async fn discover_lists_the_supported_versions_and_server_info_in_meta() {
 
 #[tokio::test]
 async fn modern_tools_list_is_complete_and_carries_cache_hints() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let r = tools_list(&st, MODERN, Some(&key)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let result = r.result();
@@ -59,9 +55,7 @@ async fn modern_tools_list_is_complete_and_carries_cache_hints() {
 
 #[tokio::test]
 async fn a_modern_request_without_meta_is_invalid_params() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let body = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {} });
     let r = send(&st, mcp_request(MODERN, Some(&key), &body)).await;
     assert_eq!(r.rpc_code(), Some(-32602), "{}", r.text());
@@ -79,9 +73,7 @@ async fn a_modern_request_without_meta_is_invalid_params() {
 
 #[tokio::test]
 async fn an_mcp_method_header_that_contradicts_the_body_is_400_32020() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let mut req = mcp_request(MODERN, Some(&key), &rpc(MODERN, 1, "tools/list", json!({})));
     set_header(&mut req, "mcp-method", "tools/call");
     let r = send(&st, req).await;
@@ -97,9 +89,7 @@ async fn an_mcp_method_header_that_contradicts_the_body_is_400_32020() {
 
 #[tokio::test]
 async fn a_base64_mcp_name_is_accepted_when_it_decodes_to_the_tool() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let body = rpc(
         MODERN,
         1,
@@ -130,9 +120,7 @@ async fn a_base64_mcp_name_is_accepted_when_it_decodes_to_the_tool() {
 
 #[tokio::test]
 async fn an_unsupported_version_is_32022_naming_the_supported_ones() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let mut body = rpc(MODERN, 3, "tools/list", json!({}));
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
     let mut req = mcp_request(MODERN, Some(&key), &body);
@@ -150,9 +138,7 @@ async fn an_unsupported_version_is_32022_naming_the_supported_ones() {
 
 #[tokio::test]
 async fn unknown_and_removed_methods_are_404_32601() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for method in ["ping", "foo/bar"] {
         let r = mcp(&st, MODERN, Some(&key), method, json!({})).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{method}: {}", r.text());
@@ -165,9 +151,7 @@ async fn unknown_and_removed_methods_are_404_32601() {
 
 #[tokio::test]
 async fn legacy_revisions_initialize_ping_and_list() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in LEGACY {
         let init = mcp(
             &st,
@@ -214,9 +198,7 @@ async fn legacy_revisions_initialize_ping_and_list() {
 
 #[tokio::test]
 async fn every_revision_lists_tools_with_the_wrapper_properties_of_its_contract() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         let r = tools_list(&st, version, Some(&key)).await;
         assert_eq!(r.status, StatusCode::OK, "{version}: {}", r.text());
@@ -247,9 +229,7 @@ async fn every_revision_lists_tools_with_the_wrapper_properties_of_its_contract(
 
 #[tokio::test]
 async fn a_caller_session_id_never_creates_or_selects_state() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         for (method, params) in [
             ("tools/list", json!({})),
@@ -295,9 +275,7 @@ async fn a_caller_session_id_never_creates_or_selects_state() {
 
 #[tokio::test]
 async fn get_and_delete_on_mcp_are_405() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for method in ["GET", "DELETE"] {
         let req = Request::builder()
             .method(method)
@@ -321,9 +299,7 @@ async fn get_and_delete_on_mcp_are_405() {
 
 #[tokio::test]
 async fn origins_outside_the_allowed_hosts_are_403() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     let body = rpc(MODERN, 1, "tools/list", json!({}));
     let mut req = mcp_request(MODERN, Some(&key), &body);
     set_header(&mut req, "origin", "https://evil.example");
@@ -449,9 +425,7 @@ async fn tools_needing_a_scope_the_caller_lacks_are_hidden() {
 
 #[tokio::test]
 async fn every_input_schema_publishes_the_wrapper_fields() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let r = tools_list(&st, MODERN, Some(&key)).await;
     let tools = r.result()["tools"].as_array().unwrap();
     for t in tools {
@@ -473,9 +447,7 @@ async fn every_input_schema_publishes_the_wrapper_fields() {
 
 #[tokio::test]
 async fn the_full_listing_fits_in_100_kb() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         let r = tools_list(&st, version, Some(&key)).await;
         assert_eq!(r.status, StatusCode::OK);
@@ -499,9 +471,7 @@ async fn the_full_listing_fits_in_100_kb() {
 
 #[tokio::test]
 async fn call_results_are_the_result_object_in_structured_and_text_form() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     let project_key = credential(&db, CredentialKind::Project, &[], &["agent:local:a"]).await;
     for version in VERSIONS {
         for (auth, name, args, success) in [
@@ -533,9 +503,7 @@ async fn call_results_are_the_result_object_in_structured_and_text_form() {
 
 #[tokio::test]
 async fn calling_an_unknown_tool_is_invalid_params() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         let r = tools_call(&st, version, Some(&key), "no_such_tool", json!({})).await;
         assert_eq!(r.rpc_code(), Some(-32602), "{version}: {}", r.text());
@@ -544,9 +512,7 @@ async fn calling_an_unknown_tool_is_invalid_params() {
 
 #[tokio::test]
 async fn invalid_arguments_name_the_field_and_the_rule() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         for (name, args, pointer, rule) in [
             ("list_projects", json!({ "limit": 0 }), "/limit", "minimum"),
@@ -585,9 +551,7 @@ async fn invalid_arguments_name_the_field_and_the_rule() {
 
 #[tokio::test]
 async fn wrapper_fields_are_stripped_before_the_arguments_are_parsed() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         let plain = tools_call(&st, version, Some(&key), "runtime_status", json!({})).await;
         let r = tools_call(
@@ -612,9 +576,7 @@ async fn wrapper_fields_are_stripped_before_the_arguments_are_parsed() {
 
 #[tokio::test]
 async fn malformed_wrapper_metadata_is_invalid_params() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let nine: Vec<String> = (0..9).map(|i| format!("wc_msg_{i:0>22}")).collect();
     let eight: Vec<String> = (0..8).map(|i| format!("wc_msg_{i:0>22}")).collect();
     for version in VERSIONS {
@@ -649,9 +611,7 @@ async fn malformed_wrapper_metadata_is_invalid_params() {
 
 #[tokio::test]
 async fn a_recording_session_that_names_no_session_is_unknown_session_id() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         let r = tools_call(
             &st,
@@ -697,9 +657,7 @@ fn raw_mcp(auth: &str, body: impl Into<Body>) -> Request<Body> {
 
 #[tokio::test]
 async fn malformed_json_is_400_32700() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let r = send(&st, raw_mcp(&key, r#"{"jsonrpc":"2.0","id":1,"method":"#)).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
     assert_eq!(r.rpc_code(), Some(-32700), "{}", r.text());
@@ -707,9 +665,7 @@ async fn malformed_json_is_400_32700() {
 
 #[tokio::test]
 async fn a_wrong_jsonrpc_version_is_32600() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let r = send(
         &st,
         raw_mcp(&key, r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#),
@@ -721,9 +677,7 @@ async fn a_wrong_jsonrpc_version_is_32600() {
 
 #[tokio::test]
 async fn deeply_nested_input_is_a_400_not_a_crash() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let r = send(&st, raw_mcp(&key, "[".repeat(100_000))).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text());
     // Nested inside a real request, too.
@@ -770,9 +724,7 @@ async fn an_oversized_body_is_413_before_parsing() {
 
 #[tokio::test]
 async fn a_header_with_invalid_utf8_is_400() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for name in ["x-custom", "mcp-method", "mcp-session-id"] {
         let mut req = mcp_request(MODERN, Some(&key), &rpc(MODERN, 1, "tools/list", json!({})));
         req.headers_mut().insert(
@@ -789,9 +741,7 @@ async fn a_header_with_invalid_utf8_is_400() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn the_openai_session_value_never_leaves_the_request() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     let (logs, _guard) = capture_logs();
     let marker = "window-secret-7f3a9c";
     let mut replies = Vec::new();
@@ -856,9 +806,7 @@ async fn the_openai_session_value_never_leaves_the_request() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_stateless_call_logs_one_line_of_ours_and_no_rmcp_service_lifecycle() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     // At debug, the most verbose level the capture allows: the rmcp cap holds even there.
     let (logs, _guard) = capture_logs();
     let body = rpc(

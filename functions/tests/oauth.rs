@@ -228,17 +228,6 @@ fn challenge(r: &Reply) -> String {
         .to_owned()
 }
 
-/// A REST `/api/tools/call` of `tool`.
-async fn rest_call(st: &AppState, token: &str, tool: &str, arguments: Value) -> Reply {
-    rest(
-        st,
-        "/api/tools/call",
-        Some(token),
-        json!({ "tool": tool, "arguments": arguments }),
-    )
-    .await
-}
-
 #[tokio::test]
 async fn metadata_names_the_authorization_server_and_challenges_point_to_it() {
     let db = TestDatabase::new().await;
@@ -401,7 +390,7 @@ async fn refused_tokens_are_401_invalid_token_on_mcp_and_rest() {
             "{what} (REST): {}",
             head(&r)
         );
-        let r = rest_call(&st, token, "list_projects", json!({})).await;
+        let r = rest_tools_call(&st, token, "list_projects", json!({})).await;
         assert_eq!(
             r.status,
             StatusCode::UNAUTHORIZED,
@@ -445,7 +434,7 @@ async fn valid_tokens_work_on_mcp_and_rest_with_their_scopes_and_subject() {
     assert_eq!(r.body["oauth_client_id"], CLIENT);
     assert_eq!(r.body["scopes"], json!(["project:read", "project:write"]));
 
-    let r = rest_call(
+    let r = rest_tools_call(
         &st,
         &alice,
         "work_on_project",
@@ -456,7 +445,7 @@ async fn valid_tokens_work_on_mcp_and_rest_with_their_scopes_and_subject() {
     let session = r.body["output"]["session_id"].as_str().unwrap().to_owned();
 
     // The session belongs to alice (issuer + subject): bob, same issuer, does not see it.
-    let r = rest_call(
+    let r = rest_tools_call(
         &st,
         &alice,
         "session_summary",
@@ -464,7 +453,7 @@ async fn valid_tokens_work_on_mcp_and_rest_with_their_scopes_and_subject() {
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let r = rest_call(
+    let r = rest_tools_call(
         &st,
         &bob,
         "session_summary",

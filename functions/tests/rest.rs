@@ -122,9 +122,7 @@ async fn the_openapi_document_fits_gpt_actions() {
 
 #[tokio::test]
 async fn rest_publishes_only_the_recording_wrapper_field() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     // The context_request sidecar (stateless MCP only) appears nowhere in the OpenAPI
     // document; no request body takes it or MCP's ACK ids, every one takes
     // recording_session_id.
@@ -171,9 +169,7 @@ async fn rest_publishes_only_the_recording_wrapper_field() {
 
 #[tokio::test]
 async fn rest_answers_the_same_result_body_as_mcp() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for tool in ["runtime_status", "list_tools"] {
         let via_mcp = tools_call(&st, MODERN, Some(&key), tool, json!({})).await;
         let expected = via_mcp.result()["structuredContent"].clone();
@@ -210,9 +206,7 @@ async fn rest_answers_the_same_result_body_as_mcp() {
 
 #[tokio::test]
 async fn http_status_follows_the_error_kind() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::new().await;
     let limited = credential(&db, CredentialKind::Project, &[], &["agent:local:a"]).await;
     let cases: Vec<(&str, &str, Value, StatusCode, &str)> = vec![
         (

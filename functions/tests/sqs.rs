@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
@@ -40,15 +40,13 @@ impl Env {
     async fn start(visibility: Duration) -> Env {
         let sqs = LocalSqs::start().await;
         let queue = sqs.create_queue().await;
-        let db = TestDatabase::new().await;
-        register_project(&db, P).await;
         let mut config = ServerConfig::default();
         config
             .runner_sqs_queues
             .insert("local".into(), queue.clone());
+        let TestApp { db, st, key } = TestApp::with_config(&[P], config).await;
         let publisher: Arc<dyn QueuePublisher> = Arc::new(sqs.publisher());
-        let st = state_with(&db, config).with_publisher(Some(publisher));
-        let key = full_key(&db).await;
+        let st = st.with_publisher(Some(publisher));
         let root = tempfile::tempdir().unwrap();
         let base_url = serve(st.clone()).await;
         let runner = TestRunner::start_sqs_at(
@@ -73,10 +71,10 @@ impl Env {
     }
 
     async fn run_process(&self, argv: &[&str]) -> Value {
-        let r = rest(
+        let r = action(
             &self.st,
-            "/api/actions/run_process",
-            Some(&self.key),
+            &self.key,
+            "run_process",
             json!({ "project": P, "argv": argv }),
         )
         .await;
@@ -89,10 +87,10 @@ impl Env {
         let (st, key) = (self.st.clone(), self.key.clone());
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
         tokio::spawn(async move {
-            let r = rest(
+            let r = action(
                 &st,
-                "/api/actions/run_process",
-                Some(&key),
+                &key,
+                "run_process",
                 json!({ "project": P, "argv": argv }),
             )
             .await;
@@ -118,14 +116,14 @@ impl Env {
 
     /// Waits until some work is leased; returns its id.
     async fn wait_leased(&self) -> Uuid {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some((id, _, _)) = self.work().await.into_iter().find(|w| w.2 == "leased") {
-                return id;
-            }
-            assert!(Instant::now() < deadline, "no work was leased");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually("some work is leased", async || {
+            self.work()
+                .await
+                .into_iter()
+                .find(|w| w.2 == "leased")
+                .map(|(id, _, _)| id)
+        })
+        .await
     }
 
     async fn outbox_rows(&self) -> usize {
@@ -220,11 +218,21 @@ async fn malformed_and_unknown_messages_are_deleted_and_the_runner_carries_on() 
 async fn a_long_run_keeps_its_message_hidden() {
     let env = Env::start(Duration::from_secs(2)).await;
     let count = env.root.path().join("count.txt");
-    let run = env.spawn_run(&["sh", "-c", "echo ran >> count.txt; sleep 4"]);
+    // The run marks the moment it has gone on for longer than the visibility timeout, and
+    // keeps running after it.
+    let past = env.root.path().join("past-visibility");
+    let run = env.spawn_run(&[
+        "sh",
+        "-c",
+        "echo ran >> count.txt; sleep 3; echo > past-visibility; sleep 2",
+    ]);
     env.wait_leased().await;
+    eventually("the run outlives the visibility timeout", async || {
+        past.exists().then_some(())
+    })
+    .await;
     // Past the visibility timeout the message is still in flight: extended, not delivered
     // again (a redelivery would be claimed, answered already claimed and deleted).
-    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(env.sqs.counts(&env.queue).await, (0, 1));
     let out = run.await.unwrap();
     assert_eq!(out["execution_state"], "succeeded", "{out}");

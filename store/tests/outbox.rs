@@ -195,8 +195,24 @@ async fn a_failing_publisher_keeps_the_row_with_attempts_and_a_capped_backoff() 
     assert_eq!(deferred.attempts, 0, "a deferred row was not tried");
     assert!(deferred.next_attempt_at - now > chrono::Duration::seconds(60));
 
-    // Not due yet: a drain right away leaves the failed row alone.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Once the database's clock passes the row's next attempt, a drain retries it.
+    let client = db.pool().get().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !client
+        .query_one(
+            "SELECT next_attempt_at <= now() FROM runner_outbox WHERE work_id = $1",
+            &[&first],
+        )
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failed row never came due"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let stats = outbox::drain_outbox(db.pool(), &refusing, 100)
         .await
         .unwrap();

@@ -267,7 +267,9 @@ async fn the_statement_after_the_lock_sees_what_the_previous_holder_committed() 
         assert!(!waiter.is_open());
         (locked, read)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server shows the waiter blocked on the holder's row lock: from then on, finishing
+    // early would mean the lock did not wait.
+    await_lock_wait(&db).await;
     assert!(
         !waiting.is_finished(),
         "the lock did not wait for the holder"
@@ -282,4 +284,30 @@ async fn the_statement_after_the_lock_sees_what_the_previous_holder_committed() 
     // the lock waited for.
     assert_eq!(read, "by the holder");
     assert_eq!(idle_in_transaction(&db).await, 0);
+}
+
+/// Waits until some session of the test database waits on a lock (as `pg_stat_activity`
+/// shows it). Fails only on a hang.
+async fn await_lock_wait(db: &TestDatabase) {
+    let client = db.pool().get().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let waiting: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nobody ever waited on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

@@ -12,6 +12,31 @@ use wc_store::work::{self, Chunk, Claim, Enqueued, LeaseView, NewWork, QueueRout
 
 use wc_store::testing::runner_work::{new_work, no_evidence, register, runner};
 
+/// Waits until the database's clock is past the lease of every leased `ids` row: the
+/// expiry is read from the rows, never assumed from a local timer. Fails only on a hang.
+async fn await_leases_expired(pool: &Pool, ids: &[Uuid]) {
+    let client = pool.get().await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let live: i64 = client
+            .query_one(
+                "SELECT count(*) FROM runner_work WHERE id = ANY($1) AND lease_expires_at >= now()",
+                &[&ids],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if live == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "leases of {ids:?} never expired"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
     match work::applied(
         work::enqueue(pool, w, None, work::OpenLimits::NONE)
@@ -255,7 +280,7 @@ async fn expired_leases_read_as_lost_the_reaper_ends_them_and_they_never_requeue
         .await
         .unwrap();
     assert_eq!(leases.len(), 2);
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    await_leases_expired(db.pool(), &[w1, w2]).await;
     let hb = work::heartbeat(&c, "host", i, &[(w1, leases[0].lease_token.unwrap())], 1000)
         .await
         .unwrap();
@@ -811,7 +836,7 @@ async fn every_transition_that_ends_work_appends_its_evidence_once_in_the_same_t
         .unwrap()
         .remove(0);
     assert_eq!(lease.id, expired);
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    await_leases_expired(db.pool(), &[expired]).await;
     assert_eq!(
         work::reap_expired(&mut c, marker).await.unwrap(),
         vec![expired]

@@ -7,17 +7,15 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 use wc_functions::AppState;
 use wc_functions::auth::token;
 use wc_runner_agent::agent::{AgentError, Stop};
-use wc_runner_protocol::{
-    MAX_INSTANCE_CLOCK_AHEAD_MS, PROTOCOL_VERSION, QueueKind, RegisterRequest,
-};
+use wc_runner_protocol::MAX_INSTANCE_CLOCK_AHEAD_MS;
 use wc_store::credentials::CredentialKind;
 use wc_store::testing::TestDatabase;
 
@@ -45,36 +43,12 @@ fn now_ms() -> u64 {
 
 /// `POST /runner/v1/register` for `instance` with the runner token `token`.
 async fn register(base: &str, token: &str, instance: Uuid) -> wc_e2e::client::Reply {
-    let body = serde_json::to_vec(&RegisterRequest {
-        protocol_version: PROTOCOL_VERSION,
-        instance_id: instance,
-        projects: vec!["alpha".into()],
-        agent_version: "forger".into(),
-        queue: QueueKind::ApiPoll,
-        max_concurrency: 1,
-    })
-    .unwrap();
-    let bearer = format!("Bearer {token}");
-    wc_e2e::client::Client::new()
-        .send(
-            Method::POST,
-            &format!("{base}/runner/v1/register"),
-            &[
-                ("content-type", "application/json"),
-                ("authorization", bearer.as_str()),
-            ],
-            body,
+    RunnerApi::new(base, token)
+        .post(
+            "register",
+            &register_request(instance, &["alpha"], "forger"),
         )
         .await
-        .unwrap()
-}
-
-async fn current_instance(db: &TestDatabase) -> Option<Uuid> {
-    let client = db.pool().get().await.unwrap();
-    wc_store::runners::get(&client, HOST)
-        .await
-        .unwrap()
-        .and_then(|r| r.instance_id)
 }
 
 /// The real runner agent (in this process, over HTTP) with `token`, serving `alpha` at `root`.
@@ -95,28 +69,23 @@ impl Agent {
             wc_runner_agent::config::Limits::default(),
         )
         .unwrap();
-        let before = current_instance(db).await;
+        let before = registered_instance(db, HOST).await;
         let (stop, rx) = tokio::sync::watch::channel(Stop::Run);
         let joined = tokio::spawn(wc_runner_agent::agent::run(cfg, Default::default(), rx));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let now = current_instance(db).await;
-            if let Some(instance) = now
-                && now != before
-            {
-                return Agent {
-                    stop,
-                    joined,
-                    instance,
-                };
-            }
+        let instance = eventually("the runner registers", async || {
             assert!(
                 !joined.is_finished(),
-                "the runner stopped instead of registering: {:?}",
-                joined.await
+                "the runner stopped instead of registering"
             );
-            assert!(Instant::now() < deadline, "the runner did not register");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            registered_instance(db, HOST)
+                .await
+                .filter(|&now| Some(now) != before)
+        })
+        .await;
+        Agent {
+            stop,
+            joined,
+            instance,
         }
     }
 
@@ -139,25 +108,12 @@ async fn echo(st: &AppState, key: &str) -> Value {
     r.body["output"]["stdout"].clone()
 }
 
-async fn runner_token(db: &TestDatabase) -> String {
-    let token = wc_functions::runner_api::auth::generate();
-    let client = db.pool().get().await.unwrap();
-    wc_store::runners::create(&client, HOST, None, &token::digest(&token), false)
-        .await
-        .unwrap()
-        .unwrap();
-    token
-}
-
 #[tokio::test]
 async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_out() {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P]).await;
     let base = serve(st.clone()).await;
     let root = tempfile::tempdir().unwrap();
-    let token = runner_token(&db).await;
+    let token = runner_token(&db, HOST).await;
 
     // Ids from the far future, and ids that carry no time, are refused with a typed error and
     // register nothing.
@@ -185,7 +141,7 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
             r.json()
         );
     }
-    assert_eq!(current_instance(&db).await, None);
+    assert_eq!(registered_instance(&db, HOST).await, None);
 
     // An id just inside the allowed clock skew registers (its holder has the runner's token),
     // and is the largest id the runner has seen; the real agent started afterwards still
@@ -193,7 +149,7 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
     let ahead = v7_at(now_ms() + MAX_INSTANCE_CLOCK_AHEAD_MS - 30_000);
     let r = register(&base, &token, ahead).await;
     assert_eq!(r.status, 200, "{}", r.json());
-    assert_eq!(current_instance(&db).await, Some(ahead));
+    assert_eq!(registered_instance(&db, HOST).await, Some(ahead));
     let agent = Agent::start(&db, &base, &token, root.path()).await;
     assert!(
         agent.instance < ahead,
@@ -205,7 +161,7 @@ async fn a_forged_instance_id_is_refused_or_replaced_and_never_locks_the_runner_
     let r = register(&base, &token, ahead).await;
     assert_eq!(r.status, 409, "{}", r.json());
     assert_eq!(r.json()["error"]["kind"], "instance_replaced");
-    assert_eq!(current_instance(&db).await, Some(agent.instance));
+    assert_eq!(registered_instance(&db, HOST).await, Some(agent.instance));
     assert_eq!(echo(&st, &key).await, "hi\n");
     agent.stop().await;
 }
@@ -235,10 +191,7 @@ fn last_line(out: &Output) -> String {
 
 #[tokio::test]
 async fn runner_create_rotate_recovers_the_runner_whatever_instance_rows_exist() {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db, st, key } = TestApp::with_projects(&[P]).await;
     let base = serve(st.clone()).await;
     let root = tempfile::tempdir().unwrap();
     let old_token = last_line(&admin(&db, &["runner", "create", HOST]));
@@ -267,7 +220,7 @@ async fn runner_create_rotate_recovers_the_runner_whatever_instance_rows_exist()
     let new_token = last_line(&rotated);
     assert_ne!(new_token, old_token);
     assert_eq!(
-        current_instance(&db).await,
+        registered_instance(&db, HOST).await,
         None,
         "rotation keeps no instance"
     );
@@ -528,7 +481,7 @@ async fn naming_another_callers_audit_session_attaches_nothing_to_it() {
 // A waiting observer
 
 async fn tool(st: &AppState, key: &str, name: &str, args: Value) -> Reply {
-    rest(st, &format!("/api/actions/{name}"), Some(key), args).await
+    action(st, key, name, args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

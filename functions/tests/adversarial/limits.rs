@@ -467,18 +467,14 @@ async fn requests_beyond_the_concurrency_cap_are_refused_typed_and_runners_keep_
     }
     let http = wc_e2e::client::Client::new();
     // Wait until both are admitted: a third request is then refused.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let refused = loop {
+    let refused = eventually("a third request is refused", async || {
         let r = http
             .get(&format!("{base}/api/whoami"), Some(&key))
             .await
             .unwrap();
-        if r.status == 503 {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "never refused: {}", r.status);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        (r.status == 503).then_some(r)
+    })
+    .await;
     let body = refused.json();
     assert_eq!(body["error"]["kind"], "unavailable", "{body}");
     assert!(
@@ -546,14 +542,10 @@ async fn bodies_beyond_the_byte_budget_are_refused_typed_before_they_are_read() 
         s.write_all(b"{").await.unwrap();
         holders.push(s);
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while st.admission.body_bytes_held() < 8192 {
-        assert!(
-            Instant::now() < deadline,
-            "the holders never reserved their bodies"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the holders reserve their bodies", async || {
+        (st.admission.body_bytes_held() >= 8192).then_some(())
+    })
+    .await;
     let mut third = TcpStream::connect(authority(&base)).await.unwrap();
     third
         .write_all(head(&base, "/mcp", Some(&auth), 10).as_bytes())
@@ -588,7 +580,7 @@ const B: &str = "agent:local:beta";
 
 /// `POST /api/actions/{tool}` with `key`; the `{success, output, error}` body and the status.
 async fn act(st: &AppState, key: &str, tool: &str, args: Value) -> (StatusCode, Value) {
-    let r = rest(st, &format!("/api/actions/{tool}"), Some(key), args).await;
+    let r = action(st, key, tool, args).await;
     (r.status, r.body)
 }
 
@@ -629,10 +621,7 @@ struct Tenants {
 
 impl Tenants {
     async fn start(config: ServerConfig) -> Tenants {
-        let db = TestDatabase::new().await;
-        register_project(&db, A).await;
-        register_project(&db, B).await;
-        let st = state_with(&db, config);
+        let TestApp { db, st, .. } = TestApp::with_config(&[A, B], config).await;
         let scopes = ["project:read", "project:write"];
         let a = credential_in_group(
             &db,
@@ -677,11 +666,10 @@ async fn a_second_tenants_echo_runs_while_the_first_has_fifty_long_jobs_queued()
         assert_eq!(status, StatusCode::OK, "job {n}: {body}");
     }
     // Tenant a's jobs fill what a tenant may take of the runner: three of four slots.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while open_work(&t.db, A).await.1 < 3 {
-        assert!(Instant::now() < deadline, "a's jobs never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("three of a's jobs start", async || {
+        (open_work(&t.db, A).await.1 >= 3).then_some(())
+    })
+    .await;
     let started = Instant::now();
     let (status, body) = act(
         &t.st,
@@ -823,11 +811,10 @@ async fn open_work_beyond_a_callers_or_a_projects_limit_is_refused_typed_with_a_
             "exactly one owner stops {id}: {by_a} {by_op}"
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while open_work(&t.db, A).await != (0, 0) {
-        assert!(Instant::now() < deadline, "stopped work never ended");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the stopped work ends", async || {
+        (open_work(&t.db, A).await == (0, 0)).then_some(())
+    })
+    .await;
     let (status, body) = act(
         &t.st,
         &t.a,
@@ -844,28 +831,11 @@ async fn open_work_beyond_a_callers_or_a_projects_limit_is_refused_typed_with_a_
 async fn a_delivered_work_id_over_its_callers_share_of_the_runner_is_answered_rate_limited() {
     let db = TestDatabase::new().await;
     let base = serve(state(&db)).await;
-    let secret = wc_functions::runner_api::auth::generate();
-    {
-        let client = db.pool().get().await.unwrap();
-        wc_store::runners::create(
-            &client,
-            "host",
-            None,
-            &wc_functions::auth::token::digest(&secret),
-            true,
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    }
-    let http = wc_e2e::client::Client::new();
+    let secret = runner_token(&db, "host").await;
+    let api = RunnerApi::new(&base, &secret);
     let call = |op: &'static str, body: Value| {
-        let (http, base, secret) = (http.clone(), base.clone(), secret.clone());
-        async move {
-            http.post_json(&format!("{base}/runner/v1/{op}"), Some(&secret), &body)
-                .await
-                .unwrap()
-        }
+        let api = api.clone();
+        async move { api.post(op, &body).await }
     };
     // Two slots: with one reserved, a caller runs one item at a time on this runner.
     let instance = uuid::Uuid::now_v7();

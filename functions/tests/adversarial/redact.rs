@@ -49,11 +49,7 @@ async fn call(
             let r = tools_call(st, v, Some(key), tool, args).await;
             r.result()["structuredContent"].clone()
         }
-        None => {
-            rest(st, &format!("/api/actions/{tool}"), Some(key), args)
-                .await
-                .body
-        }
+        None => action(st, key, tool, args).await.body,
     }
 }
 
@@ -73,16 +69,12 @@ async fn events_after(db: &TestDatabase, session: &str, seq: i64) -> (String, i6
 #[tokio::test]
 async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept() {
     assert!(SHAPES.len() >= 60, "{} shapes", SHAPES.len());
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
-    let root = tempfile::tempdir().unwrap();
-    let _runner = TestRunner::start(&db, &st, "local", &[("alpha", root.path())]).await;
+    let env = RunnerApp::start("alpha").await;
+    let (db, st, key) = (&env.db, &env.st, &env.key);
     let (logs, _guard) = capture_logs();
     let r = call(
-        &st,
-        &key,
+        st,
+        key,
         None,
         "work_on_project",
         json!({ "project": P, "instruction": "shapes" }),
@@ -93,7 +85,7 @@ async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept
         .expect("session")
         .to_owned();
     let surfaces = [Some(LEGACY[1]), Some(LEGACY[0]), Some(MODERN), None];
-    let mut seq = events_after(&db, &s, 0).await.1;
+    let mut seq = events_after(db, &s, 0).await.1;
     let mut lost = Vec::new();
     for (i, (words, secret, look, keep)) in SHAPES.iter().enumerate() {
         let via = surfaces[i % surfaces.len()];
@@ -103,8 +95,8 @@ async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept
             let mut argv = vec!["echo"];
             argv.extend_from_slice(w);
             let r = call(
-                &st,
-                &key,
+                st,
+                key,
                 via,
                 "run_process",
                 json!({ "session_id": s, "argv": argv }),
@@ -112,8 +104,8 @@ async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept
             .await;
             assert_eq!(r["success"], true, "{r}");
             let r = call(
-                &st,
-                &key,
+                st,
+                key,
                 via,
                 "run_shell",
                 json!({ "session_id": s, "command": format!(": {}", w.join(" ")) }),
@@ -124,7 +116,7 @@ async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept
                 r["success"] == true || r["error"]["kind"] == "exit_nonzero",
                 "{r}"
             );
-            let (text, last) = events_after(&db, &s, seq).await;
+            let (text, last) = events_after(db, &s, seq).await;
             seq = last;
             assert!(text.contains("echo"), "nothing recorded: {text}");
             if is_secret {
@@ -135,19 +127,19 @@ async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept
         }
         // And as an instruction.
         let r = call(
-            &st,
-            &key,
+            st,
+            key,
             via,
             "work_on_project",
             json!({ "session_id": s, "instruction": format!("then {}", words.join(" ")) }),
         )
         .await;
         assert_eq!(r["success"], true, "{r}");
-        seq = events_after(&db, &s, seq).await.1;
+        seq = events_after(db, &s, seq).await.1;
     }
     assert!(lost.is_empty(), "look-alikes lost:\n{}", lost.join("\n"));
 
-    let (events, sessions, audit) = stored_text(&db).await;
+    let (events, sessions, audit) = stored_text(db).await;
     let log_text = logs.text();
     // The checks can see: the ledger holds the calls, the logs hold the requests.
     assert!(events.contains("run_process") && events.contains("run_shell"));
@@ -210,9 +202,7 @@ fn meta() -> String {
 
 #[tokio::test]
 async fn malformed_messages_get_json_rpc_errors_with_their_code_and_id() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     let nest = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
     for version in VERSIONS {
         // A modern request carries `_meta` in its params; an older one does not.
@@ -344,9 +334,7 @@ async fn malformed_messages_get_json_rpc_errors_with_their_code_and_id() {
 
 #[tokio::test]
 async fn a_well_formed_tool_call_still_reaches_the_tool() {
-    let db = TestDatabase::new().await;
-    let st = state(&db);
-    let key = full_key(&db).await;
+    let TestApp { db: _db, st, key } = TestApp::new().await;
     for version in VERSIONS {
         // `arguments` may be left out, as the protocol allows.
         let mut body = rpc(

@@ -3,12 +3,11 @@
 //! real runner (in-process, and the `wc-runner` binary as a process), real bubblewrap.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use uuid::Uuid;
 use wc_functions::AppState;
-use wc_functions::auth::token;
 use wc_store::testing::TestDatabase;
 
 use crate::common::*;
@@ -18,9 +17,7 @@ const P: &str = "agent:local:alpha";
 
 /// `POST /api/actions/{tool}` with `key`; the response body.
 async fn call(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
-    rest(st, &format!("/api/actions/{tool}"), Some(key), args)
-        .await
-        .body
+    action(st, key, tool, args).await.body
 }
 
 /// A `wc-runner` process serving project `alpha`; SIGKILLed when dropped.
@@ -54,14 +51,7 @@ impl RunnerProcess {
         extra: &str,
         cgroup: Option<&TestCgroup>,
     ) -> (RunnerProcess, String) {
-        let secret = wc_functions::runner_api::auth::generate();
-        {
-            let client = db.pool().get().await.unwrap();
-            wc_store::runners::create(&client, "local", None, &token::digest(&secret), true)
-                .await
-                .unwrap()
-                .unwrap();
-        }
+        let secret = runner_token(db, "local").await;
         let dir = tempfile::tempdir().unwrap();
         let token_file = dir.path().join("runner.token");
         std::fs::write(&token_file, &secret).unwrap();
@@ -77,7 +67,7 @@ impl RunnerProcess {
         )
         .unwrap();
         let bin = wc_e2e::server::workspace_binary("wc-runner");
-        let before = instance(db).await;
+        let before = registered_instance(db, "local").await;
         let mut command = std::process::Command::new(bin);
         command
             .arg("--config")
@@ -105,11 +95,7 @@ impl RunnerProcess {
             token_file,
             config,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while instance(db).await == before {
-            assert!(Instant::now() < deadline, "wc-runner did not register");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        await_registration(db, "local", before).await;
         (process, secret)
     }
 
@@ -125,21 +111,11 @@ impl Drop for RunnerProcess {
     }
 }
 
-async fn instance(db: &TestDatabase) -> Option<Uuid> {
-    let client = db.pool().get().await.unwrap();
-    wc_store::runners::get(&client, "local")
-        .await
-        .unwrap()
-        .and_then(|r| r.instance_id)
-}
-
 /// A database with project P, served over TCP, and a key.
 async fn server() -> (TestDatabase, AppState, String, String) {
-    let db = TestDatabase::new().await;
-    register_project(&db, P).await;
-    let st = state(&db);
-    let key = full_key(&db).await;
-    let base_url = serve(st.clone()).await;
+    let app = TestApp::with_projects(&[P]).await;
+    let base_url = app.serve().await;
+    let TestApp { db, st, key } = app;
     (db, st, key, base_url)
 }
 
@@ -273,14 +249,10 @@ async fn await_daemons(marker: &str) {
     // The daemons' own markers: the sandbox and the job's shell carry the plain marker in their
     // command lines too, and are there before any daemon is.
     let (setsid, forked) = (format!("{marker}-setsid"), format!("{marker}-forked"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while marked(&setsid).is_empty() || marked(&forked).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the daemons {marker} never started"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(&format!("the daemons {marker} start"), async || {
+        (!marked(&setsid).is_empty() && !marked(&forked).is_empty()).then_some(())
+    })
+    .await;
 }
 
 /// Starts a job leaving [`daemons`] marked `marker` and waits until both run; the job's id.
@@ -297,16 +269,13 @@ async fn start_daemons(st: &AppState, key: &str, marker: &str) -> String {
     job_id
 }
 
+/// Waits until no process marked `marker` runs; the daemons loop forever, so only a kill ends
+/// them.
 async fn assert_daemons_die(marker: &str, when: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !marked(marker).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "{when}: daemons still run: {:?}",
-            marked(marker)
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(&format!("{when}: the daemons {marker} die"), async || {
+        marked(marker).is_empty().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -421,8 +390,12 @@ async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts()
     start_daemons(&st, &key, &marker).await;
     runner.kill();
     // Without the sandbox only the job's leader has a death signal: the detached daemons run on
-    // (this is what the sandboxed test above would see without its PID namespace)…
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // (this is what the sandboxed test above would see without its PID namespace)… Once the
+    // leader's death signal has taken it, only the two daemons carry the marker.
+    eventually("the job's leader dies with the runner", async || {
+        (marked(&marker).len() <= 2).then_some(())
+    })
+    .await;
     assert_eq!(marked(&marker).len(), 2, "the daemons died with the runner");
     // …until the next runner starts and kills the cgroup the dead runner left behind.
     let (mut next, _) =
@@ -539,8 +512,13 @@ async fn the_runner_process_is_not_readable_by_other_processes_of_its_user() {
             .unwrap()
             .uid()
     };
-    // Let the runner get past its first instruction.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the runner is past its first instruction its /proc entries change owner; it keeps
+    // running after.
+    eventually("wc-runner makes itself non-dumpable", async || {
+        assert!(runner.try_wait().unwrap().is_none(), "wc-runner exited");
+        (owner(runner.id()) == 0).then_some(())
+    })
+    .await;
     assert!(runner.try_wait().unwrap().is_none(), "wc-runner exited");
     assert_eq!(owner(control.id()), nobody.uid.as_raw(), "the control");
     assert_eq!(

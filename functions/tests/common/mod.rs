@@ -1,5 +1,6 @@
-//! Shared helpers of the MCP, REST and audit suites: credentials, JSON-RPC requests as real
-//! clients send them, in-process and over-the-wire servers, and reads of the audit tables.
+//! Shared helpers of the end-to-end suites: the test application ([`TestApp`], in `app.rs`:
+//! where a new test starts), credentials, JSON-RPC requests as real clients send them,
+//! in-process and over-the-wire servers, runners, and reads of the audit and session tables.
 #![allow(dead_code)]
 
 use std::io::Write;
@@ -16,6 +17,9 @@ use wc_functions::config::ServerConfig;
 use wc_functions::{AppState, app};
 use wc_store::credentials::{self, CredentialKind, NewCredential};
 use wc_store::testing::TestDatabase;
+
+mod app;
+pub use app::*;
 
 /// The modern, stateless protocol revision.
 pub const MODERN: &str = "2026-07-28";
@@ -581,14 +585,7 @@ impl TestRunner {
         projects: &[(&str, &std::path::Path)],
         sqs: Option<(&wc_store::testing::sqs::LocalSqs, &str, std::time::Duration)>,
     ) -> TestRunner {
-        let token = wc_functions::runner_api::auth::generate();
-        {
-            let client = db.pool().get().await.unwrap();
-            wc_store::runners::create(&client, client_id, None, &token::digest(&token), true)
-                .await
-                .unwrap()
-                .unwrap();
-        }
+        let token = runner_token(db, client_id).await;
         let mut cfg = wc_runner_agent::config::RunnerConfig::embedded(
             base_url,
             client_id,
@@ -623,14 +620,7 @@ impl TestRunner {
         let before = registered_instance(db, client_id).await;
         let (stop, rx) = tokio::sync::watch::channel(wc_runner_agent::agent::Stop::Run);
         let joined = tokio::spawn(wc_runner_agent::agent::run(cfg, opts, rx));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while registered_instance(db, client_id).await == before {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the runner did not register"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        await_registration(db, client_id, before).await;
         TestRunner {
             base_url: base_url.to_owned(),
             token,
@@ -650,14 +640,6 @@ impl Drop for TestRunner {
     fn drop(&mut self) {
         let _ = self.stop.send(wc_runner_agent::agent::Stop::Now);
     }
-}
-
-async fn registered_instance(db: &TestDatabase, client_id: &str) -> Option<uuid::Uuid> {
-    let client = db.pool().get().await.unwrap();
-    wc_store::runners::get(&client, client_id)
-        .await
-        .unwrap()
-        .and_then(|r| r.instance_id)
 }
 
 // ---------------------------------------------------------------------------------------------
