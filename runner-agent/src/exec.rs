@@ -165,7 +165,7 @@ async fn run(
         .get("PATH")
         .map(OsString::from)
         .or_else(|| std::env::var_os("PATH"));
-    let find = |name: &str| program_path(name, &cwd, search_path.as_deref());
+    let find = |name: &str| crate::program::program_path(name, &cwd, search_path.as_deref());
     let (name, program, args): (&str, OsString, Vec<OsString>) = match &item.spec {
         WorkSpec::Process { argv } => (
             &argv[0],
@@ -423,7 +423,7 @@ async fn spawn_sandboxed(
     if !found.is_absolute() || !found.exists() {
         return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
     }
-    if !is_executable_file(found) {
+    if !crate::program::is_executable_file(found) {
         return Err(io::Error::from_raw_os_error(nix::libc::EACCES));
     }
     let (status_read, status_write) = io::pipe()?;
@@ -499,39 +499,6 @@ fn leader_pid(child: &Child) -> io::Result<Pid> {
         .and_then(|id| i32::try_from(id).ok())
         .map(Pid::from_raw)
         .ok_or_else(|| io::Error::other("the process started without a process id"))
-}
-
-/// The program to start for `argv[0]`: a relative path with a `/` is taken relative to the
-/// work's cwd (where the work would find it), a bare name is looked up on the child's `PATH`
-/// (`search_path`), and anything not found is left as given (starting it then fails with the
-/// system's error). Handing the spawn an absolute path also lets the standard library start the
-/// child with `posix_spawn` instead of copying this process with `fork`, which costs
-/// milliseconds in a large process.
-pub(crate) fn program_path(
-    argv0: &str,
-    cwd: &Path,
-    search_path: Option<&std::ffi::OsStr>,
-) -> OsString {
-    let path = Path::new(argv0);
-    if argv0.contains('/') {
-        return if path.is_relative() {
-            cwd.join(path).into_os_string()
-        } else {
-            argv0.into()
-        };
-    }
-    search_path
-        .into_iter()
-        .flat_map(std::env::split_paths)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(argv0))
-        .find(|candidate| is_executable_file(candidate))
-        .map_or_else(|| argv0.into(), PathBuf::into_os_string)
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The exit of a sandboxed command from bwrap's. bwrap reports its command's end as a shell
@@ -927,28 +894,6 @@ mod tests {
         assert!(cut.len() <= MAX_ERROR_BYTES, "{}", cut.len());
         assert!(cut.ends_with('…'));
         assert!(cut.starts_with("éé"));
-    }
-
-    #[test]
-    fn relative_program_paths_are_taken_from_the_cwd_and_names_from_the_path() {
-        let cwd = Path::new("/srv/web");
-        assert_eq!(program_path("./build.sh", cwd, None), "/srv/web/./build.sh");
-        assert_eq!(program_path("bin/tool", cwd, None), "/srv/web/bin/tool");
-        assert_eq!(program_path("/usr/bin/env", cwd, None), "/usr/bin/env");
-        let sh = program_path(
-            "sh",
-            cwd,
-            Some("relative/dir:/nonexistent:/bin:/usr/bin".as_ref()),
-        );
-        assert!(
-            Path::new(&sh).is_absolute() && Path::new(&sh).ends_with("sh"),
-            "{sh:?}"
-        );
-        assert_eq!(
-            program_path("no-such-program-here", cwd, Some("/bin:/usr/bin".as_ref())),
-            "no-such-program-here",
-            "left as given: starting it fails with the system's error"
-        );
     }
 
     #[test]

@@ -10,5 +10,6 @@ pub mod client;
 pub mod config;
 pub mod confine;
 pub mod exec;
+pub mod program;
 pub mod sandbox;
 pub mod sqs;

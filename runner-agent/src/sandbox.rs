@@ -442,7 +442,7 @@ fn expand(field: &'static str, path: &str, home: Option<&Path>) -> Result<PathBu
 /// bare name when it is not there, which the probe then refuses.
 fn find_bwrap() -> PathBuf {
     let found =
-        crate::exec::program_path("bwrap", Path::new("/"), std::env::var_os("PATH").as_deref());
+        crate::program::program_path("bwrap", Path::new("/"), std::env::var_os("PATH").as_deref());
     PathBuf::from(found)
 }
 

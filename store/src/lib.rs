@@ -19,6 +19,7 @@ pub mod config;
 pub mod connect;
 pub mod credentials;
 mod error;
+pub mod evidence;
 pub mod health;
 pub mod iam_auth;
 pub mod migrate;

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use uuid::Uuid;
-use wc_store::sessions::{self, EventRow, SessionRow};
+use wc_store::sessions::{EventRow, SessionRow};
 
 use super::excerpt::SourceText;
 use super::feedback::{self, ContinuationFeedback, ExplorationLimit, FeedbackInput, LedgerEvent};
@@ -31,7 +31,7 @@ impl Evidence {
         pool: &wc_store::Pool,
         id: &wc_domain::SessionId,
     ) -> Result<Evidence, ToolError> {
-        match sessions::snapshot(pool, id).await? {
+        match wc_store::evidence::snapshot(pool, id).await? {
             Some((session, events, board)) => Ok(Evidence {
                 session,
                 events,
