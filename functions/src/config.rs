@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+pub use crate::http::limits::RequestLimits;
+
 /// Settings shared by every entry point that serves [`crate::app`].
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -54,34 +56,6 @@ pub struct ServerConfig {
     pub token_secret: Option<TokenSecret>,
     /// OAuth resource-server settings (`WC_OAUTH_*`); `None` serves credentials only.
     pub oauth: Option<crate::auth::OAuthSettings>,
-}
-
-/// Admission limits of one process (see `crate::http::limits`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestLimits {
-    /// Requests served at once, runner API aside (`WC_MAX_CONCURRENT_REQUESTS`); more are
-    /// refused at once with 503 `unavailable` and `Retry-After`.
-    pub max_concurrent_requests: usize,
-    /// Runner-API requests served at once (`WC_MAX_CONCURRENT_RUNNER_REQUESTS`), counted
-    /// apart so callers can never crowd out heartbeats.
-    pub max_concurrent_runner_requests: usize,
-    /// Request-body bytes held at once across all requests
-    /// (`WC_MAX_BODY_BYTES_IN_FLIGHT`, at least `WC_MAX_BODY_BYTES`).
-    pub max_body_bytes_in_flight: usize,
-    /// How long a body may take to arrive once its caller is authenticated
-    /// (`WC_BODY_TIMEOUT_MS`); a slower one is 408 `request_timeout`.
-    pub body_timeout: Duration,
-}
-
-impl Default for RequestLimits {
-    fn default() -> Self {
-        Self {
-            max_concurrent_requests: 512,
-            max_concurrent_runner_requests: 256,
-            max_body_bytes_in_flight: 64 * 1024 * 1024,
-            body_timeout: Duration::from_secs(30),
-        }
-    }
 }
 
 /// Limits on runner work per caller and per project, checked when work is queued and when a
@@ -286,7 +260,7 @@ impl ServerConfig {
         {
             cfg.sqs_region = region.trim().to_owned();
         }
-        cfg.oauth = crate::auth::OAuthSettings::from_env()?;
+        cfg.oauth = crate::auth::OAuthSettings::from_env().map_err(|e| ConfigError(e.0))?;
         Ok(cfg)
     }
 

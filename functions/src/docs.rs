@@ -7,8 +7,8 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use crate::kernel::ToolRuntime;
-use crate::kernel::result::ErrorKind;
 use crate::kernel::spec::{BusinessPair, Category, SessionUse};
+use crate::result::ErrorKind;
 
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).expect("schemas serialize")

@@ -27,6 +27,7 @@ pub mod maintenance;
 pub mod mcp;
 pub mod redaction;
 pub mod rest;
+pub mod result;
 pub mod runner_api;
 pub mod telemetry;
 pub mod tools;

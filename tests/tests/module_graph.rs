@@ -1,6 +1,7 @@
 //! The module graph of each crate has no cycles: a module that uses another is never used by
 //! it, directly or through others. Read from the sources: an edge `a → b` is a mention of
-//! `crate::b` in code of module `a` (comments and `#[cfg(test)]` items are not its code).
+//! `crate::b`, or of a name the crate root re-exports from `b`, in code of module `a`
+//! (comments and `#[cfg(test)]` items are not its code).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -78,11 +79,39 @@ fn mentioned(text: &str) -> BTreeSet<String> {
     found
 }
 
+/// Names the crate root re-exports (`pub use module::{A, B};`), by the module they come from:
+/// a mention of `crate::A` is an edge to that module.
+fn reexports(src: &Path) -> BTreeMap<String, String> {
+    let root = ["lib.rs", "main.rs"]
+        .iter()
+        .map(|f| src.join(f))
+        .find(|p| p.exists())
+        .unwrap();
+    let text = std::fs::read_to_string(root).unwrap();
+    let mut names = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, items)) = rest.trim_end_matches(';').split_once("::") else {
+            continue;
+        };
+        for item in items.trim_matches(|c| c == '{' || c == '}').split(',') {
+            let name = item.trim().rsplit("::").next().unwrap_or_default();
+            if !name.is_empty() {
+                names.insert(name.to_owned(), module.to_owned());
+            }
+        }
+    }
+    names
+}
+
 fn graph(krate: &str) -> Graph {
     let src = workspace().join(krate).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(&src, f)).collect();
+    let reexported = reexports(&src);
     let mut g = Graph::new();
     for file in &files {
         let Some(from) = module_of(&src, file) else {
@@ -90,7 +119,8 @@ fn graph(krate: &str) -> Graph {
         };
         let text = code_of(&std::fs::read_to_string(file).unwrap());
         let edges = g.entry(from.clone()).or_default();
-        for to in mentioned(&text) {
+        for name in mentioned(&text) {
+            let to = reexported.get(&name).cloned().unwrap_or(name);
             if to != from && modules.contains(&to) {
                 edges.insert(to);
             }

@@ -260,11 +260,11 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
                 summary["tool_surface"] = json!({
                     "schema_version": 1,
                     "protocol_era": protocol_era(rpc.as_ref().and_then(|r| r.params.as_ref()).and_then(|p| p.meta.as_ref())),
-                    "compact_schemas": crate::mcp::listing::COMPACT_SCHEMAS,
+                    "compact_schemas": super::COMPACT_SCHEMAS,
                     "tool_count": tool_count,
                     "serialized_tools_bytes": tools.map_or(0, |t| t.tools.get().len()),
                     "serialized_result_bytes": result.get().len(),
-                    "gateway_tool_included": crate::mcp::listing::GATEWAY_TOOL_INCLUDED,
+                    "gateway_tool_included": super::GATEWAY_TOOL_INCLUDED,
                 });
             }
             Classified {

@@ -23,6 +23,17 @@ use wc_store::audit::Visibility;
 
 use crate::auth::{Principal, PrincipalKind};
 
+/// The `compact_schemas` fact of the `tools/list` audit summary (`tool_surface` v1): listed
+/// input schemas are complete, never compacted (only output-schema descriptions are dropped,
+/// see `mcp::listing`). One listing form exists, so this is a fact of the build,
+/// kept true by `mcp::listing`'s `listed_input_schemas_are_complete`.
+pub const COMPACT_SCHEMAS: bool = false;
+
+/// The `gateway_tool_included` fact of the `tools/list` audit summary: no MCP tool dispatches
+/// other tools by name (REST's `callRuntimeTool` is a route, not a listed tool), so no listing
+/// includes one; kept true by `mcp::listing`'s `no_registered_tool_is_a_gateway`.
+pub const GATEWAY_TOOL_INCLUDED: bool = false;
+
 /// Domain of the caller fingerprint: the opener stored on an audit session.
 const CALLER_DOMAIN: &str = "wc.audit-caller.v1";
 

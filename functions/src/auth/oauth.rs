@@ -30,7 +30,6 @@ use serde_json::json;
 
 use super::{AuthError, Principal, PrincipalKind, ProjectGrants, Scope, ScopeSet};
 use crate::AppState;
-use crate::config::ConfigError;
 
 /// Longest JWT accepted in a header; longer ones are refused before decoding.
 pub const MAX_JWT_LEN: usize = 16 * 1024;
@@ -101,13 +100,19 @@ fn is_loopback_http(url: &str) -> bool {
         )
 }
 
-fn http_url(name: &str, value: &str) -> Result<Uri, ConfigError> {
+/// Why the OAuth resource-server settings were refused (the server's configuration error
+/// wraps it).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct OAuthConfigError(pub String);
+
+fn http_url(name: &str, value: &str) -> Result<Uri, OAuthConfigError> {
     let uri: Uri = value
         .parse()
-        .map_err(|_| ConfigError(format!("{name}: {value:?} is not a URL")))?;
+        .map_err(|_| OAuthConfigError(format!("{name}: {value:?} is not a URL")))?;
     match (uri.scheme_str(), uri.host()) {
         (Some("https" | "http"), Some(_)) => Ok(uri),
-        _ => Err(ConfigError(format!(
+        _ => Err(OAuthConfigError(format!(
             "{name}: {value:?} is not an http(s) URL with a host"
         ))),
     }
@@ -121,7 +126,7 @@ impl OAuthSettings {
 
     /// Reads `WC_OAUTH_*`. `None` when none is set; an error when the set is incomplete or
     /// malformed.
-    pub fn from_env() -> Result<Option<OAuthSettings>, ConfigError> {
+    pub fn from_env() -> Result<Option<OAuthSettings>, OAuthConfigError> {
         let get = |name: &str| {
             std::env::var(name)
                 .ok()
@@ -144,7 +149,7 @@ impl OAuthSettings {
         jwks_url: Option<String>,
         jwks_file: Option<String>,
         scope_map: Option<String>,
-    ) -> Result<Option<OAuthSettings>, ConfigError> {
+    ) -> Result<Option<OAuthSettings>, OAuthConfigError> {
         if issuer.is_none()
             && audience.is_none()
             && jwks_url.is_none()
@@ -154,15 +159,15 @@ impl OAuthSettings {
             return Ok(None);
         }
         let issuer = issuer.ok_or_else(|| {
-            ConfigError("WC_OAUTH_ISSUER is required when OAuth is configured".into())
+            OAuthConfigError("WC_OAUTH_ISSUER is required when OAuth is configured".into())
         })?;
         if issuer.len() > 2048 {
-            return Err(ConfigError(
+            return Err(OAuthConfigError(
                 "WC_OAUTH_ISSUER is longer than 2048 bytes".into(),
             ));
         }
         let audience = audience.ok_or_else(|| {
-            ConfigError(
+            OAuthConfigError(
                 "WC_OAUTH_AUDIENCE (the resource URL, e.g. https://wc.example.com/mcp) is required when OAuth is configured"
                     .into(),
             )
@@ -174,19 +179,21 @@ impl OAuthSettings {
             .map(|a| a.trim_end_matches('/').to_owned())
             .collect();
         if audiences.is_empty() {
-            return Err(ConfigError("WC_OAUTH_AUDIENCE names no audience".into()));
+            return Err(OAuthConfigError(
+                "WC_OAUTH_AUDIENCE names no audience".into(),
+            ));
         }
         for a in &audiences {
             http_url("WC_OAUTH_AUDIENCE", a)?;
         }
         let jwks = match (jwks_url, jwks_file) {
             (Some(_), Some(_)) => {
-                return Err(ConfigError(
+                return Err(OAuthConfigError(
                     "set WC_OAUTH_JWKS_URL or WC_OAUTH_JWKS_FILE, not both".into(),
                 ));
             }
             (None, None) => {
-                return Err(ConfigError(
+                return Err(OAuthConfigError(
                     "WC_OAUTH_JWKS_URL or WC_OAUTH_JWKS_FILE is required when OAuth is configured"
                         .into(),
                 ));
@@ -194,7 +201,7 @@ impl OAuthSettings {
             (Some(url), None) => {
                 let uri = http_url("WC_OAUTH_JWKS_URL", &url)?;
                 if uri.scheme_str() != Some("https") && !is_loopback_http(&url) {
-                    return Err(ConfigError(
+                    return Err(OAuthConfigError(
                         "WC_OAUTH_JWKS_URL must be https (plain http only on loopback)".into(),
                     ));
                 }
@@ -241,21 +248,21 @@ impl OAuthSettings {
     }
 }
 
-fn parse_scope_map(text: &str) -> Result<BTreeMap<String, ScopeSet>, ConfigError> {
+fn parse_scope_map(text: &str) -> Result<BTreeMap<String, ScopeSet>, OAuthConfigError> {
     let raw: BTreeMap<String, Vec<String>> = serde_json::from_str(text).map_err(|e| {
-        ConfigError(format!(
+        OAuthConfigError(format!(
             "WC_OAUTH_SCOPE_MAP must be a JSON object of string arrays, e.g. {{\"wc.write\": [\"project:read\", \"project:write\"]}}: {e}"
         ))
     })?;
     raw.into_iter()
         .map(|(k, v)| {
             if k.is_empty() || k.len() > 256 || k.contains(' ') {
-                return Err(ConfigError(format!(
+                return Err(OAuthConfigError(format!(
                     "WC_OAUTH_SCOPE_MAP: {k:?} is not a scope token"
                 )));
             }
             let set = ScopeSet::parse_all(&v)
-                .map_err(|e| ConfigError(format!("WC_OAUTH_SCOPE_MAP[{k:?}]: {e}")))?;
+                .map_err(|e| OAuthConfigError(format!("WC_OAUTH_SCOPE_MAP[{k:?}]: {e}")))?;
             Ok((k, set))
         })
         .collect()

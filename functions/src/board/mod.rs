@@ -17,7 +17,7 @@ use wc_store::board::{self, AssignmentSnapshot, MessageRow, Refusal};
 use wc_store::sessions::SessionRow;
 
 use crate::AppState;
-use crate::kernel::result::{ErrorKind, ToolError};
+use crate::result::{ErrorKind, ToolError};
 use tokens::{SessionBinding, TokenKeys, TokenProblem};
 
 /// Longest message body, in Unicode characters.

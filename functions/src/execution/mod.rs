@@ -29,7 +29,7 @@ use wc_store::work::{self, Enqueued, Evidence, NewWork, QueueRoute, WorkRow};
 pub use classify::{ExpectationView, ResultExpectation, classify};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
+use crate::result::{ErrorKind, ToolError};
 use crate::workflow::authority;
 use crate::workflow::exec_context::ExecutionContext;
 

@@ -5,7 +5,7 @@
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
-use super::result::{ErrorKind, ToolError};
+use crate::result::{ErrorKind, ToolError};
 
 /// Rewrites every number with a zero fractional part (`284.0`, `1e2`) as the integer it is.
 ///

@@ -75,9 +75,9 @@ pub struct ToolContext {
 impl ToolContext {
     /// The caller as its credential admits it now, for a call that waited before answering:
     /// a credential revoked meanwhile is `invalid_token`, the refusal its next request gets.
-    pub async fn readmitted(&self) -> Result<Principal, crate::kernel::result::ToolError> {
+    pub async fn readmitted(&self) -> Result<Principal, crate::result::ToolError> {
         use crate::auth::AuthError;
-        use crate::kernel::result::{ErrorKind, ToolError};
+        use crate::result::{ErrorKind, ToolError};
         crate::auth::readmit(&self.state, &self.principal)
             .await
             .map_err(|e| match e {
@@ -99,11 +99,11 @@ impl ToolContext {
     pub fn business_session(
         &self,
         session_id: &wc_domain::SessionId,
-    ) -> Result<Arc<wc_store::sessions::SessionRow>, crate::kernel::result::ToolError> {
+    ) -> Result<Arc<wc_store::sessions::SessionRow>, crate::result::ToolError> {
         match &self.business {
             Some(s) if &s.id == session_id => Ok(s.clone()),
-            _ => Err(crate::kernel::result::ToolError::new(
-                crate::kernel::result::ErrorKind::UnknownSessionId,
+            _ => Err(crate::result::ToolError::new(
+                crate::result::ErrorKind::UnknownSessionId,
                 "session_id names no session this caller can use",
             )
             .with("field", "session_id")),

@@ -10,7 +10,6 @@
 pub mod args;
 pub mod context;
 pub mod recorder;
-pub mod result;
 pub mod spec;
 pub mod telemetry;
 pub mod wrapper;
@@ -23,8 +22,8 @@ use serde_json::Value;
 
 use crate::AppState;
 use crate::auth::{Principal, ScopeSet};
+use crate::result::{ErrorKind, ToolError, ToolResult};
 use context::{ClientWindow, Clock, SystemClock, ToolContext};
-use result::{ErrorKind, ToolError, ToolResult};
 use spec::ToolSpec;
 use telemetry::{ExecutionState, ModelErgonomics};
 use wrapper::WrapperMeta;

@@ -25,13 +25,13 @@ use uuid::Uuid;
 use wc_domain::{EventRole, Mode, ProjectId, SessionId};
 use wc_store::sessions::{NewEvent, SessionRow};
 
-use super::result::{ErrorKind, ToolError, ToolResult};
 use super::spec::{BusinessPair, SessionUse, ToolSpec};
 use super::telemetry::ExecutionState;
 use super::wrapper::WrapperMeta;
 use crate::AppState;
 use crate::auth::Principal;
 use crate::redaction::redact_json;
+use crate::result::{ErrorKind, ToolError, ToolResult};
 use crate::workflow::{authority, mutation};
 
 /// Largest argument summary kept in a `tool_call_started` event.

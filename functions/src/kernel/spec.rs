@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::context::ToolContext;
-use super::result::{ErrorKind, ToolError};
 use crate::auth::Scope;
+use crate::result::{ErrorKind, ToolError};
 
 /// Coarse grouping of tools, shown in listings and telemetry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

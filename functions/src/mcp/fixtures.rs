@@ -48,8 +48,8 @@ use super::WcMcp;
 use super::handler::{audit_slot, is_modern, principal, server_meta};
 use crate::audit::AuditNote;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::result::{ErrorKind, ToolError};
 
 /// A 1x1 red PNG.
 const PNG_BASE64: &str =

@@ -12,17 +12,6 @@ use crate::kernel::ToolRuntime;
 use crate::kernel::spec::ToolSpec;
 use crate::kernel::wrapper::{self, Surface};
 
-/// The `compact_schemas` fact of the `tools/list` audit summary (`tool_surface` v1): listed
-/// input schemas are complete, never compacted (only output-schema descriptions are dropped,
-/// see [`without_descriptions`]). One listing form exists, so this is a fact of the build,
-/// kept true by `listed_input_schemas_are_complete` below.
-pub const COMPACT_SCHEMAS: bool = false;
-
-/// The `gateway_tool_included` fact of the `tools/list` audit summary: no MCP tool dispatches
-/// other tools by name (REST's `callRuntimeTool` is a route, not a listed tool), so no listing
-/// includes one; kept true by `no_registered_tool_is_a_gateway` below.
-pub const GATEWAY_TOOL_INCLUDED: bool = false;
-
 /// Which MCP contract a caller speaks: the wrapper fields published differ between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
@@ -167,7 +156,7 @@ mod tests {
     #[test]
     fn listed_input_schemas_are_complete() {
         // The fact this test keeps true; flipping it means rewriting the test.
-        const { assert!(!COMPACT_SCHEMAS) };
+        const { assert!(!crate::audit::COMPACT_SCHEMAS) };
         for spec in crate::tools::all() {
             for era in [Era::Legacy, Era::Stateless] {
                 let listed = published_input_schema(&spec, era);
@@ -187,7 +176,7 @@ mod tests {
 
     #[test]
     fn no_registered_tool_is_a_gateway() {
-        const { assert!(!GATEWAY_TOOL_INCLUDED) };
+        const { assert!(!crate::audit::GATEWAY_TOOL_INCLUDED) };
         // A gateway takes another tool's name and free-form arguments to pass on.
         for spec in crate::tools::all() {
             let props = spec

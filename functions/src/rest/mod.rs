@@ -18,9 +18,9 @@ use serde_json::{Map, Value, json};
 use crate::AppState;
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
-use crate::kernel::result::{ErrorKind, ToolError, ToolResult};
 use crate::kernel::wrapper::WrapperMeta;
 use crate::kernel::{ToolCall, UnknownTool};
+use crate::result::{ErrorKind, ToolError, ToolResult};
 
 /// Tool routes (the caller must already be authenticated and audited).
 pub fn tool_routes() -> Router<AppState> {

@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn a_failed_execution_answered_200_is_a_documented_200_body() {
         use crate::execution::{self, ExecOutput, ExecState, ResultExpectation};
-        use crate::kernel::result::ToolResult;
+        use crate::result::ToolResult;
         let runtime = ToolRuntime::new(crate::tools::all(), Default::default());
         let doc = document(&runtime, None);
         let out = ExecOutput {

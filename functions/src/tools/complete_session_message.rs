@@ -21,8 +21,8 @@ use super::post_session_message::stored_body;
 use crate::auth::Scope;
 use crate::board::{self as b, AssignmentView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::{ErrorKind, ToolError};
 
 /// Arguments of `complete_session_message`.
 #[derive(Debug, Deserialize, JsonSchema)]

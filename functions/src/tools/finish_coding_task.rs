@@ -10,8 +10,8 @@ use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::feedback::ExplorationLimit;

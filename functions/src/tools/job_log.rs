@@ -7,8 +7,8 @@ use wc_domain::WorkId;
 use crate::auth::Scope;
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Default bytes returned by one call.
 pub const DEFAULT_LIMIT: u64 = 16 * 1024;

@@ -8,8 +8,8 @@ use wc_domain::WorkId;
 use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Arguments of `job_status`.
 #[derive(Debug, Deserialize, JsonSchema)]

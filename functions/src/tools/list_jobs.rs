@@ -7,8 +7,8 @@ use wc_domain::{ProjectId, SessionId, WorkMode};
 use crate::auth::{ProjectGrants, Scope};
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 use crate::workflow::authority;
 
 /// Default number of jobs listed.

@@ -7,8 +7,8 @@ use wc_domain::ProjectId;
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Most projects one call returns.
 pub const MAX_LIMIT: u32 = 500;

@@ -9,8 +9,8 @@ use wc_domain::ProjectId;
 use crate::auth::{ProjectGrants, Scope};
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 use crate::workflow::authority;
 
 /// Most runners listed.

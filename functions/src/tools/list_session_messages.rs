@@ -8,8 +8,8 @@ use wc_store::board::{self, ListFilter};
 use crate::auth::Scope;
 use crate::board::MessageView;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Arguments of `list_session_messages`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -4,8 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Arguments of `list_tools`.
 #[derive(Debug, Deserialize, JsonSchema)]

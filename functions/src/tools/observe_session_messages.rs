@@ -21,8 +21,8 @@ use crate::auth::Scope;
 use crate::board::tokens::TokenProblem;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::{ErrorKind, ToolError};
 
 /// Longest wait a caller may ask for, in milliseconds.
 pub const MAX_WAIT_MS: u32 = 25_000;

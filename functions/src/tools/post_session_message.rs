@@ -8,9 +8,9 @@ use wc_store::board::{self, NewMessage};
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::redaction::redact;
+use crate::result::{ErrorKind, ToolError};
 
 fn answer_needs_reply_to(schema: &mut schemars::Schema) {
     schema.insert(

@@ -9,8 +9,8 @@ use wc_store::board;
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Arguments of `resolve_session_message`.
 #[derive(Debug, Deserialize, JsonSchema)]

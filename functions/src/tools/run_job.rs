@@ -10,8 +10,8 @@ use crate::execution::{
     self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation, ShellChoice,
 };
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Arguments of `run_job`: exactly one of `command` (shell text) and `argv`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -9,8 +9,8 @@ use wc_runner_protocol::WorkSpec;
 use crate::auth::Scope;
 use crate::execution::{self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Arguments of `run_script`.
 #[derive(Debug, Deserialize, JsonSchema)]

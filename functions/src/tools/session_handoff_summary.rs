@@ -9,8 +9,8 @@ use wc_store::sessions;
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::feedback::ExplorationLimit;
 

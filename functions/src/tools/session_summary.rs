@@ -11,8 +11,8 @@ use wc_store::sessions;
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
 
 /// Default and largest number of events in one summary.

@@ -10,8 +10,8 @@ use wc_domain::{Lifecycle, Mode, ProjectId, SessionId};
 use super::work_on_project;
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
 
 /// Arguments of `start_session`.

@@ -9,8 +9,8 @@ use wc_domain::WorkId;
 use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::ToolError;
 use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::result::ToolError;
 
 /// Arguments of `stop_job`.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -10,8 +10,8 @@ use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::{ErrorKind, ToolError};
 use crate::workflow::exec_context::{
     ExecutionContext, Shell, project_cwd, remote_path, valid_resource,
 };

@@ -9,8 +9,8 @@ use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, Se
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::result::{ErrorKind, ToolError};
 use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::{ErrorKind, ToolError};
 use crate::workflow::evidence::{self, Evidence, TASK_INSTRUCTION};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::exec_context::ExecutionContext;

@@ -9,7 +9,7 @@ use wc_store::sessions::{self, SessionRow};
 use wc_domain::{ProjectId, SessionId};
 
 use crate::auth::Principal;
-use crate::kernel::result::{ErrorKind, ToolError};
+use crate::result::{ErrorKind, ToolError};
 
 /// Domain of the session authority fingerprint.
 const AUTHORITY_DOMAIN: &str = "wc.session-authority.v1";

@@ -9,7 +9,7 @@ use super::excerpt::SourceText;
 use super::feedback::{self, ContinuationFeedback, ExplorationLimit, FeedbackInput, LedgerEvent};
 use super::handoff::{self, BriefInput, CollaborationCounts, HandoffBrief, JobCounts};
 use super::handoff::{ValidationEvidence, WorkspaceEvidence};
-use crate::kernel::result::{ErrorKind, ToolError};
+use crate::result::{ErrorKind, ToolError};
 
 /// Kind of the event that opens an attempt.
 pub const TASK_INSTRUCTION: &str = "task_instruction";

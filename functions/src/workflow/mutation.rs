@@ -5,7 +5,7 @@ use wc_domain::SessionId;
 use wc_store::cas::CasOutcome;
 use wc_store::sessions::{self, Appended, Decision, Mutated, NewEvent, SessionRow};
 
-use crate::kernel::result::{ErrorKind, ToolError};
+use crate::result::{ErrorKind, ToolError};
 
 /// `session_closed` for a session that is no longer active.
 pub fn closed(row: &SessionRow) -> ToolError {
