@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use tokio_postgres::config::{Host, SslMode};
 
-use crate::StoreError;
+/// Why a database configuration was refused: what was wrong, in words an operator can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
 
 /// A PostgreSQL connection URL. It may carry a password, so it never prints.
 #[derive(Clone)]
@@ -15,13 +18,13 @@ pub struct DatabaseUrl(String);
 
 impl DatabaseUrl {
     /// Parses and validates a `postgres://` or `postgresql://` URL (or key=value string).
-    pub fn parse(raw: &str) -> Result<Self, StoreError> {
+    pub fn parse(raw: &str) -> Result<Self, ConfigError> {
         let raw = raw.trim();
         if raw.is_empty() {
-            return Err(StoreError::Config("database url is empty".into()));
+            return Err(ConfigError("database url is empty".into()));
         }
         tokio_postgres::Config::from_str(raw)
-            .map_err(|e| StoreError::Config(format!("database url does not parse: {e}")))?;
+            .map_err(|e| ConfigError(format!("database url does not parse: {e}")))?;
         Ok(Self(raw.to_owned()))
     }
 
@@ -187,18 +190,18 @@ impl DatabaseConfig {
     /// to IAM database authentication in `AWS_REGION` and forces `sslmode=require`.
     /// `WC_DB_SSLROOTCERT` names the CA bundle to trust and `WC_DB_MAX_CONNECTIONS` bounds the
     /// pool.
-    pub fn from_env() -> Result<Self, StoreError> {
+    pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_vars(|name| std::env::var(name).ok())
     }
 
     /// [`DatabaseConfig::from_env`] over any source of variables.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, StoreError> {
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         let url = match (set("DATABASE_URL"), set("WC_DB_HOST")) {
             (Some(url), _) => DatabaseUrl::parse(&url)?,
             (None, Some(host)) => url_from_parts(&host, &set)?,
             (None, None) => {
-                return Err(StoreError::Config(
+                return Err(ConfigError(
                     "neither DATABASE_URL nor WC_DB_HOST is set".into(),
                 ));
             }
@@ -207,19 +210,19 @@ impl DatabaseConfig {
             None | Some("0") | Some("false") => false,
             Some("1") | Some("true") => true,
             Some(_) => {
-                return Err(StoreError::Config("WC_DB_IAM_AUTH must be 1 or 0".into()));
+                return Err(ConfigError("WC_DB_IAM_AUTH must be 1 or 0".into()));
             }
         };
         let mut cfg = Self::new(url);
         if iam {
             let region = set("AWS_REGION")
-                .ok_or_else(|| StoreError::Config("WC_DB_IAM_AUTH=1 needs AWS_REGION".into()))?;
+                .ok_or_else(|| ConfigError("WC_DB_IAM_AUTH=1 needs AWS_REGION".into()))?;
             cfg = cfg.with_iam_auth(region.trim())?;
         }
         cfg.tls = TlsSettings::from_vars(&var);
         if let Some(n) = set("WC_DB_MAX_CONNECTIONS") {
             cfg.max_connections = n.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                StoreError::Config("WC_DB_MAX_CONNECTIONS must be a positive integer".into())
+                ConfigError("WC_DB_MAX_CONNECTIONS must be a positive integer".into())
             })?;
         }
         Ok(cfg)
@@ -227,23 +230,23 @@ impl DatabaseConfig {
 
     /// Switches to IAM database authentication in `region`: the URL must carry no password and
     /// must not disable TLS; `sslmode=require` is forced, since the token is a bearer credential.
-    pub fn with_iam_auth(mut self, region: &str) -> Result<Self, StoreError> {
+    pub fn with_iam_auth(mut self, region: &str) -> Result<Self, ConfigError> {
         let mut pg = self.url.pg_config();
         if pg.get_password().is_some() {
-            return Err(StoreError::Config(
+            return Err(ConfigError(
                 "IAM auth is on but the database url carries a password: remove one of them".into(),
             ));
         }
         if pg.get_ssl_mode() == SslMode::Disable {
-            return Err(StoreError::Config(
+            return Err(ConfigError(
                 "IAM auth needs TLS, but the database url says sslmode=disable".into(),
             ));
         }
         if region.is_empty() {
-            return Err(StoreError::Config("IAM auth needs an AWS region".into()));
+            return Err(ConfigError("IAM auth needs an AWS region".into()));
         }
         if !matches!(pg.get_hosts().first(), Some(Host::Tcp(_))) {
-            return Err(StoreError::Config(
+            return Err(ConfigError(
                 "IAM auth needs a TCP host name in the database url".into(),
             ));
         }
@@ -261,9 +264,9 @@ impl DatabaseConfig {
 fn url_from_parts(
     host: &str,
     set: &impl Fn(&str) -> Option<String>,
-) -> Result<DatabaseUrl, StoreError> {
+) -> Result<DatabaseUrl, ConfigError> {
     let required = |name: &str| {
-        set(name).ok_or_else(|| StoreError::Config(format!("WC_DB_HOST is set but {name} is not")))
+        set(name).ok_or_else(|| ConfigError(format!("WC_DB_HOST is set but {name} is not")))
     };
     let port = match set("WC_DB_PORT") {
         Some(p) => p
@@ -271,7 +274,7 @@ fn url_from_parts(
             .parse::<u16>()
             .ok()
             .filter(|p| *p > 0)
-            .ok_or_else(|| StoreError::Config("WC_DB_PORT must be a port number".into()))?,
+            .ok_or_else(|| ConfigError("WC_DB_PORT must be a port number".into()))?,
         None => 5432,
     };
     let mut pg = tokio_postgres::Config::new();
@@ -305,7 +308,7 @@ mod tests {
         assert_eq!(cfg.get_ports(), &[5433]);
     }
 
-    fn from(vars: &[(&str, &str)]) -> Result<DatabaseConfig, StoreError> {
+    fn from(vars: &[(&str, &str)]) -> Result<DatabaseConfig, ConfigError> {
         DatabaseConfig::from_vars(|name| {
             vars.iter()
                 .find(|(k, _)| *k == name)

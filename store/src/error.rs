@@ -118,3 +118,9 @@ fn io_failure(error: &tokio_postgres::Error) -> bool {
     }
     false
 }
+
+impl From<crate::config::ConfigError> for StoreError {
+    fn from(e: crate::config::ConfigError) -> StoreError {
+        StoreError::Config(e.0)
+    }
+}
