@@ -148,8 +148,7 @@ pub async fn run(cli: AdminCli, out: &mut impl Write) -> anyhow::Result<()> {
     if let AdminCommand::Docs { which } = cli.command {
         let text = match which {
             DocArg::Tools => {
-                let runtime =
-                    crate::kernel::ToolRuntime::new(crate::tools::all(), Default::default());
+                let runtime = crate::kernel::Registry::new(crate::tools::all());
                 crate::docs::tools_markdown(&runtime)
             }
             DocArg::Errors => crate::docs::errors_markdown(),

@@ -10,42 +10,21 @@ use tower_http::catch_panic::CatchPanicLayer;
 use wc_store::Pool;
 use wc_store::outbox::{QueuePublisher, SqsPublisher, SqsSettings};
 
+use crate::AppState;
 use crate::auth::{Principal, ProjectGrants, principal_or_anonymous, require_principal};
 use crate::config::ServerConfig;
+use crate::deps::Deps;
 use crate::http::limits::{Admission, limit_requests, read_body, refuse_declared_oversize};
 use crate::http::{ApiError, panic_response, request_context};
-use crate::kernel::{KernelConfig, ToolRuntime};
-use crate::wake::Wakeups;
-use crate::{audit, health, mcp, rest, runner_api, tools};
-
-/// Everything a request handler may use. Cloned per request; holds no request state: the
-/// runtime and the OpenAPI document are derived from code and configuration only.
-#[derive(Clone)]
-pub struct AppState {
-    /// The database pool, built once per process.
-    pub pool: Pool,
-    /// Configuration, read once per process.
-    pub config: Arc<ServerConfig>,
-    /// The tool kernel.
-    pub runtime: Arc<ToolRuntime>,
-    /// The serialized OpenAPI document, built on first request ([`AppState::openapi`]).
-    openapi: Arc<std::sync::OnceLock<axum::body::Bytes>>,
-    /// Wake-ups for waits on durable state (hints only; see [`crate::wake`]).
-    pub wake: Wakeups,
-    /// Sends staged SQS work messages after commit; `None` when no runner uses SQS.
-    pub publisher: Option<Arc<dyn QueuePublisher>>,
-    /// The OAuth access-token verifier, when OAuth is configured (`WC_OAUTH_*`); it caches
-    /// the issuer's signing keys for the life of the process.
-    pub oauth: Option<Arc<crate::auth::OAuthVerifier>>,
-    /// Keys of observation tokens and assignment fences, derived once from the configured or
-    /// database-kept secret ([`crate::board::keys`]).
-    pub token_keys: Arc<tokio::sync::OnceCell<crate::board::tokens::TokenKeys>>,
-    /// What this process admits at once (requests, body bytes); see [`crate::http::limits`].
-    pub admission: Arc<Admission>,
-}
+use crate::kernel::ports::Ports;
+use crate::kernel::spec::ToolSpec;
+use crate::kernel::{KernelConfig, Registry, ToolRuntime};
+use crate::{audit, board, health, mcp, rest, runner_api, tools, workflow};
 
 impl AppState {
-    /// State over `pool` with `config`.
+    /// State over `pool` with `config`: every tool of the build (and the conformance fixtures
+    /// when configured), with the Workflow Session model, the board and the audit layer as
+    /// the kernel's ports.
     pub fn new(pool: Pool, config: ServerConfig) -> Self {
         let specs = tools::all();
         #[cfg(feature = "conformance-fixtures")]
@@ -56,54 +35,38 @@ impl AppState {
             }
             specs
         };
-        let runtime = Arc::new(ToolRuntime::new(
-            specs,
-            KernelConfig {
-                dispatch_deadline: config.dispatch_deadline,
-            },
+        let admission = Arc::new(Admission::new(
+            config.max_body_bytes,
+            config.requests.clone(),
         ));
-        let oauth = config
-            .oauth
-            .clone()
-            .map(|s| Arc::new(crate::auth::OAuthVerifier::new(s)));
+        let deps = Deps::new(pool, config);
+        let runtime = Arc::new(runtime(&deps, specs));
         Self {
-            admission: Arc::new(Admission::new(
-                config.max_body_bytes,
-                config.requests.clone(),
-            )),
-            pool,
-            oauth,
-            config: Arc::new(config),
+            deps,
             runtime,
             openapi: Arc::default(),
-            wake: Wakeups::polling(),
-            publisher: None,
-            token_keys: Arc::default(),
+            admission,
         }
     }
 
-    /// The serialized OpenAPI document, built once per process on first use (only the REST
-    /// surface serves it, so the other functions never pay for it at start-up).
-    pub fn openapi(&self) -> axum::body::Bytes {
-        self.openapi
-            .get_or_init(|| {
-                let doc = rest::openapi::document(&self.runtime, self.config.public_url.as_deref());
-                axum::body::Bytes::from(serde_json::to_vec(&doc).expect("openapi serializes"))
-            })
-            .clone()
-    }
-
-    /// The same state with `wake` as its wake-up hub.
-    pub fn with_wakeups(mut self, wake: Wakeups) -> Self {
-        self.wake = wake;
+    /// The same state serving the tools `specs` instead.
+    pub fn with_tools(mut self, specs: Vec<ToolSpec>) -> Self {
+        self.runtime = Arc::new(runtime(&self.deps, specs));
         self
     }
+}
 
-    /// The same state sending SQS work messages through `publisher`.
-    pub fn with_publisher(mut self, publisher: Option<Arc<dyn QueuePublisher>>) -> Self {
-        self.publisher = publisher;
-        self
-    }
+/// The kernel over `specs` with the domain's ports.
+fn runtime(deps: &Deps, specs: Vec<ToolSpec>) -> ToolRuntime {
+    let ports = Ports {
+        authority: Arc::new(workflow::authority::Authority),
+        recorder: Arc::new(workflow::recording::LedgerRecorder),
+        after_call: vec![Arc::new(board::AckAttention)],
+    };
+    let config = KernelConfig {
+        dispatch_deadline: deps.config.dispatch_deadline,
+    };
+    ToolRuntime::new(Arc::new(Registry::new(specs)), ports, config)
 }
 
 /// The SQS publisher for `config`, built once per process: `None` unless some runner's work
@@ -209,7 +172,7 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
                 Router::new().route("/api/whoami", get(whoami)),
             ));
     }
-    if surfaces.mcp && state.oauth.is_some() {
+    if surfaces.mcp && state.deps.auth.oauth().is_some() {
         // RFC 9728 metadata, public: how an MCP client finds the authorization server.
         router = router
             .route(
@@ -241,7 +204,7 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
     if surfaces.runner {
         router = router.merge(runner_api::router(state.clone()));
     }
-    let max_body = state.config.max_body_bytes;
+    let max_body = state.deps.config.max_body_bytes;
     router
         .fallback(not_found)
         // Innermost first: a declared body over the limit is refused unread; panics are

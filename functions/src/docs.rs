@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use crate::kernel::ToolRuntime;
+use crate::kernel::Registry;
 use crate::kernel::spec::{BusinessPair, Category, SessionUse};
 use crate::result::ErrorKind;
 
@@ -15,7 +15,7 @@ fn pretty(v: &Value) -> String {
 }
 
 /// `docs/TOOLS.md`: every runtime tool (fixtures excluded) with its schemas.
-pub fn tools_markdown(runtime: &ToolRuntime) -> String {
+pub fn tools_markdown(runtime: &Registry) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Runtime tools\n");
     let _ = writeln!(
@@ -73,7 +73,7 @@ pub fn tools_markdown(runtime: &ToolRuntime) -> String {
         body = crate::board::MAX_BODY_CHARS,
         retained = wc_store::board::MAX_RETAINED_MESSAGES,
         replies = wc_store::board::MAX_ASSIGNMENT_REPLIES,
-        token = crate::board::tokens::MAX_TOKEN_CHARS,
+        token = crate::tokens::MAX_TOKEN_CHARS,
         attn = crate::board::MAX_ATTENTION_MESSAGES,
         excerpt = crate::board::ATTENTION_EXCERPT_CHARS,
     );

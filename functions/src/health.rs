@@ -11,7 +11,7 @@ use crate::{AppState, VERSION};
 /// 200 when the database answers at the schema level this build needs (or newer, as during
 /// a rollback), else 503. Unauthenticated, and it reveals nothing beyond versions.
 pub async fn healthz(State(state): State<AppState>) -> Response {
-    match wc_store::health::check(&state.pool, state.config.health_timeout).await {
+    match wc_store::health::check(&state.deps.pool, state.deps.config.health_timeout).await {
         Ok(h) => {
             let current = h
                 .schema_level

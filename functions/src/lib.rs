@@ -16,6 +16,7 @@ pub mod audit;
 pub mod auth;
 pub mod board;
 pub mod config;
+pub mod deps;
 pub mod docs;
 pub mod execution;
 pub mod hardening;
@@ -29,12 +30,15 @@ pub mod redaction;
 pub mod rest;
 pub mod result;
 pub mod runner_api;
+pub mod state;
 pub mod telemetry;
+pub mod tokens;
 pub mod tools;
 pub mod wake;
 pub mod workflow;
 
-pub use app::{AppState, Surfaces, app, app_for, queue_publisher};
+pub use app::{Surfaces, app, app_for, queue_publisher};
+pub use state::AppState;
 
 /// The allocator the server binaries install (`#[global_allocator]`): mimalloc. A request
 /// builds and drops many small JSON values and buffers; glibc's malloc and free were a tenth

@@ -1,7 +1,7 @@
 //! The committed reference documents match what the code generates.
 
 use wc_functions::docs;
-use wc_functions::kernel::ToolRuntime;
+use wc_functions::kernel::Registry;
 
 fn check(path: &str, generated: String) {
     let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
@@ -19,7 +19,7 @@ fn check(path: &str, generated: String) {
 
 #[test]
 fn tools_reference_is_current() {
-    let runtime = ToolRuntime::new(wc_functions::tools::all(), Default::default());
+    let runtime = Registry::new(wc_functions::tools::all());
     check("docs/TOOLS.md", docs::tools_markdown(&runtime));
 }
 

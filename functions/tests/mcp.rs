@@ -460,6 +460,7 @@ async fn the_full_listing_fits_in_100_kb() {
             tool_names(r.result()).len(),
             wc_functions::AppState::new(db.pool().clone(), ServerConfig::default())
                 .runtime
+                .registry()
                 .specs()
                 .len()
         );

@@ -201,7 +201,7 @@ async fn rest_answers_the_same_result_body_as_mcp() {
         out["database"]["schema_level"],
         out["database"]["expected_schema_level"]
     );
-    assert_eq!(out["tools_visible"], st.runtime.specs().len());
+    assert_eq!(out["tools_visible"], st.runtime.registry().specs().len());
 }
 
 #[tokio::test]
@@ -442,7 +442,7 @@ async fn every_tool_behaves_the_same_on_mcp_and_rest() {
         json!({ "recording_session_id": "wc_sess_nobody0000000000000000" }),
     ];
     let mut compared = 0;
-    for spec in st.runtime.specs() {
+    for spec in st.runtime.registry().specs() {
         let tool = spec.meta.name;
         for key in &principals {
             for args in &arg_cases {

@@ -8,7 +8,13 @@ use std::path::{Path, PathBuf};
 
 /// Crates of more than one module whose module graphs must be acyclic (`local` and `retry` are
 /// one module each).
-const CRATES: [&str; 4] = ["domain", "store", "runner-agent", "runner-agent/protocol"];
+const CRATES: [&str; 5] = [
+    "domain",
+    "functions",
+    "store",
+    "runner-agent",
+    "runner-agent/protocol",
+];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 

@@ -66,10 +66,10 @@ fn prepare(state: &AppState, req: Request) -> (Request, Option<Pending>) {
     let affinity = match explicit_session(&parts) {
         Some(id) => Affinity::Explicit {
             id,
-            idle: state.config.audit_idle_timeout,
+            idle: state.deps.config.audit_idle_timeout,
         },
         None => Affinity::Reuse {
-            idle: state.config.audit_idle_timeout,
+            idle: state.deps.config.audit_idle_timeout,
         },
     };
     let pending = Pending {
@@ -109,7 +109,7 @@ async fn persist(state: &AppState, pending: &Pending, status: u16, note: Classif
             .and_then(|o| o.client_id.clone()),
     };
     let fingerprint = super::caller_fingerprint(&pending.principal);
-    match audit::record(&state.pool, &fingerprint, &pending.affinity, event).await {
+    match audit::record(&state.deps.pool, &fingerprint, &pending.affinity, event).await {
         Ok(CasOutcome::Applied { .. }) => {}
         Ok(CasOutcome::Conflict { attempts }) => {
             tracing::warn!(attempts, "audit event dropped: session stayed contended");

@@ -134,7 +134,7 @@ async fn list_sessions(
         Some(c) => Some(decode_cursor(c).ok_or_else(|| RouteError::from(bad("malformed cursor")))?),
         None => None,
     };
-    let client = state.pool.get().await?;
+    let client = state.deps.pool.get().await?;
     let mut sessions = audit::list_sessions(
         &client,
         visibility(&principal, &caller),
@@ -181,7 +181,7 @@ async fn get_session(
         return Err(bad(format!("limit must be 1-{MAX_EVENTS_PAGE}")).into());
     }
     let after = args.after_seq.unwrap_or(0).max(0);
-    let client = state.pool.get().await?;
+    let client = state.deps.pool.get().await?;
     // The events are read only once the session was found visible (its opener never changes).
     let visible = visibility(&principal, &caller);
     let Some(session) = audit::get_session(&client, visible, &args.session_id).await? else {
@@ -222,7 +222,7 @@ async fn close_session(
         return Err(bad("session_id must be 1-128 characters of A-Z a-z 0-9 . _ : -").into());
     }
     match audit::close_session(
-        &state.pool,
+        &state.deps.pool,
         visibility(&principal, &caller),
         &args.session_id,
     )
@@ -277,7 +277,7 @@ async fn stats(
         return Err(bad(format!("max_scan must be 1-{MAX_STATS_SCAN}")).into());
     }
     let since = Utc::now() - ChronoDuration::seconds(since_seconds);
-    let client = state.pool.get().await?;
+    let client = state.deps.pool.get().await?;
     // A read error fails the request: a partial aggregate is never presented as complete.
     let stats = audit::stats(&client, visibility(&principal, &caller), since, max_scan).await?;
     let pairs = |v: &[(String, i64)]| -> serde_json::Map<String, serde_json::Value> {

@@ -2,6 +2,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+use crate::kernel::Invoked;
+use crate::kernel::ports::CallAudit;
 use crate::kernel::telemetry::ModelErgonomics;
 
 /// What a handler tells the audit layer about the request it served.
@@ -33,5 +35,20 @@ impl AuditSlot {
     /// Takes the note, if any.
     pub fn take(&self) -> Option<AuditNote> {
         self.0.lock().ok().and_then(|mut g| g.take())
+    }
+}
+
+/// The kernel notes each tool call it finishes in the request's slot.
+impl CallAudit for AuditSlot {
+    fn note(&self, tool: &str, invoked: &Invoked) {
+        AuditSlot::note(
+            self,
+            AuditNote {
+                action_name: tool.to_owned(),
+                success: invoked.result.success,
+                model_ergonomics: Some(invoked.telemetry.clone()),
+                extra: None,
+            },
+        );
     }
 }

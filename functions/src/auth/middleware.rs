@@ -1,16 +1,76 @@
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use wc_store::Pool;
 use wc_store::credentials::{self, CredentialKind};
 
-use super::{AuthError, Principal, PrincipalKind, ProjectGrants, ScopeSet, oauth, token};
-use crate::AppState;
+use super::{
+    AuthError, OAuthVerifier, Principal, PrincipalKind, ProjectGrants, ScopeSet, oauth, token,
+};
 
-/// Resolves the bearer token in `headers` to a principal.
-pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Principal, AuthError> {
+/// Who may call: resolves bearer tokens against the stored credentials and, when OAuth is
+/// configured, the issuer's access tokens. Built once per process; cloned per request.
+#[derive(Clone)]
+pub struct Authenticator {
+    pool: Pool,
+    oauth: Option<Arc<OAuthVerifier>>,
+    allow_anonymous: bool,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("oauth", &self.oauth.is_some())
+            .field("allow_anonymous", &self.allow_anonymous)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authenticator {
+    /// Credentials from `pool`; OAuth access tokens through `oauth` when configured; a request
+    /// without any `Authorization` header admitted as Open Anonymous when `allow_anonymous`.
+    pub fn new(pool: Pool, oauth: Option<Arc<OAuthVerifier>>, allow_anonymous: bool) -> Self {
+        Self {
+            pool,
+            oauth,
+            allow_anonymous,
+        }
+    }
+
+    /// The OAuth verifier, when OAuth is configured.
+    pub fn oauth(&self) -> Option<&OAuthVerifier> {
+        self.oauth.as_deref()
+    }
+
+    /// Resolves the bearer token in `headers` to a principal.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthError> {
+        authenticate(self, headers).await
+    }
+
+    /// The caller of a request admitted earlier, as its credential admits it now: a call that
+    /// waited (a long poll) answers only what the next request could see. A stored credential
+    /// revoked meanwhile is [`AuthError::Invalid`], as the next request's would be. An OAuth
+    /// access token was verified on admission and cannot be revoked at this server, and the
+    /// anonymous principal is admitted by configuration: both stand as admitted.
+    pub async fn readmit(&self, principal: &Principal) -> Result<Principal, AuthError> {
+        match principal.kind {
+            PrincipalKind::SharedKey | PrincipalKind::ProjectCredential => {
+                let client = self.pool.get().await.map_err(wc_store::StoreError::from)?;
+                let cred = credentials::find_active_by_id(&client, principal.credential_id)
+                    .await?
+                    .ok_or(AuthError::Invalid)?;
+                Ok(principal_of(cred))
+            }
+            PrincipalKind::OAuth | PrincipalKind::Anonymous => Ok(principal.clone()),
+        }
+    }
+}
+
+async fn authenticate(state: &Authenticator, headers: &HeaderMap) -> Result<Principal, AuthError> {
     let value = headers
         .get(header::AUTHORIZATION)
         .ok_or(AuthError::Missing)?;
@@ -57,28 +117,10 @@ fn principal_of(cred: credentials::Credential) -> Principal {
     }
 }
 
-/// The caller of a request admitted earlier, as its credential admits it now: a call that
-/// waited (a long poll) answers only what the next request could see. A stored credential
-/// revoked meanwhile is [`AuthError::Invalid`], as the next request's would be. An OAuth
-/// access token was verified on admission and cannot be revoked at this server, and the
-/// anonymous principal is admitted by configuration: both stand as admitted.
-pub async fn readmit(state: &AppState, principal: &Principal) -> Result<Principal, AuthError> {
-    match principal.kind {
-        PrincipalKind::SharedKey | PrincipalKind::ProjectCredential => {
-            let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
-            let cred = credentials::find_active_by_id(&client, principal.credential_id)
-                .await?
-                .ok_or(AuthError::Invalid)?;
-            Ok(principal_of(cred))
-        }
-        PrincipalKind::OAuth | PrincipalKind::Anonymous => Ok(principal.clone()),
-    }
-}
-
 /// Route middleware: authenticates the caller and puts the [`Principal`] in the request
 /// extensions (as `Arc<Principal>` too), or answers 401 with a `WWW-Authenticate` challenge.
 pub async fn require_principal(
-    State(state): State<AppState>,
+    State(state): State<Authenticator>,
     req: Request,
     next: Next,
 ) -> Response {
@@ -88,15 +130,20 @@ pub async fn require_principal(
 /// Like [`require_principal`], but a request without any `Authorization` header becomes the
 /// Open Anonymous principal when the server allows it. A bad token is still a 401.
 pub async fn principal_or_anonymous(
-    State(state): State<AppState>,
+    State(state): State<Authenticator>,
     req: Request,
     next: Next,
 ) -> Response {
-    let allow = state.config.allow_anonymous;
+    let allow = state.allow_anonymous;
     admit(state, req, next, allow).await
 }
 
-async fn admit(state: AppState, mut req: Request, next: Next, allow_anonymous: bool) -> Response {
+async fn admit(
+    state: Authenticator,
+    mut req: Request,
+    next: Next,
+    allow_anonymous: bool,
+) -> Response {
     let result = match authenticate(&state, req.headers()).await {
         Err(AuthError::Missing)
             if allow_anonymous && !req.headers().contains_key(header::AUTHORIZATION) =>

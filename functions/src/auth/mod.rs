@@ -14,7 +14,7 @@ mod scope;
 pub mod token;
 
 pub use error::AuthError;
-pub use middleware::{authenticate, principal_or_anonymous, readmit, require_principal};
+pub use middleware::{Authenticator, principal_or_anonymous, require_principal};
 pub use oauth::{OAuthIdentity, OAuthSettings, OAuthVerifier};
 pub use principal::{Principal, PrincipalKind, ProjectGrants};
 pub use scope::{Scope, ScopeSet, UnknownScope};

@@ -29,7 +29,6 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{AuthError, Principal, PrincipalKind, ProjectGrants, Scope, ScopeSet};
-use crate::AppState;
 
 /// Longest JWT accepted in a header; longer ones are refused before decoding.
 pub const MAX_JWT_LEN: usize = 16 * 1024;
@@ -716,18 +715,21 @@ fn subject_id(issuer: &str, subject: &str) -> uuid::Uuid {
 
 /// `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata of the canonical
 /// resource.
-pub async fn metadata_root(State(state): State<AppState>) -> Response {
+pub async fn metadata_root(State(state): State<super::Authenticator>) -> Response {
     metadata(&state, None)
 }
 
 /// `GET /.well-known/oauth-protected-resource/{path}`: the RFC 9728 metadata of the resource
 /// at `path`.
-pub async fn metadata_at(State(state): State<AppState>, Path(path): Path<String>) -> Response {
+pub async fn metadata_at(
+    State(state): State<super::Authenticator>,
+    Path(path): Path<String>,
+) -> Response {
     metadata(&state, Some(path))
 }
 
-fn metadata(state: &AppState, path: Option<String>) -> Response {
-    let Some(oauth) = state.oauth.as_deref() else {
+fn metadata(state: &super::Authenticator, path: Option<String>) -> Response {
+    let Some(oauth) = state.oauth() else {
         return crate::http::ApiError::client(
             StatusCode::NOT_FOUND,
             "not_found",

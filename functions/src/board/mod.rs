@@ -6,8 +6,6 @@
 //! `list_session_messages`, `resolve_session_message`, `get_session_assignment`,
 //! `complete_session_message` and `observe_session_messages`.
 
-pub mod tokens;
-
 use chrono::{DateTime, Utc};
 use rand::RngCore;
 use schemars::JsonSchema;
@@ -16,9 +14,10 @@ use wc_domain::{MessageId, MessageKind, MessageStatus, Priority, SessionId};
 use wc_store::board::{self, AssignmentSnapshot, MessageRow, Refusal};
 use wc_store::sessions::SessionRow;
 
-use crate::AppState;
-use crate::result::{ErrorKind, ToolError};
-use tokens::{SessionBinding, TokenKeys, TokenProblem};
+use crate::deps::Deps;
+use crate::kernel::ports::{AfterCall, CallFacts, PortFuture, Sessions};
+use crate::result::{ErrorKind, ToolError, ToolResult};
+use crate::tokens::{SessionBinding, TokenKeys, TokenProblem};
 
 /// Longest message body, in Unicode characters.
 pub const MAX_BODY_CHARS: usize = 4000;
@@ -32,14 +31,13 @@ const SECRET_NAME: &str = "board_tokens";
 /// The token keys of this deployment: from `WC_TOKEN_SECRET`, else from the secret kept in the
 /// database (generated on first use). Derived once per process: the secret is configuration,
 /// not session state.
-pub async fn keys(state: &AppState) -> Result<&TokenKeys, ToolError> {
-    state
-        .token_keys
+pub async fn keys(deps: &Deps) -> Result<&TokenKeys, ToolError> {
+    deps.token_keys
         .get_or_try_init(|| async {
-            if let Some(secret) = &state.config.token_secret {
+            if let Some(secret) = &deps.config.token_secret {
                 return Ok(TokenKeys::new(secret.expose()));
             }
-            let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+            let client = deps.pool.get().await.map_err(wc_store::StoreError::from)?;
             let secret = board::server_secret(&client, SECRET_NAME, || {
                 let mut s = vec![0u8; 32];
                 rand::rng().fill_bytes(&mut s);
@@ -286,19 +284,47 @@ impl From<&MessageRow> for AttentionMessage {
     }
 }
 
+/// The kernel's after-call projection of ACK attention: a call recorded in a session gets its
+/// `session_attention` ([`project_attention`]).
+#[derive(Debug, Default)]
+pub struct AckAttention;
+
+impl AfterCall for AckAttention {
+    fn project<'a>(
+        &'a self,
+        deps: &'a Deps,
+        call: &'a CallFacts<'a>,
+        sessions: &'a Sessions,
+        result: &'a mut ToolResult,
+    ) -> PortFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(recorder) = &sessions.recorder {
+                result.session_attention = project_attention(
+                    &deps.pool,
+                    recorder,
+                    &call.wrapper.ack_session_message_ids,
+                    call.invocation_id,
+                    call.spec.meta.name,
+                )
+                .await;
+            }
+        })
+    }
+}
+
 /// ACK bookkeeping and the `session_attention` projection of a call recorded in `recorder`:
 /// records the first observed ACK of each open ACK-required message `acks` names, then lists
 /// the recorder's open ACK-required messages this request did not acknowledge. Never changes
 /// the tool's result otherwise: a failure is logged and projects nothing.
-pub async fn project_attention(
-    state: &AppState,
+async fn project_attention(
+    pool: &wc_store::Pool,
     recorder: &SessionRow,
     acks: &[MessageId],
     invocation_id: uuid::Uuid,
     tool: &str,
 ) -> Option<serde_json::Value> {
     let actor = board::Actor::new(invocation_id, tool);
-    let ack_observed = match board::observe_acks(&state.pool, &recorder.id, acks, actor).await {
+    let ack_observed = match board::observe_acks(pool, &recorder.id, acks, actor).await {
         Ok(Ok(ids)) => ids,
         // The session closed meanwhile: nothing to acknowledge in it.
         Ok(Err(_)) => Vec::new(),
@@ -310,7 +336,7 @@ pub async fn project_attention(
     if recorder.open_ack_required == 0 && ack_observed.is_empty() {
         return None;
     }
-    let client = match state.pool.get().await {
+    let client = match pool.get().await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %e, "could not read session attention");

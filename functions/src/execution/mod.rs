@@ -120,7 +120,7 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
         return Err(unknown_project(project));
     }
     let client = ctx
-        .state
+        .deps
         .pool
         .get()
         .await
@@ -147,7 +147,7 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
 
 /// Whether a runner counts as connected: registered, not revoked, seen within a lease.
 pub fn is_online(ctx: &ToolContext, r: &wc_store::runners::Runner) -> bool {
-    let lease = chrono::Duration::from_std(ctx.state.config.runner_lease)
+    let lease = chrono::Duration::from_std(ctx.deps.config.runner_lease)
         .unwrap_or(chrono::Duration::seconds(60));
     r.revoked_at.is_none()
         && r.instance_id.is_some()
@@ -328,7 +328,7 @@ async fn submit_as(
         "purpose": purpose,
         "invocation_id": ctx.invocation_id,
     });
-    let queue = match ctx.state.config.runner_sqs_queues.get(&target.client_id) {
+    let queue = match ctx.deps.config.runner_sqs_queues.get(&target.client_id) {
         Some(url) => QueueRoute::Sqs {
             queue_url: url.clone(),
         },
@@ -366,12 +366,12 @@ async fn submit_as(
             }),
         },
     });
-    let quotas = &ctx.state.config.work;
+    let quotas = &ctx.deps.config.work;
     let limits = work::OpenLimits {
         per_owner: i64::from(quotas.max_open_per_caller),
         per_project: i64::from(quotas.max_open_per_project),
     };
-    match work::enqueue(&ctx.state.pool, &new, evidence.as_ref(), limits).await? {
+    match work::enqueue(&ctx.deps.pool, &new, evidence.as_ref(), limits).await? {
         wc_store::cas::CasOutcome::Applied { value, .. } => match value {
             Enqueued::Queued(row) => {
                 publish_committed(ctx, &row).await;
@@ -435,11 +435,11 @@ async fn publish_committed(ctx: &ToolContext, row: &WorkRow) {
     if row.queue != WorkQueue::Sqs {
         return;
     }
-    let Some(publisher) = &ctx.state.publisher else {
+    let Some(publisher) = &ctx.deps.publisher else {
         tracing::error!(job_id = %row.id, "work routed to SQS but no publisher is configured; it stays in the outbox");
         return;
     };
-    match wc_store::outbox::drain_one(&ctx.state.pool, publisher.as_ref(), row.id).await {
+    match wc_store::outbox::drain_one(&ctx.deps.pool, publisher.as_ref(), row.id).await {
         Ok(stats) if stats.failed > 0 => {
             tracing::warn!(job_id = %row.id, "the work message was not sent; the periodic drain retries it")
         }
@@ -465,7 +465,7 @@ pub async fn wait_terminal(
     id: Uuid,
     wait: Duration,
 ) -> Result<WorkRow, ToolError> {
-    let waiter = ctx.state.wake.on_done(id);
+    let waiter = ctx.deps.wake.on_done(id);
     wait_with(ctx, id, waiter, wait, false).await
 }
 
@@ -485,7 +485,7 @@ async fn wait_with(
     loop {
         let row = {
             let client = ctx
-                .state
+                .deps
                 .pool
                 .get()
                 .await
@@ -513,7 +513,7 @@ pub async fn load_job(ctx: &ToolContext, job_id: WorkId) -> Result<WorkRow, Tool
     };
     let id = job_id.uuid();
     let client = ctx
-        .state
+        .deps
         .pool
         .get()
         .await
@@ -679,7 +679,7 @@ pub async fn view(
     let mut out = status_view(row);
     if with_output {
         let client = ctx
-            .state
+            .deps
             .pool
             .get()
             .await
@@ -943,9 +943,9 @@ pub async fn run_sync(
 ) -> Result<ExecOutput, ToolError> {
     let id = Uuid::now_v7();
     // Registered before the work exists: its end cannot be announced before we listen.
-    let waiter = ctx.state.wake.on_done(id);
+    let waiter = ctx.deps.wake.on_done(id);
     submit_as(ctx, id, target, session, req).await?;
-    let row = wait_with(ctx, id, waiter, ctx.state.config.exec_wait, true).await?;
+    let row = wait_with(ctx, id, waiter, ctx.deps.config.exec_wait, true).await?;
     settle(view(ctx, &row, row.is_terminal()).await?)
 }
 

@@ -20,7 +20,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::ApiError;
 use super::body_buffer::BodyBuffer;
-use crate::AppState;
 
 /// Admission limits of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,8 +99,11 @@ fn overloaded(message: String) -> Response {
 /// (runner API or everything else) for as long as it is served, or answers 503 `unavailable`
 /// with `Retry-After` at once. A refusal is immediate rather than queued: a queue in front of
 /// a saturated process only adds latency, and the caller's retry may reach another instance.
-pub async fn limit_requests(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let admission = &state.admission;
+pub async fn limit_requests(
+    State(admission): State<Arc<Admission>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let (semaphore, limit, what) = if req.uri().path().starts_with(RUNNER_PREFIX) {
         (
             &admission.runners,
@@ -129,11 +131,11 @@ pub async fn limit_requests(State(state): State<AppState>, req: Request, next: N
 /// Outer middleware: refuses a body whose declared length is over the limit with 413 before
 /// anything else, without reading it (the declaration alone settles it).
 pub async fn refuse_declared_oversize(
-    State(state): State<AppState>,
+    State(admission): State<Arc<Admission>>,
     req: Request,
     next: Next,
 ) -> Response {
-    let limit = state.admission.max_body_bytes;
+    let limit = admission.max_body_bytes;
     if declared_length(&req).is_some_and(|n| n > limit as u64) {
         return too_large(limit);
     }
@@ -173,8 +175,11 @@ fn declared_length(req: &Request) -> Option<u64> {
 ///   passes the limit is 413 `payload_too_large`.
 /// - The reservation is held until the response is produced, since the bytes (and what the
 ///   handler parsed from them) live that long.
-pub async fn read_body(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let admission = state.admission.clone();
+pub async fn read_body(
+    State(admission): State<Arc<Admission>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let limits = &admission.limits;
     let limit = admission.max_body_bytes;
     let declared = declared_length(&req);

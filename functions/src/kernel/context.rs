@@ -1,11 +1,12 @@
-//! What a tool sees of the world: the caller, the store, the clock and the window.
+//! What a tool sees of the world: the caller, its dependency bundle, the clock and the window.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::AppState;
+use super::Registry;
 use crate::auth::Principal;
+use crate::deps::Deps;
 
 /// A source of the current time; tests may pin it.
 pub trait Clock: Send + Sync + std::fmt::Debug {
@@ -55,19 +56,23 @@ impl ClientWindow {
 /// Everything a tool may use for one call.
 #[derive(Clone)]
 pub struct ToolContext {
-    /// Store, configuration and the tool runtime.
-    pub state: AppState,
+    /// Pool, configuration, wake-ups, publisher, authenticator and token keys.
+    pub deps: Deps,
+    /// The registered tools.
+    pub registry: Arc<Registry>,
     /// The caller.
     pub principal: Arc<Principal>,
     /// The host window, when the host named one.
     pub window: Option<ClientWindow>,
     /// The clock.
     pub clock: Arc<dyn Clock>,
+    /// The hard deadline of this dispatch, from its start.
+    pub dispatch_deadline: std::time::Duration,
     /// Id shared by everything this one invocation records.
     pub invocation_id: uuid::Uuid,
-    /// The business session named by `session_id`, loaded and authorized by the kernel.
+    /// The business session named by `session_id`, loaded and authorized by the session authority port.
     pub business: Option<Arc<wc_store::sessions::SessionRow>>,
-    /// The recording session named by `recording_session_id`, authorized by the kernel. It is
+    /// The recording session named by `recording_session_id`, authorized by the session authority port. It is
     /// provenance only: never a business target, guard or source of execution defaults.
     pub recorder: Option<Arc<wc_store::sessions::SessionRow>>,
 }
@@ -78,7 +83,9 @@ impl ToolContext {
     pub async fn readmitted(&self) -> Result<Principal, crate::result::ToolError> {
         use crate::auth::AuthError;
         use crate::result::{ErrorKind, ToolError};
-        crate::auth::readmit(&self.state, &self.principal)
+        self.deps
+            .auth
+            .readmit(&self.principal)
             .await
             .map_err(|e| match e {
                 AuthError::Missing | AuthError::Invalid => ToolError::new(
@@ -95,7 +102,7 @@ impl ToolContext {
         wc_store::board::Actor::new(self.invocation_id, tool)
     }
 
-    /// The business session the kernel loaded and authorized for argument `session_id`.
+    /// The business session the session authority loaded and authorized for argument `session_id`.
     pub fn business_session(
         &self,
         session_id: &wc_domain::SessionId,

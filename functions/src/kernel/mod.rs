@@ -2,14 +2,15 @@
 //! every surface (MCP, REST) goes through, so a tool behaves the same whichever door it came in.
 //!
 //! An invocation: look up the spec → check scopes → validate arguments against the input
-//! schema (`invalid_arguments` names the field and rule) → check wrapper metadata → the
-//! recorder (authorizes the business and recording sessions, writes their
-//! `tool_call_started`/`tool_call_finished` pairs) → dispatch under the hard deadline → shape
-//! `{success, output, error}` → telemetry.
+//! schema (`invalid_arguments` names the field and rule) → the session authority port
+//! (authorizes the business and recording sessions) → the recorder port (durable intent) →
+//! dispatch under the hard deadline → the recording finished → after-call projections →
+//! shape `{success, output, error}` → telemetry → the audit note. The kernel knows no domain:
+//! what each port does is registered when the runtime is built ([`ports`]).
 
 pub mod args;
 pub mod context;
-pub mod recorder;
+pub mod ports;
 pub mod spec;
 pub mod telemetry;
 pub mod wrapper;
@@ -20,10 +21,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::AppState;
 use crate::auth::{Principal, ScopeSet};
+use crate::deps::Deps;
 use crate::result::{ErrorKind, ToolError, ToolResult};
 use context::{ClientWindow, Clock, SystemClock, ToolContext};
+use ports::{CallAudit, CallFacts, Outcome, Ports};
 use spec::ToolSpec;
 use telemetry::{ExecutionState, ModelErgonomics};
 use wrapper::WrapperMeta;
@@ -44,7 +46,7 @@ impl Default for KernelConfig {
 }
 
 /// One tool call as a surface hands it to the kernel.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolCall {
     /// Tool name.
     pub name: String,
@@ -56,6 +58,18 @@ pub struct ToolCall {
     pub principal: Arc<Principal>,
     /// The host window, if any.
     pub window: Option<ClientWindow>,
+    /// Where the request's audit row learns how the call went, when the request is audited.
+    pub audit: Option<Arc<dyn CallAudit>>,
+}
+
+impl std::fmt::Debug for ToolCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCall")
+            .field("name", &self.name)
+            .field("wrapper", &self.wrapper)
+            .field("audited", &self.audit.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A finished invocation.
@@ -74,26 +88,24 @@ pub struct Invoked {
 #[error("unknown tool {0:?}")]
 pub struct UnknownTool(pub String);
 
-/// The registry and the invocation path.
-pub struct ToolRuntime {
+/// Every registered tool, by name: what listings, documents and the invocation path read.
+pub struct Registry {
     specs: Vec<Arc<ToolSpec>>,
     by_name: HashMap<&'static str, usize>,
-    config: KernelConfig,
-    clock: Arc<dyn Clock>,
 }
 
-impl std::fmt::Debug for ToolRuntime {
+impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolRuntime")
+        f.debug_struct("Registry")
             .field("tools", &self.specs.len())
             .finish_non_exhaustive()
     }
 }
 
-impl ToolRuntime {
-    /// A runtime over `specs`, listed in name order. Panics on a duplicate name or a tool
-    /// whose schema declares a wrapper field: both are programming errors caught by tests.
-    pub fn new(mut specs: Vec<ToolSpec>, config: KernelConfig) -> ToolRuntime {
+impl Registry {
+    /// A registry of `specs`, listed in name order. Panics on a duplicate name: a programming
+    /// error caught by tests.
+    pub fn new(mut specs: Vec<ToolSpec>) -> Registry {
         specs.sort_by(|a, b| a.meta.name.cmp(b.meta.name));
         let mut by_name = HashMap::new();
         for (i, s) in specs.iter().enumerate() {
@@ -103,11 +115,9 @@ impl ToolRuntime {
                 s.meta.name
             );
         }
-        ToolRuntime {
+        Registry {
             specs: specs.into_iter().map(Arc::new).collect(),
             by_name,
-            config,
-            clock: Arc::new(SystemClock),
         }
     }
 
@@ -127,49 +137,102 @@ impl ToolRuntime {
     pub fn get(&self, name: &str) -> Option<&Arc<ToolSpec>> {
         self.by_name.get(name).map(|&i| &self.specs[i])
     }
+}
+
+/// The registry, its ports and the invocation path.
+pub struct ToolRuntime {
+    registry: Arc<Registry>,
+    ports: Ports,
+    config: KernelConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ToolRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRuntime")
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolRuntime {
+    /// A runtime over `registry`, asking `ports`.
+    pub fn new(registry: Arc<Registry>, ports: Ports, config: KernelConfig) -> ToolRuntime {
+        ToolRuntime {
+            registry,
+            ports,
+            config,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// The registered tools.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The spec named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolSpec>> {
+        self.registry.get(name)
+    }
 
     /// Kernel settings.
     pub fn config(&self) -> &KernelConfig {
         &self.config
     }
 
-    /// Runs one call through the whole path. Every failure after the tool is identified is a
-    /// shaped result, never an error of this function.
-    pub async fn invoke(&self, state: &AppState, call: ToolCall) -> Result<Invoked, UnknownTool> {
+    /// Runs one call through the whole path with `deps`. Every failure after the tool is
+    /// identified is a shaped result, never an error of this function; the call's audit sink,
+    /// if any, is told how it went, once.
+    pub async fn invoke(&self, deps: &Deps, call: ToolCall) -> Result<Invoked, UnknownTool> {
         let spec = self
             .get(&call.name)
             .ok_or_else(|| UnknownTool(call.name.clone()))?
             .clone();
         let started = Instant::now();
-        let finish = |result: ToolResult, state: ExecutionState| -> Invoked {
-            let json = serde_json::to_string(&result).expect("tool results serialize");
-            let bytes = match state {
-                ExecutionState::Rejected => None,
-                _ => Some(result.model_facing_bytes(&json) as u64),
-            };
-            let kind = result.error.as_ref().map(|e| e.kind);
-            let telemetry = ModelErgonomics {
-                schema_version: telemetry::SCHEMA_VERSION,
-                tool_name: spec.meta.name,
-                tool_category: spec.meta.category.as_str(),
-                success: result.success,
-                duration_ms: started.elapsed().as_millis() as u64,
-                serialized_result_bytes: bytes,
-                error_kind: match state {
-                    ExecutionState::TimedOut => Some("dispatch_hard_timeout"),
-                    _ => kind.map(ErrorKind::as_str),
-                },
-                failure_kind: kind.map_or("none", ErrorKind::failure_kind),
-                recovery_kind: kind.map_or("none", ErrorKind::recovery_kind),
-                execution_state: state,
-            };
-            Invoked {
-                result,
-                json,
-                telemetry,
-            }
+        let audit = call.audit.clone();
+        let (result, execution) = self.run(deps, &spec, call, started).await;
+        let json = serde_json::to_string(&result).expect("tool results serialize");
+        let bytes = match execution {
+            ExecutionState::Rejected => None,
+            _ => Some(result.model_facing_bytes(&json) as u64),
         };
+        let kind = result.error.as_ref().map(|e| e.kind);
+        let telemetry = ModelErgonomics {
+            schema_version: telemetry::SCHEMA_VERSION,
+            tool_name: spec.meta.name,
+            tool_category: spec.meta.category.as_str(),
+            success: result.success,
+            duration_ms: started.elapsed().as_millis() as u64,
+            serialized_result_bytes: bytes,
+            error_kind: match execution {
+                ExecutionState::TimedOut => Some("dispatch_hard_timeout"),
+                _ => kind.map(ErrorKind::as_str),
+            },
+            failure_kind: kind.map_or("none", ErrorKind::failure_kind),
+            recovery_kind: kind.map_or("none", ErrorKind::recovery_kind),
+            execution_state: execution,
+        };
+        let invoked = Invoked {
+            result,
+            json,
+            telemetry,
+        };
+        if let Some(audit) = &audit {
+            audit.note(spec.meta.name, &invoked);
+        }
+        Ok(invoked)
+    }
 
+    /// The call's result and how its dispatch ended.
+    async fn run(
+        &self,
+        deps: &Deps,
+        spec: &Arc<ToolSpec>,
+        call: ToolCall,
+        started: Instant,
+    ) -> (ToolResult, ExecutionState) {
+        let rejected = |e: ToolError| (ToolResult::err(e), ExecutionState::Rejected);
         if let Some(missing) = spec
             .meta
             .scopes
@@ -181,7 +244,7 @@ impl ToolRuntime {
                 format!("{} needs the {missing} scope", spec.meta.name),
             )
             .with("scope", missing.as_str());
-            return Ok(finish(ToolResult::err(err), ExecutionState::Rejected));
+            return rejected(err);
         }
         let mut args = match call.arguments {
             Value::Null => Value::Object(Default::default()),
@@ -189,25 +252,42 @@ impl ToolRuntime {
         };
         args::normalize_integers(&mut args);
         if let Err(e) = args::validate(spec.validator(), &spec.input_schema_value, &args) {
-            return Ok(finish(ToolResult::err(e), ExecutionState::Rejected));
+            return rejected(e);
         }
-        let recording =
-            match recorder::begin(state, &spec, &call.principal, &call.wrapper, &args).await {
-                Ok(r) => r,
-                Err(e) => return Ok(finish(ToolResult::err(e), ExecutionState::Rejected)),
-            };
+        let facts = match facts(spec, &call.principal, &call.wrapper, &args) {
+            Ok(f) => f,
+            Err(e) => return rejected(e),
+        };
+        let sessions = match self.ports.authority.authorize(deps, &facts).await {
+            Ok(s) => s,
+            Err(e) => return rejected(e),
+        };
+        let recording = match self
+            .ports
+            .recorder
+            .begin(deps, &facts, &sessions, &args)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return rejected(e),
+        };
         let ctx = ToolContext {
-            state: state.clone(),
+            deps: deps.clone(),
+            registry: self.registry.clone(),
             principal: call.principal.clone(),
             window: call.window.clone(),
             clock: self.clock.clone(),
-            invocation_id: recording.invocation_id,
-            business: recording.business.clone(),
-            recorder: recording.recorder.clone(),
+            dispatch_deadline: self.config.dispatch_deadline,
+            invocation_id: facts.invocation_id,
+            business: sessions.business.clone(),
+            recorder: sessions.recorder.clone(),
         };
-        let deadline = self.config.dispatch_deadline;
-        let (result, execution) = match tokio::time::timeout(deadline, (spec.handler)(ctx, args))
-            .await
+        let deadline = ctx.dispatch_deadline;
+        let (mut result, execution) = match tokio::time::timeout(
+            deadline,
+            (spec.handler)(ctx, args),
+        )
+        .await
         {
             Ok(Ok(output)) => (ToolResult::ok(output), ExecutionState::Completed),
             Ok(Err(e)) => (ToolResult::err(e), ExecutionState::Completed),
@@ -223,19 +303,295 @@ impl ToolRuntime {
                 (ToolResult::err(err), ExecutionState::TimedOut)
             }
         };
-        let duration_ms = started.elapsed().as_millis() as u64;
-        recorder::end(state, &recording, &spec, &result, execution, duration_ms).await;
-        let mut result = result;
-        if let Some(recorder) = &recording.recorder {
-            result.session_attention = crate::board::project_attention(
-                state,
-                recorder,
-                &call.wrapper.ack_session_message_ids,
-                recording.invocation_id,
-                spec.meta.name,
-            )
-            .await;
+        let outcome = Outcome {
+            result: &result,
+            execution,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        recording.finish(deps, &facts, outcome).await;
+        for projection in &self.ports.after_call {
+            projection
+                .project(deps, &facts, &sessions, &mut result)
+                .await;
         }
-        Ok(finish(result, execution))
+        (result, execution)
+    }
+}
+
+/// The facts of `call` the ports read, with its `session_id` and `project` arguments as domain
+/// types. The arguments were validated against the tool's schema, which those types generate,
+/// so a refusal here means a tool's schema and its type disagree.
+fn facts<'a>(
+    spec: &'a ToolSpec,
+    principal: &'a Principal,
+    wrapper: &'a WrapperMeta,
+    args: &Value,
+) -> Result<CallFacts<'a>, ToolError> {
+    Ok(CallFacts {
+        spec,
+        principal,
+        wrapper,
+        session_id: typed_arg(args, "session_id")?,
+        project: typed_arg(args, "project")?,
+        invocation_id: uuid::Uuid::now_v7(),
+    })
+}
+
+/// Argument `name` as its domain type, when the call gives it.
+fn typed_arg<T: std::str::FromStr<Err = wc_domain::ParseError>>(
+    args: &Value,
+    name: &str,
+) -> Result<Option<T>, ToolError> {
+    match args.get(name).and_then(Value::as_str) {
+        None => Ok(None),
+        Some(raw) => raw.parse().map(Some).map_err(|e: wc_domain::ParseError| {
+            ToolError::new(
+                ErrorKind::InvalidArguments,
+                format!("argument /{name}: {e}"),
+            )
+            .with("pointer", format!("/{name}"))
+            .with("rule", "pattern")
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::ports::{AfterCall, Recorder, Recording, SessionAuthority, Sessions};
+    use super::spec::{Category, ToolMeta};
+    use super::*;
+    use crate::auth::{PrincipalKind, ProjectGrants, Scope};
+    use crate::config::ServerConfig;
+    use crate::result::ErrorKind;
+
+    /// What the ports and the tool saw, in order.
+    type Trace = Arc<Mutex<Vec<String>>>;
+
+    fn push(trace: &Trace, what: impl Into<String>) {
+        trace.lock().unwrap().push(what.into());
+    }
+
+    struct Gate {
+        trace: Trace,
+        refuse: bool,
+    }
+
+    impl SessionAuthority for Gate {
+        fn authorize<'a>(
+            &'a self,
+            _: &'a Deps,
+            call: &'a CallFacts<'a>,
+        ) -> ports::PortFuture<'a, Result<Sessions, ToolError>> {
+            Box::pin(async move {
+                push(&self.trace, format!("authorize {}", call.spec.meta.name));
+                if self.refuse {
+                    return Err(ToolError::new(ErrorKind::UnknownSessionId, "refused"));
+                }
+                Ok(Sessions::default())
+            })
+        }
+    }
+
+    struct Ledger(Trace);
+    struct Open(Trace);
+
+    impl Recorder for Ledger {
+        fn begin<'a>(
+            &'a self,
+            _: &'a Deps,
+            call: &'a CallFacts<'a>,
+            _: &'a Sessions,
+            args: &'a Value,
+        ) -> ports::PortFuture<'a, Result<Box<dyn Recording>, ToolError>> {
+            Box::pin(async move {
+                push(&self.0, format!("begin {} {args}", call.invocation_id.is_nil()));
+                Ok(Box::new(Open(self.0.clone())) as Box<dyn Recording>)
+            })
+        }
+    }
+
+    impl Recording for Open {
+        fn finish<'a>(
+            self: Box<Self>,
+            _: &'a Deps,
+            _: &'a CallFacts<'a>,
+            outcome: Outcome<'a>,
+        ) -> ports::PortFuture<'a, ()> {
+            Box::pin(async move {
+                push(&self.0, format!("finish {}", outcome.result.success));
+            })
+        }
+    }
+
+    struct Attention(Trace);
+
+    impl AfterCall for Attention {
+        fn project<'a>(
+            &'a self,
+            _: &'a Deps,
+            _: &'a CallFacts<'a>,
+            _: &'a Sessions,
+            result: &'a mut ToolResult,
+        ) -> ports::PortFuture<'a, ()> {
+            Box::pin(async move {
+                push(&self.0, "after");
+                result.session_attention = Some(json!("projected"));
+            })
+        }
+    }
+
+    struct Audit(Trace);
+
+    impl CallAudit for Audit {
+        fn note(&self, tool: &str, invoked: &Invoked) {
+            push(
+                &self.0,
+                format!("audit {tool} {}", invoked.result.success),
+            );
+        }
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct ProbeArgs {
+        /// What to echo.
+        word: String,
+    }
+
+    #[derive(serde::Serialize, schemars::JsonSchema)]
+    struct Echo {
+        word: String,
+    }
+
+    /// A runtime with one tool, `probe`, over ports that trace every call.
+    fn runtime(trace: &Trace, refuse: bool) -> ToolRuntime {
+        let t = trace.clone();
+        let probe = ToolSpec::new(
+            ToolMeta {
+                name: "probe",
+                title: "Probe",
+                description: "Echoes its word.",
+                category: Category::Discovery,
+                scopes: &[Scope::ProjectRead],
+                read_only: true,
+                consequential: false,
+                rest_operation: false,
+            },
+            move |_ctx: ToolContext, args: ProbeArgs| {
+                let t = t.clone();
+                async move {
+                    push(&t, format!("dispatch {}", args.word));
+                    Ok::<_, ToolError>(Echo { word: args.word })
+                }
+            },
+        );
+        let ports = Ports {
+            authority: Arc::new(Gate {
+                trace: trace.clone(),
+                refuse,
+            }),
+            recorder: Arc::new(Ledger(trace.clone())),
+            after_call: vec![Arc::new(Attention(trace.clone()))],
+        };
+        ToolRuntime::new(
+            Arc::new(Registry::new(vec![probe])),
+            ports,
+            KernelConfig::default(),
+        )
+    }
+
+    /// Dependencies whose pool never connects: these ports do not use it.
+    fn deps() -> Deps {
+        let url = wc_store::config::DatabaseUrl::parse("postgres://postgres@127.0.0.1:1/none")
+            .unwrap();
+        let pool = wc_store::pool::build_pool(&wc_store::config::DatabaseConfig::new(url))
+            .unwrap();
+        Deps::new(pool, ServerConfig::default())
+    }
+
+    fn call(trace: &Trace, arguments: Value, scopes: ScopeSet) -> ToolCall {
+        ToolCall {
+            name: "probe".into(),
+            arguments,
+            wrapper: WrapperMeta::default(),
+            principal: Arc::new(Principal {
+                kind: PrincipalKind::SharedKey,
+                credential_id: uuid::Uuid::nil(),
+                authority_group: "g".into(),
+                scopes,
+                projects: ProjectGrants::All,
+                oauth: None,
+            }),
+            window: None,
+            audit: Some(Arc::new(Audit(trace.clone()))),
+        }
+    }
+
+    fn taken(trace: &Trace) -> Vec<String> {
+        std::mem::take(&mut *trace.lock().unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_kernel_asks_its_ports_in_order_and_notes_the_audit_once() {
+        let trace = Trace::default();
+        let rt = runtime(&trace, false);
+        let invoked = rt
+            .invoke(&deps(), call(&trace, json!({"word": "hi"}), ScopeSet::all()))
+            .await
+            .unwrap();
+        assert!(invoked.result.success);
+        assert_eq!(invoked.result.session_attention, Some(json!("projected")));
+        assert_eq!(invoked.telemetry.execution_state, ExecutionState::Completed);
+        assert_eq!(
+            taken(&trace),
+            [
+                "authorize probe",
+                r#"begin false {"word":"hi"}"#,
+                "dispatch hi",
+                "finish true",
+                "after",
+                "audit probe true",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_stops_the_call_before_any_effect_and_is_still_audited() {
+        let trace = Trace::default();
+        let refusing = runtime(&trace, true);
+        let invoked = refusing
+            .invoke(&deps(), call(&trace, json!({"word": "hi"}), ScopeSet::all()))
+            .await
+            .unwrap();
+        assert_eq!(
+            invoked.result.error.as_ref().map(|e| e.kind),
+            Some(ErrorKind::UnknownSessionId)
+        );
+        assert_eq!(invoked.telemetry.execution_state, ExecutionState::Rejected);
+        assert_eq!(taken(&trace), ["authorize probe", "audit probe false"]);
+
+        // Bad arguments and a missing scope never reach a port.
+        let rt = runtime(&trace, false);
+        let bad = rt
+            .invoke(&deps(), call(&trace, json!({"word": 3}), ScopeSet::all()))
+            .await
+            .unwrap();
+        assert_eq!(
+            bad.result.error.as_ref().map(|e| e.kind),
+            Some(ErrorKind::InvalidArguments)
+        );
+        let unscoped = rt
+            .invoke(&deps(), call(&trace, json!({"word": "hi"}), ScopeSet::default()))
+            .await
+            .unwrap();
+        assert_eq!(
+            unscoped.result.error.as_ref().map(|e| e.kind),
+            Some(ErrorKind::InsufficientScope)
+        );
+        assert_eq!(taken(&trace), ["audit probe false", "audit probe false"]);
     }
 }

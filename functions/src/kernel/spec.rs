@@ -66,8 +66,8 @@ type Handler = Arc<
         + Sync,
 >;
 
-/// How a tool uses the Workflow Session named by its `session_id` argument. The kernel loads
-/// and authorizes that session before dispatch, whether or not the call is recorded in it
+/// How a tool uses the Workflow Session named by its `session_id` argument. The session
+/// authority port loads and authorizes it before dispatch, whether or not the call is recorded in it
 /// ([`BusinessPair`] says that).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionUse {

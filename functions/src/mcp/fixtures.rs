@@ -1229,13 +1229,13 @@ pub(super) fn complete(params: &CompleteRequestParams) -> Result<CompleteResult,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{KernelConfig, ToolRuntime};
+    use crate::kernel::Registry;
 
     #[test]
     fn fixture_tools_register_beside_the_real_ones() {
         let mut specs = crate::tools::all();
         specs.extend(tools());
-        let runtime = ToolRuntime::new(specs, KernelConfig::default());
+        let runtime = Registry::new(specs);
         for (name, ..) in FLOWS {
             assert!(runtime.get(name).is_some(), "{name} is not registered");
         }

@@ -27,6 +27,7 @@ use super::listing::{Era, Listings, conflicts_with_wrapper};
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
 use crate::kernel::context::ClientWindow;
+use crate::kernel::ports::CallAudit;
 use crate::kernel::telemetry::ModelErgonomics;
 use crate::kernel::{ToolCall, wrapper};
 use crate::{AppState, VERSION};
@@ -121,7 +122,7 @@ impl ServerHandler for WcMcp {
         #[cfg(feature = "conformance-fixtures")]
         let capabilities = {
             let mut capabilities = capabilities;
-            if self.state.config.conformance_fixtures {
+            if self.state.deps.config.conformance_fixtures {
                 fixtures::advertise(&mut capabilities);
             }
             capabilities
@@ -172,7 +173,7 @@ impl ServerHandler for WcMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         #[cfg(feature = "conformance-fixtures")]
-        if self.state.config.conformance_fixtures {
+        if self.state.deps.config.conformance_fixtures {
             return fixtures::call_tool(self, params, ctx).await;
         }
         self.call_kernel_tool(params, ctx).await
@@ -188,7 +189,7 @@ impl ServerHandler for WcMcp {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        if !self.state.config.conformance_fixtures {
+        if !self.state.deps.config.conformance_fixtures {
             return Err(McpError::method_not_found::<ListPromptsRequestMethod>());
         }
         Ok(fixtures::list_prompts())
@@ -200,7 +201,7 @@ impl ServerHandler for WcMcp {
         params: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        if !self.state.config.conformance_fixtures {
+        if !self.state.deps.config.conformance_fixtures {
             return Err(McpError::method_not_found::<GetPromptRequestMethod>());
         }
         fixtures::get_prompt(params, &ctx)
@@ -212,7 +213,7 @@ impl ServerHandler for WcMcp {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        if !self.state.config.conformance_fixtures {
+        if !self.state.deps.config.conformance_fixtures {
             return Err(McpError::method_not_found::<ListResourcesRequestMethod>());
         }
         Ok(fixtures::list_resources())
@@ -224,7 +225,7 @@ impl ServerHandler for WcMcp {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        if !self.state.config.conformance_fixtures {
+        if !self.state.deps.config.conformance_fixtures {
             return Err(McpError::method_not_found::<
                 ListResourceTemplatesRequestMethod,
             >());
@@ -238,7 +239,7 @@ impl ServerHandler for WcMcp {
         params: ReadResourceRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        if !self.state.config.conformance_fixtures {
+        if !self.state.deps.config.conformance_fixtures {
             return Err(McpError::method_not_found::<ReadResourceRequestMethod>());
         }
         fixtures::read_resource(&params)
@@ -250,7 +251,7 @@ impl ServerHandler for WcMcp {
         params: CompleteRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        if !self.state.config.conformance_fixtures {
+        if !self.state.deps.config.conformance_fixtures {
             return Err(McpError::method_not_found::<CompleteRequestMethod>());
         }
         fixtures::complete(&params)
@@ -268,7 +269,7 @@ impl ServerHandler for WcMcp {
     ) -> Result<(), McpError> {
         // `logging/setLevel` was removed in 2026-07-28 (the level travels in each request's
         // `_meta`), so it is unknown to modern requests whatever the mode.
-        if !self.state.config.conformance_fixtures || is_modern(&ctx) {
+        if !self.state.deps.config.conformance_fixtures || is_modern(&ctx) {
             return Err(McpError::method_not_found::<SetLevelRequestMethod>());
         }
         // This server emits no log notifications at all (JSON responses only), so every
@@ -329,22 +330,15 @@ impl WcMcp {
             wrapper,
             principal: who,
             window,
+            audit: slot.map(|s| Arc::new(s) as Arc<dyn CallAudit>),
         };
         let invoked = self
             .state
             .runtime
-            .invoke(&self.state, call)
+            .invoke(&self.state.deps, call)
             .await
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let success = invoked.result.success;
-        if let Some(slot) = &slot {
-            slot.note(AuditNote {
-                action_name: spec.meta.name.to_owned(),
-                success,
-                model_ergonomics: Some(invoked.telemetry.clone()),
-                extra: None,
-            });
-        }
         // The text block is the JSON the kernel serialized once; structuredContent is the same
         // object as a value.
         let mut result = CallToolResult::success(vec![ContentBlock::text(invoked.json)]);

@@ -8,7 +8,7 @@ use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 
 use crate::auth::{Scope, ScopeSet};
-use crate::kernel::ToolRuntime;
+use crate::kernel::Registry;
 use crate::kernel::spec::ToolSpec;
 use crate::kernel::wrapper::{self, Surface};
 
@@ -33,23 +33,23 @@ impl Era {
 /// Listings by scope set and era (a scope set is a small bitset, so a table indexed by it,
 /// one per era).
 pub struct Listings {
-    runtime: Arc<ToolRuntime>,
+    registry: Arc<Registry>,
     legacy: Vec<OnceLock<Arc<Vec<Tool>>>>,
     stateless: Vec<OnceLock<Arc<Vec<Tool>>>>,
     every: Vec<Tool>,
 }
 
 impl Listings {
-    /// Empty listings over `runtime`.
-    pub fn new(runtime: Arc<ToolRuntime>) -> Self {
-        let every = runtime
+    /// Empty listings over `registry`.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        let every = registry
             .specs()
             .iter()
             .map(|s| render(s, Era::Stateless))
             .collect();
         let slots = 1usize << Scope::ALL.len();
         Self {
-            runtime,
+            registry,
             legacy: (0..slots).map(|_| OnceLock::new()).collect(),
             stateless: (0..slots).map(|_| OnceLock::new()).collect(),
             every,
@@ -65,7 +65,7 @@ impl Listings {
         table[scopes.bits() as usize]
             .get_or_init(|| {
                 Arc::new(
-                    self.runtime
+                    self.registry
                         .visible(scopes)
                         .map(|s| render(s, era))
                         .collect(),

@@ -34,7 +34,7 @@ pub type McpService = StreamableHttpService<WcMcp, NeverSessionManager>;
 
 /// Builds the MCP service over `state`. The tool listings are built lazily, once per scope set.
 pub fn service(state: AppState) -> McpService {
-    let cfg = &state.config;
+    let cfg = &state.deps.config;
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -43,7 +43,7 @@ pub fn service(state: AppState) -> McpService {
         .with_allowed_origins(cfg.mcp_allowed_origins())
         .enforce_origin_validation()
         .with_max_request_body_bytes(cfg.max_body_bytes);
-    let listings = Arc::new(listing::Listings::new(state.runtime.clone()));
+    let listings = Arc::new(listing::Listings::new(state.runtime.registry().clone()));
     StreamableHttpService::new(
         move || Ok(WcMcp::new(state.clone(), listings.clone())),
         Arc::new(NeverSessionManager::default()),

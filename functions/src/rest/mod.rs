@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use crate::AppState;
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
+use crate::kernel::ports::CallAudit;
 use crate::kernel::wrapper::WrapperMeta;
 use crate::kernel::{ToolCall, UnknownTool};
 use crate::result::{ErrorKind, ToolError, ToolResult};
@@ -127,19 +128,10 @@ async fn run(
         wrapper,
         principal: Arc::new(principal),
         window: None,
+        audit: slot.map(|s| Arc::new(s) as Arc<dyn CallAudit>),
     };
-    match state.runtime.invoke(state, call).await {
-        Ok(invoked) => {
-            if let Some(slot) = slot {
-                slot.note(AuditNote {
-                    action_name: name.to_owned(),
-                    success: invoked.result.success,
-                    model_ergonomics: Some(invoked.telemetry.clone()),
-                    extra: None,
-                });
-            }
-            respond_invoked(invoked)
-        }
+    match state.runtime.invoke(&state.deps, call).await {
+        Ok(invoked) => respond_invoked(invoked),
         Err(UnknownTool(n)) => failure(
             ErrorKind::UnknownTool,
             format!(
@@ -264,6 +256,7 @@ async fn tools_list(
     }
     let tools: Vec<Value> = state
         .runtime
+        .registry()
         .visible(principal.scopes)
         .map(|s| {
             json!({

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::AppState;
-use crate::kernel::ToolRuntime;
+use crate::kernel::Registry;
 use crate::kernel::spec::{ToolSpec, error_schema};
 use crate::kernel::wrapper::{self, Surface};
 
@@ -58,7 +58,7 @@ pub fn rest_input_schema(spec: &ToolSpec) -> Value {
 /// The body of `callRuntimeTool`: any tool name, and for each known tool its `arguments` must
 /// match that tool's input schema (`if`/`then` per tool; an unknown name is `unknown_tool`).
 /// `arguments` may be left out only when the tool requires none.
-fn call_schema(runtime: &ToolRuntime) -> Value {
+fn call_schema(runtime: &Registry) -> Value {
     let per_tool: Vec<Value> = runtime
         .specs()
         .iter()
@@ -175,7 +175,7 @@ fn operation(
 }
 
 /// Builds the document. `server` is the public base URL (`None` gives a relative server).
-pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
+pub fn document(runtime: &Registry, server: Option<&str>) -> Value {
     let mut paths = Map::new();
     paths.insert(
         "/api/tools/list".into(),
@@ -253,13 +253,16 @@ pub fn document(runtime: &ToolRuntime, server: Option<&str>) -> Value {
     })
 }
 
-/// `GET /openapi.json`.
+/// `GET /openapi.json`: the document is built once per process, on first use.
 pub async fn serve(State(state): State<AppState>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        state.openapi(),
-    )
-        .into_response()
+    let doc = state.openapi.get_or_init(|| {
+        let doc = document(
+            state.runtime.registry(),
+            state.deps.config.public_url.as_deref(),
+        );
+        axum::body::Bytes::from(serde_json::to_vec(&doc).expect("openapi serializes"))
+    });
+    ([(header::CONTENT_TYPE, "application/json")], doc.clone()).into_response()
 }
 
 #[cfg(test)]
@@ -277,7 +280,7 @@ mod tests {
     /// result, and for 400/500/503 also the HTTP layer's plain error body.
     #[test]
     fn error_statuses_document_every_body_they_can_carry() {
-        let runtime = ToolRuntime::new(crate::tools::all(), Default::default());
+        let runtime = Registry::new(crate::tools::all());
         let doc = document(&runtime, None);
         let tool_failure =
             json!({"success": false, "error": {"kind": "internal", "message": "internal error"}});
@@ -313,7 +316,7 @@ mod tests {
     fn a_failed_execution_answered_200_is_a_documented_200_body() {
         use crate::execution::{self, ExecOutput, ExecState, ResultExpectation};
         use crate::result::ToolResult;
-        let runtime = ToolRuntime::new(crate::tools::all(), Default::default());
+        let runtime = Registry::new(crate::tools::all());
         let doc = document(&runtime, None);
         let out = ExecOutput {
             job_id: wc_domain::WorkId::parse("0190b6a0-0000-7000-8000-000000000000").unwrap(),

@@ -54,7 +54,7 @@ pub async fn require_runner(
     else {
         return unauthorized("the runner token is malformed");
     };
-    let client = match state.pool.get().await {
+    let client = match state.deps.pool.get().await {
         Ok(c) => c,
         Err(e) => return ApiError::from(wc_store::StoreError::from(e)).into_response(),
     };

@@ -77,13 +77,13 @@ fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
 }
 
 fn lease_ms(state: &AppState) -> u64 {
-    state.config.runner_lease.as_millis() as u64
+    state.deps.config.runner_lease.as_millis() as u64
 }
 
 /// How this server shares a runner's slots between callers (`WC_RUNNER_RESERVED_SLOTS`).
 fn sharing(state: &AppState) -> work::SlotSharing {
     work::SlotSharing {
-        reserved: state.config.work.reserved_runner_slots as i32,
+        reserved: state.deps.config.work.reserved_runner_slots as i32,
     }
 }
 
@@ -91,10 +91,15 @@ fn sharing(state: &AppState) -> work::SlotSharing {
 const DEFERRED_RETRY: Duration = Duration::from_secs(5);
 
 async fn current(state: &AppState, client_id: &str, instance: Uuid) -> Result<(), ApiError> {
-    let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+    let client = state
+        .deps
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
     // "Seen" is refreshed at most every quarter lease (at most once a second), so a busy runner
     // does not write its row per request and an idle one stays online.
-    let every = (state.config.runner_lease / 4).min(Duration::from_secs(1));
+    let every = (state.deps.config.runner_lease / 4).min(Duration::from_secs(1));
     if runners::touch(&client, client_id, instance, every).await? {
         Ok(())
     } else {
@@ -146,7 +151,7 @@ async fn register(
         proto::QueueKind::Sqs => "sqs",
     };
     let got = runners::register(
-        &state.pool,
+        &state.deps.pool,
         &Registration {
             client_id: &runner.client_id,
             instance_id: req.instance_id,
@@ -167,7 +172,7 @@ async fn register(
                 client_id: runner.client_id,
                 lost_work,
                 lease_ms: lease_ms(&state),
-                heartbeat_interval_ms: state.config.runner_heartbeat().as_millis() as u64,
+                heartbeat_interval_ms: state.deps.config.runner_heartbeat().as_millis() as u64,
             }))
         }
     }
@@ -205,14 +210,19 @@ async fn poll(
     }
     current(&state, &runner.client_id, req.instance_id).await?;
     // An idle runner must come back within the lease to stay "online": half a lease at most.
-    let wait = Duration::from_millis(req.wait_ms).min(state.config.runner_lease / 2);
+    let wait = Duration::from_millis(req.wait_ms).min(state.deps.config.runner_lease / 2);
     let deadline = Instant::now() + wait;
     // Registered before the first read, so a hint in between is not missed.
-    let mut waiter = state.wake.on_queued(&runner.client_id);
+    let mut waiter = state.deps.wake.on_queued(&runner.client_id);
     let lease = lease_ms(&state);
     loop {
         let rows = {
-            let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+            let client = state
+                .deps
+                .pool
+                .get()
+                .await
+                .map_err(wc_store::StoreError::from)?;
             work::claim_queued(
                 &client,
                 &runner.client_id,
@@ -247,7 +257,12 @@ async fn claim(
 ) -> Result<Json<ClaimResponse>, ApiError> {
     let req: ClaimRequest = parse(&body)?;
     current(&state, &runner.client_id, req.instance_id).await?;
-    let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+    let client = state
+        .deps
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
     let lease = lease_ms(&state);
     match work::claim_one(
         &client,
@@ -289,7 +304,12 @@ async fn extend(
     }
     current(state, &runner.client_id, instance).await?;
     let pairs: Vec<(Uuid, Uuid)> = leases.iter().map(|l| (l.work_id, l.lease_token)).collect();
-    let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+    let client = state
+        .deps
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
     let lease = lease_ms(state);
     let views = work::heartbeat(&client, &runner.client_id, instance, &pairs, lease).await?;
     Ok(HeartbeatResponse {
@@ -314,7 +334,7 @@ async fn heartbeat(
         )));
     }
     // Registered before extending, so a stop request in between is not missed.
-    let mut waiter = state.wake.on_queued(&runner.client_id);
+    let mut waiter = state.deps.wake.on_queued(&runner.client_id);
     let mut resp = extend(&state, &runner, req.instance_id, &req.leases).await?;
     let deadline = Instant::now() + Duration::from_millis(req.wait_ms);
     let pairs: Vec<(Uuid, Uuid)> = req
@@ -329,7 +349,12 @@ async fn heartbeat(
             break;
         }
         waiter.wait(left).await;
-        let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+        let client = state
+            .deps
+            .pool
+            .get()
+            .await
+            .map_err(wc_store::StoreError::from)?;
         let views = work::lease_views(&client, &runner.client_id, req.instance_id, &pairs).await?;
         resp.leases = views
             .into_iter()
@@ -414,7 +439,12 @@ async fn output(
 ) -> Result<Json<ReportResponse>, ApiError> {
     let req: OutputRequest = parse(&body)?;
     let chunks = chunks(&req.chunks)?;
-    let client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+    let client = state
+        .deps
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
     report(
         work::append_output(
             &client,
@@ -440,7 +470,12 @@ async fn result(
     }
     let terminal = req.outcome.state();
     let outcome = serde_json::to_value(&req.outcome).map_err(ApiError::internal)?;
-    let mut client = state.pool.get().await.map_err(wc_store::StoreError::from)?;
+    let mut client = state
+        .deps
+        .pool
+        .get()
+        .await
+        .map_err(wc_store::StoreError::from)?;
     report(
         work::finish(
             &mut client,

@@ -51,7 +51,7 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let invocation_id = ctx.invocation_id;
-    let (changed, _) = mutation::mutate(&ctx.state.pool, &args.session_id, move |row| {
+    let (changed, _) = mutation::mutate(&ctx.deps.pool, &args.session_id, move |row| {
         if row.lifecycle == Lifecycle::Closed {
             return Decision::Leave(Ok(false));
         }

@@ -109,7 +109,7 @@ fn accepted(session_id: &SessionId, c: Completion) -> Output {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
-    let keys = b::keys(&ctx.state).await?;
+    let keys = b::keys(&ctx.deps).await?;
     let expected = keys
         .open_fence(
             b::binding(&session),
@@ -145,7 +145,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         },
     };
     let actor = ctx.board_actor("complete_session_message");
-    let outcome = match board::complete(&ctx.state.pool, &session.id, &request, actor).await {
+    let outcome = match board::complete(&ctx.deps.pool, &session.id, &request, actor).await {
         Ok(o) => o.map_err(b::refused)?,
         Err(StoreError::CommitUncertain(e)) => {
             tracing::warn!(error = %e, "completion commit outcome unknown");

@@ -84,7 +84,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         tool_name: Some("finish_coding_task".into()),
         payload: json!({ "summary": summary }),
     };
-    mutation::mutate(&ctx.state.pool, &session.id, move |row| {
+    mutation::mutate(&ctx.deps.pool, &session.id, move |row| {
         if !row.is_active() {
             return Decision::Leave(Err(mutation::closed(row)));
         }
@@ -98,7 +98,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         )
     })
     .await?;
-    let evidence = Evidence::load(&ctx.state.pool, &session.id).await?;
+    let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
     let (workspace, validation) = evidence::unobserved(true, true);
     Ok(Output {
         session_id: session.id.clone(),

@@ -58,8 +58,8 @@ pub async fn current(
     session_id: &SessionId,
     todo_id: &MessageId,
 ) -> Result<(AssignmentView, Option<String>), ToolError> {
-    let keys = b::keys(&ctx.state).await?;
-    let snapshot = board::assignment(&ctx.state.pool, session_id, todo_id)
+    let keys = b::keys(&ctx.deps).await?;
+    let snapshot = board::assignment(&ctx.deps.pool, session_id, todo_id)
         .await?
         .ok_or_else(|| b::unknown_message("message_id"))?;
     if snapshot.todo.kind != MessageKind::Todo {

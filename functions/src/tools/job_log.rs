@@ -94,7 +94,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     };
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let client = ctx
-        .state
+        .deps
         .pool
         .get()
         .await

@@ -81,7 +81,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     };
     let rows = {
         let client = ctx
-            .state
+            .deps
             .pool
             .get()
             .await

@@ -66,7 +66,7 @@ pub fn spec() -> ToolSpec {
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let limit = args.limit.unwrap_or(100).min(MAX_LIMIT) as usize;
     let client = ctx
-        .state
+        .deps
         .pool
         .get()
         .await

@@ -77,7 +77,7 @@ pub fn spec() -> ToolSpec {
 /// projects the caller may use (and only those projects).
 pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
     let client = ctx
-        .state
+        .deps
         .pool
         .get()
         .await

@@ -89,7 +89,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     };
     let limit = i64::from(args.limit.unwrap_or(50).clamp(1, 200));
     let (messages, total, counts) =
-        board::list(&ctx.state.pool, &session.id, &filter, limit).await?;
+        board::list(&ctx.deps.pool, &session.id, &filter, limit).await?;
     let messages: Vec<MessageView> = messages.iter().map(MessageView::from).collect();
     Ok(Output {
         session_id: session.id.clone(),

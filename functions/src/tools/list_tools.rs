@@ -61,8 +61,7 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let tools: Vec<ListedTool> = ctx
-        .state
-        .runtime
+        .registry
         .visible(ctx.principal.scopes)
         .filter(|s| {
             args.category

@@ -18,11 +18,11 @@ use wc_domain::SessionId;
 use wc_store::board;
 
 use crate::auth::Scope;
-use crate::board::tokens::TokenProblem;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
+use crate::tokens::TokenProblem;
 
 /// Longest wait a caller may ask for, in milliseconds.
 pub const MAX_WAIT_MS: u32 = 25_000;
@@ -86,12 +86,12 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
-    let keys = b::keys(&ctx.state).await?;
+    let keys = b::keys(&ctx.deps).await?;
     let binding = b::binding(&session);
     let limit = i64::from(args.limit.unwrap_or(50).clamp(1, 200));
     let current = |changes: &board::Changes| changes.session.message_observation_revision;
     let Some(token) = args.token else {
-        let now = board::changes(&ctx.state.pool, &session.id, i64::MAX, 0)
+        let now = board::changes(&ctx.deps.pool, &session.id, i64::MAX, 0)
             .await?
             .ok_or_else(gone)?;
         return Ok(Output {
@@ -109,20 +109,15 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let cursor = keys
         .open_observation_token(binding, i64::MAX, &token)
         .map_err(|p| b::bad_token(ErrorKind::InvalidObservationToken, "token", p))?;
-    let deadline = ctx
-        .state
-        .runtime
-        .config()
-        .dispatch_deadline
-        .saturating_sub(DEADLINE_MARGIN);
+    let deadline = ctx.dispatch_deadline.saturating_sub(DEADLINE_MARGIN);
     let wait =
         Duration::from_millis(u64::from(args.wait_ms.unwrap_or(0).min(MAX_WAIT_MS))).min(deadline);
     let started = Instant::now();
     // Registered before the first read, so a change committed in between still wakes it.
-    let mut waiter = (!wait.is_zero()).then(|| ctx.state.wake.on_board(&session.id));
+    let mut waiter = (!wait.is_zero()).then(|| ctx.deps.wake.on_board(&session.id));
     let mut waited = false;
     let changes = loop {
-        let changes = board::changes(&ctx.state.pool, &session.id, cursor, limit)
+        let changes = board::changes(&ctx.deps.pool, &session.id, cursor, limit)
             .await?
             .ok_or_else(gone)?;
         if cursor > current(&changes) {

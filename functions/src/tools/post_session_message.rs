@@ -107,7 +107,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         author_session_id: ctx.recorder.as_ref().map(|r| r.id.clone()),
     };
     let actor = ctx.board_actor("post_session_message");
-    let posted = board::post(&ctx.state.pool, &session.id, message, actor)
+    let posted = board::post(&ctx.deps.pool, &session.id, message, actor)
         .await?
         .map_err(b::refused)?;
     Ok(Output {

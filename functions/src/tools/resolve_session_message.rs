@@ -58,7 +58,7 @@ pub fn spec() -> ToolSpec {
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let actor = ctx.board_actor("resolve_session_message");
-    let resolved = board::resolve(&ctx.state.pool, &session.id, &args.message_id, actor)
+    let resolved = board::resolve(&ctx.deps.pool, &session.id, &args.message_id, actor)
         .await?
         .map_err(b::refused)?;
     Ok(Output {

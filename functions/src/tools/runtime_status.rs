@@ -70,7 +70,7 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
     let expected = wc_store::migrate::expected_level();
-    let database = match wc_store::health::check(&ctx.state.pool, Duration::from_secs(3)).await {
+    let database = match wc_store::health::check(&ctx.deps.pool, Duration::from_secs(3)).await {
         Ok(h) => Database {
             reachable: true,
             schema_level: h.schema_level,
@@ -106,6 +106,6 @@ async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
         server_version: crate::VERSION.to_owned(),
         database,
         runners,
-        tools_visible: ctx.state.runtime.visible(ctx.principal.scopes).count(),
+        tools_visible: ctx.registry.visible(ctx.principal.scopes).count(),
     })
 }

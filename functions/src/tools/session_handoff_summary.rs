@@ -73,14 +73,14 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         session.events_observed,
         session.message_observation_revision,
     );
-    let evidence = Evidence::load(&ctx.state.pool, &session.id).await?;
+    let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
     let (workspace, validation) = evidence::unobserved(
         args.include_workspace.unwrap_or(true),
         args.include_validation.unwrap_or(true),
     );
     let after = {
         let client = ctx
-            .state
+            .deps
             .pool
             .get()
             .await

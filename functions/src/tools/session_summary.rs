@@ -112,7 +112,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let limit = i64::from(args.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
     let client = ctx
-        .state
+        .deps
         .pool
         .get()
         .await

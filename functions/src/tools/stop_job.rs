@@ -51,7 +51,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let stop_requested = !row.is_terminal();
     if stop_requested {
         let mut client = ctx
-            .state
+            .deps
             .pool
             .get()
             .await

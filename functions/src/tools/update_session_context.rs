@@ -130,7 +130,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     desired(&current, &args)?;
     let invocation_id = ctx.invocation_id;
     let ((execution_context, changed), _) =
-        mutation::mutate(&ctx.state.pool, &session.id, move |row| {
+        mutation::mutate(&ctx.deps.pool, &session.id, move |row| {
             if !row.is_active() {
                 return Decision::Leave(Err(mutation::closed(row)));
             }

@@ -137,7 +137,7 @@ pub(crate) async fn create(
     event: NewEvent,
 ) -> Result<SessionRow, ToolError> {
     let client = ctx
-        .state
+        .deps
         .pool
         .get()
         .await
@@ -158,7 +158,7 @@ pub(crate) async fn create(
         mode: mode.unwrap_or(Mode::Normal),
         root_instruction: Some(root_instruction),
     };
-    Ok(sessions::create(&ctx.state.pool, &new, &[event]).await?)
+    Ok(sessions::create(&ctx.deps.pool, &new, &[event]).await?)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
@@ -170,7 +170,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let (row, started, continuation_feedback) = match &resumed {
         Some(session) => {
             // Snapshot before the new instruction, so the feedback describes the previous attempt.
-            let before = Evidence::load(&ctx.state.pool, &session.id).await?;
+            let before = Evidence::load(&ctx.deps.pool, &session.id).await?;
             let (workspace, validation) = evidence::unobserved(true, true);
             let feedback = before.feedback(
                 Some(ctx.invocation_id),
@@ -179,7 +179,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 ExplorationLimit::Standard,
             );
             let mode = args.mode;
-            let ((), row) = mutation::mutate(&ctx.state.pool, &session.id, move |row| {
+            let ((), row) = mutation::mutate(&ctx.deps.pool, &session.id, move |row| {
                 if !row.is_active() {
                     return Decision::Leave(Err(mutation::closed(row)));
                 }

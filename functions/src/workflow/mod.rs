@@ -10,3 +10,4 @@ pub mod exec_context;
 pub mod feedback;
 pub mod handoff;
 pub mod mutation;
+pub mod recording;

@@ -62,7 +62,7 @@ impl TestApp {
     /// configuration, over its own pool of the same database. What one instance did, the
     /// other can only know from the database.
     pub fn second(&self) -> AppState {
-        second_instance(&self.db, (*self.st.config).clone())
+        second_instance(&self.db, (*self.st.deps.config).clone())
     }
 
     /// A credential of `kind` with `scopes` for `projects` (empty: every project).

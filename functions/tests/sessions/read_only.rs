@@ -37,7 +37,7 @@ fn touch_meta(name: &'static str) -> ToolMeta {
 }
 
 /// The real tools plus two project-changing test tools that count their runs.
-fn runtime_with_touch(runs: Arc<AtomicUsize>) -> ToolRuntime {
+fn tools_with_touch(runs: Arc<AtomicUsize>) -> Vec<ToolSpec> {
     let mut specs = wc_functions::tools::all();
     let r = runs.clone();
     specs.push(ToolSpec::new(
@@ -64,7 +64,7 @@ fn runtime_with_touch(runs: Arc<AtomicUsize>) -> ToolRuntime {
         )
         .with_session(SessionUse::Works),
     );
-    ToolRuntime::new(specs, KernelConfig::default())
+    specs
 }
 
 #[tokio::test]
@@ -80,8 +80,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
     )
     .await;
     let runs = Arc::new(AtomicUsize::new(0));
-    let mut st = state(&db);
-    st.runtime = Arc::new(runtime_with_touch(runs.clone()));
+    let st = state(&db).with_tools(tools_with_touch(runs.clone()));
     let principal = Arc::new(Principal {
         kind: PrincipalKind::SharedKey,
         credential_id: Uuid::nil(),
@@ -101,10 +100,11 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
             },
             principal: principal.clone(),
             window: None,
+            audit: None,
         };
         async move {
             st.runtime
-                .invoke(&st, call)
+                .invoke(&st.deps, call)
                 .await
                 .unwrap()
                 .result

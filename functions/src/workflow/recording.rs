@@ -1,5 +1,5 @@
-//! The uniform recorder: authorizes the business session (`session_id`) and the recording
-//! session (`recording_session_id`) independently, and appends the call's event pairs.
+//! The uniform recorder, the kernel's recorder port: appends a call's event pairs to the
+//! sessions [`super::authority::Authority`] authorized.
 //!
 //! A call is recorded where an explicit `recording_session_id` names a session (role
 //! `recorder`), and in its business session only when its spec says the tool works there
@@ -22,17 +22,15 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
-use wc_domain::{EventRole, Mode, ProjectId, SessionId};
+use wc_domain::{EventRole, SessionId};
 use wc_store::sessions::{NewEvent, SessionRow};
 
-use super::spec::{BusinessPair, SessionUse, ToolSpec};
-use super::telemetry::ExecutionState;
-use super::wrapper::WrapperMeta;
-use crate::AppState;
-use crate::auth::Principal;
+use super::mutation;
+use crate::deps::Deps;
+use crate::kernel::ports::{self, CallFacts, Outcome, PortFuture, Sessions};
+use crate::kernel::spec::{BusinessPair, ToolSpec};
 use crate::redaction::redact_json;
-use crate::result::{ErrorKind, ToolError, ToolResult};
-use crate::workflow::{authority, mutation};
+use crate::result::{ErrorKind, ToolError};
 
 /// Largest argument summary kept in a `tool_call_started` event.
 const MAX_ARGUMENT_SUMMARY_BYTES: usize = 2048;
@@ -48,14 +46,10 @@ struct Pair {
 }
 
 /// What the recorder established before dispatch.
-#[derive(Debug, Clone)]
-pub struct Recording {
-    /// The authorized business session.
-    pub business: Option<Arc<SessionRow>>,
-    /// The authorized recording session.
-    pub recorder: Option<Arc<SessionRow>>,
+#[derive(Debug)]
+struct Recording {
     /// The invocation id shared by every event of this call.
-    pub invocation_id: Uuid,
+    invocation_id: Uuid,
     pairs: Vec<Pair>,
     started_at: DateTime<Utc>,
     arguments: Value,
@@ -94,90 +88,48 @@ fn summarize(args: &Value) -> Value {
     }
 }
 
-fn mode_denied(field: &'static str, tool: &str) -> ToolError {
-    ToolError::new(
-        ErrorKind::ModeDenied,
-        format!("the session named by {field} is read_only; {tool} changes the project and needs a normal session"),
-    )
-    .with("field", field)
-    .with("mode", "read_only")
-}
+/// The kernel's recorder: one event pair per session and role a call lands in.
+#[derive(Debug, Default)]
+pub struct LedgerRecorder;
 
-/// Argument `name` as its domain type, when the call gives it. The arguments were validated
-/// against the tool's schema, which the type generates, so a refusal here means a tool's
-/// schema and its type disagree.
-fn typed_arg<T: std::str::FromStr<Err = wc_domain::ParseError>>(
-    args: &Value,
-    name: &str,
-) -> Result<Option<T>, ToolError> {
-    match args.get(name).and_then(Value::as_str) {
-        None => Ok(None),
-        Some(raw) => raw.parse().map(Some).map_err(|e: wc_domain::ParseError| {
-            ToolError::new(
-                ErrorKind::InvalidArguments,
-                format!("argument /{name}: {e}"),
-            )
-            .with("pointer", format!("/{name}"))
-            .with("rule", "pattern")
-        }),
+impl ports::Recorder for LedgerRecorder {
+    fn begin<'a>(
+        &'a self,
+        deps: &'a Deps,
+        call: &'a CallFacts<'a>,
+        sessions: &'a Sessions,
+        args: &'a Value,
+    ) -> PortFuture<'a, Result<Box<dyn ports::Recording>, ToolError>> {
+        Box::pin(async move {
+            let recording = begin(&deps.pool, call, sessions, args).await?;
+            Ok(Box::new(recording) as Box<dyn ports::Recording>)
+        })
     }
 }
 
-/// Authorizes the sessions of `call` and, for a mutating tool, commits the `started` events.
-/// Every refusal happens here, before any effect.
-pub async fn begin(
-    state: &AppState,
-    spec: &ToolSpec,
-    principal: &Principal,
-    wrapper: &WrapperMeta,
+impl ports::Recording for Recording {
+    fn finish<'a>(
+        self: Box<Self>,
+        deps: &'a Deps,
+        call: &'a CallFacts<'a>,
+        outcome: Outcome<'a>,
+    ) -> PortFuture<'a, ()> {
+        Box::pin(async move { end(&deps.pool, &self, call.spec, &outcome).await })
+    }
+}
+
+/// Decides the call's pairs and, for a mutating tool, commits the `started` events. A
+/// session that closed since it was authorized refuses the call here, before any effect.
+async fn begin(
+    pool: &wc_store::Pool,
+    call: &CallFacts<'_>,
+    sessions: &Sessions,
     args: &Value,
 ) -> Result<Recording, ToolError> {
-    let session_id = typed_arg::<SessionId>(args, "session_id")?;
-    let project = typed_arg::<ProjectId>(args, "project")?;
-    let business = match (spec.session, &session_id) {
-        (SessionUse::None, _) | (_, None) => None,
-        (use_, Some(id)) => {
-            let row = authority::load(&state.pool, principal, id, "session_id").await?;
-            if matches!(use_, SessionUse::Changes | SessionUse::Works) {
-                authority::require_active(&row, "session_id")?;
-            }
-            if let Some(project) = &project {
-                authority::require_project(&row, project, "session_id")?;
-            }
-            Some(row)
-        }
-    };
-    // The request's project: the explicit argument, else the business session's.
-    let request_project = project.or_else(|| business.as_ref().map(|b| b.project.clone()));
-    let recorder = match &wrapper.recording_session_id {
-        None => None,
-        Some(id) => {
-            // Recording in the business session itself: it was just loaded and authorized for
-            // this caller, and authority does not depend on the argument's role.
-            let row = match &business {
-                Some(b) if b.id == *id => b.clone(),
-                _ => authority::load(&state.pool, principal, id, "recording_session_id").await?,
-            };
-            authority::require_active(&row, "recording_session_id")?;
-            if let Some(project) = &request_project {
-                authority::require_project(&row, project, "recording_session_id")?;
-            }
-            Some(row)
-        }
-    };
-    // A read-only session records no project-changing work. Session management tools are
-    // exempt: they change only the session itself.
-    let changes_project = !spec.meta.read_only && !spec.session.is_session_management();
-    if changes_project {
-        if business.as_ref().is_some_and(|b| b.mode == Mode::ReadOnly) {
-            return Err(mode_denied("session_id", spec.meta.name));
-        }
-        if recorder.as_ref().is_some_and(|r| r.mode == Mode::ReadOnly) {
-            return Err(mode_denied("recording_session_id", spec.meta.name));
-        }
-    }
+    let spec = call.spec;
+    let Sessions { business, recorder } = sessions;
     let mut pairs = Vec::new();
-    if let Some(r) = &recorder {
+    if let Some(r) = recorder {
         pairs.push(Pair {
             session: r.clone(),
             role: EventRole::Recorder,
@@ -190,7 +142,7 @@ pub async fn begin(
         BusinessPair::UnlessRecorded => recorder.is_none(),
     };
     // A business session that is not active takes no pair: a tool that needs it active was
-    // refused above, and a read of a finished or closed session leaves it as it is.
+    // refused by the authority, and a read of a finished or closed session leaves it as it is.
     if business_records && let Some(b) = business.as_ref().filter(|b| b.is_active()) {
         pairs.push(Pair {
             session: b.clone(),
@@ -198,19 +150,23 @@ pub async fn begin(
             call_id: Uuid::now_v7(),
         });
     }
+    // The summary is read only by the pairs' `started` events.
+    let arguments = if pairs.is_empty() {
+        Value::Null
+    } else {
+        summarize(args)
+    };
     let recording = Recording {
-        business,
-        recorder,
-        invocation_id: Uuid::now_v7(),
+        invocation_id: call.invocation_id,
         pairs,
         started_at: Utc::now(),
-        arguments: summarize(args),
+        arguments,
         deferred_start: spec.meta.read_only,
     };
     if !recording.deferred_start && !recording.pairs.is_empty() {
         // Durable intent before effect; a session that closed meanwhile refuses the call.
         for (id, events) in recording.events(spec, None) {
-            mutation::append(&state.pool, id, &events, true).await?;
+            mutation::append(pool, id, &events, true).await?;
         }
     }
     Ok(recording)
@@ -218,24 +174,12 @@ pub async fn begin(
 
 /// Appends the `finished` events (and, for a read-only tool, the `started` ones too). The
 /// tool's result is never changed by a ledger failure; the failure is logged.
-pub async fn end(
-    state: &AppState,
-    recording: &Recording,
-    spec: &ToolSpec,
-    result: &ToolResult,
-    execution: ExecutionState,
-    duration_ms: u64,
-) {
-    let outcome = Finished {
-        result,
-        execution,
-        duration_ms,
-    };
+async fn end(pool: &wc_store::Pool, recording: &Recording, spec: &ToolSpec, outcome: &Outcome<'_>) {
     // A pair whose start is committed is completed whatever became of its session; a read's
     // pair starts now, so its session must still be active.
     let require_active = recording.deferred_start;
-    for (id, events) in recording.events(spec, Some(&outcome)) {
-        match mutation::append(&state.pool, id, &events, require_active).await {
+    for (id, events) in recording.events(spec, Some(outcome)) {
+        match mutation::append(pool, id, &events, require_active).await {
             Ok(_) => {}
             Err(e) if e.kind == ErrorKind::SessionClosed => {
                 tracing::debug!(
@@ -250,12 +194,6 @@ pub async fn end(
     }
 }
 
-struct Finished<'a> {
-    result: &'a ToolResult,
-    execution: ExecutionState,
-    duration_ms: u64,
-}
-
 impl Recording {
     /// This call's events to append now, per session (one transaction each): at the start
     /// (`finished` is `None`) the `started` events of a mutating tool; at the end the
@@ -265,7 +203,7 @@ impl Recording {
     fn events(
         &self,
         spec: &ToolSpec,
-        finished: Option<&Finished<'_>>,
+        finished: Option<&Outcome<'_>>,
     ) -> BTreeMap<&SessionId, Vec<NewEvent>> {
         let mut by_session: BTreeMap<&SessionId, Vec<NewEvent>> = BTreeMap::new();
         if finished.is_none() || self.deferred_start {
@@ -307,7 +245,7 @@ fn finished_event(
     recording: &Recording,
     spec: &ToolSpec,
     pair: &Pair,
-    done: &Finished<'_>,
+    done: &Outcome<'_>,
 ) -> NewEvent {
     let mut payload = json!({
         "tool": spec.meta.name,
