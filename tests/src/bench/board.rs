@@ -15,7 +15,7 @@ use super::{OpFuture, Samples, drive, drive_paired, report};
 use crate::client::Client;
 
 /// Where the workers post.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     /// All on one session.
     Hot,
@@ -103,8 +103,8 @@ pub async fn post_against_store(
     ))
 }
 
-/// `post_session_message` (a note) over stateless MCP.
-fn post_op(
+/// `post_session_message` (a note) over stateless MCP: one `board_post_*` operation.
+pub fn post_op(
     base: &str,
     token: &str,
     sessions: Arc<Vec<String>>,

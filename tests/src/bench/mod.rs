@@ -1,5 +1,6 @@
 //! Benchmark scenarios for `wc-bench`. Each returns one JSON report line per concurrency.
 
+pub mod baseline;
 pub mod board;
 pub mod cas;
 pub mod cold_start;
@@ -74,8 +75,8 @@ where
 /// (one per second of `duration`, at most five) of alternating slices (a b, b a, a b, …), each
 /// side getting `duration` in all, so a change in the machine's speed during the run falls on
 /// both alike: run one after the other, a shared two-core box drifting between its fast and
-/// slow spells moved the ratio by a quarter from one run to the next. Each side's report covers all its slices; `ratio_by_round`
-/// holds the ratio of each round's two adjacent slices.
+/// slow spells moved the ratio by a quarter from one run to the next. Each side's report covers
+/// all its slices; `ratio_by_round` holds the ratio of each round's two adjacent slices.
 pub async fn drive_paired<FA, FutA, FB, FutB>(
     concurrency: usize,
     duration: Duration,
@@ -92,31 +93,19 @@ where
     let slice = duration / rounds;
     let (a, b) = (Arc::new(a), Arc::new(b));
     let (mut side_a, mut side_b) = (Side::default(), Side::default());
-    let mut ratio_by_round = Vec::new();
+    let mut round_rates = Vec::new();
     for round_no in 0..rounds {
-        let (rate_a, rate_b) = if round_no % 2 == 0 {
+        round_rates.push(if round_no % 2 == 0 {
             let ra = side_a.run(concurrency, slice, &a).await;
             (ra, side_b.run(concurrency, slice, &b).await)
         } else {
             let rb = side_b.run(concurrency, slice, &b).await;
             (side_a.run(concurrency, slice, &a).await, rb)
-        };
-        if rate_a > 0.0 {
-            ratio_by_round.push(round(rate_b / rate_a));
-        }
+        });
     }
     let (a, _) = side_a.finish();
     let (b, _) = side_b.finish();
-    let ratio = match (rate(&a), rate(&b)) {
-        (ra, rb) if ra > 0.0 => Some(round(rb / ra)),
-        _ => None,
-    };
-    Paired {
-        a,
-        b,
-        ratio,
-        ratio_by_round,
-    }
+    Paired::new(a, b, &round_rates)
 }
 
 /// What [`drive_paired`] measured.
@@ -132,6 +121,36 @@ pub struct Paired {
 }
 
 impl Paired {
+    /// `a` and `b` over all their slices, and each round's operations per second of `a` and
+    /// `b`; a round in which `a` did nothing has no ratio.
+    fn new(a: Samples, b: Samples, round_rates: &[(f64, f64)]) -> Paired {
+        Paired {
+            ratio: ratio(rate(&b), rate(&a)),
+            ratio_by_round: round_rates
+                .iter()
+                .filter_map(|&(ra, rb)| ratio(rb, ra))
+                .collect(),
+            a,
+            b,
+        }
+    }
+
+    /// One report line for a scenario measured on two builds of the server, `a` the baseline
+    /// and `b` the current build: the current build's figures as the line's own, the
+    /// baseline's (`ops`, `ops_per_sec`, `p50_ms`, `p99_ms` and any extras) under `baseline`,
+    /// and `ratio_to_baseline` (current over baseline operations per second) with
+    /// `ratio_to_baseline_by_round`.
+    pub fn against_baseline(self, scenario: &str, concurrency: usize) -> Value {
+        let (mut baseline, mut line) =
+            self.reports(scenario, scenario, concurrency, "ratio_to_baseline");
+        if let Some(fields) = baseline.as_object_mut() {
+            fields.remove("scenario");
+            fields.remove("concurrency");
+        }
+        line["baseline"] = baseline;
+        line
+    }
+
     /// The two report lines, `a`'s named `name_a` and `b`'s `name_b`; `b`'s carries the
     /// ratio as `ratio_field` and the rounds' ratios as `{ratio_field}_by_round`.
     pub fn reports(
@@ -147,6 +166,11 @@ impl Paired {
         b[format!("{ratio_field}_by_round")] = json!(self.ratio_by_round);
         (a, b)
     }
+}
+
+/// `value` as a fraction of `base`, rounded; `None` when `base` is not positive.
+pub fn ratio(value: f64, base: f64) -> Option<f64> {
+    (base > 0.0).then(|| round(value / base))
 }
 
 fn rate(s: &Samples) -> f64 {
@@ -230,5 +254,74 @@ fn add_counts(into: &mut Vec<u64>, counts: Vec<u64>) {
     }
     for (s, c) in into.iter_mut().zip(counts) {
         *s += c;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(ops: usize, latency_ms: f64, elapsed_ms: u64) -> Samples {
+        Samples {
+            latencies: vec![latency_ms / 1000.0; ops],
+            elapsed: Duration::from_millis(elapsed_ms),
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_ratio_needs_a_positive_base() {
+        assert_eq!(ratio(3.0, 2.0), Some(1.5));
+        assert_eq!(ratio(2.0, 3.0), Some(0.667));
+        assert_eq!(ratio(1.0, 0.0), None);
+        assert_eq!(ratio(0.0, 4.0), Some(0.0));
+    }
+
+    #[test]
+    fn the_paired_ratio_is_over_all_slices_and_each_round_has_its_own() {
+        // a: 200 operations in 2 s (100/s); b: 180 in 1.5 s (120/s).
+        let rounds = [(100.0, 90.0), (0.0, 50.0), (120.0, 132.0)];
+        let paired = Paired::new(samples(200, 1.0, 2000), samples(180, 1.0, 1500), &rounds);
+        assert_eq!(paired.ratio, Some(1.2));
+        // The round in which `a` did nothing has no ratio.
+        assert_eq!(paired.ratio_by_round, vec![0.9, 1.1]);
+        let idle = Paired::new(
+            samples(0, 1.0, 1000),
+            samples(10, 1.0, 1000),
+            &[(0.0, 10.0)],
+        );
+        assert_eq!(idle.ratio, None);
+        assert!(idle.ratio_by_round.is_empty());
+    }
+
+    #[test]
+    fn a_line_against_the_baseline_carries_both_builds_and_their_ratio() {
+        let mut baseline = samples(100, 2.0, 1000);
+        baseline
+            .extra
+            .insert("cpu_ms_per_op".into(), json!({ "server": 0.5 }));
+        let rounds = [(90.0, 99.0), (110.0, 121.0)];
+        let line = Paired::new(baseline, samples(110, 1.0, 1000), &rounds)
+            .against_baseline("mcp_recorded_call", 8);
+        assert_eq!(
+            line,
+            json!({
+                "scenario": "mcp_recorded_call",
+                "concurrency": 8,
+                "ops": 110,
+                "ops_per_sec": 110.0,
+                "p50_ms": 1.0,
+                "p99_ms": 1.0,
+                "baseline": {
+                    "ops": 100,
+                    "ops_per_sec": 100.0,
+                    "p50_ms": 2.0,
+                    "p99_ms": 2.0,
+                    "cpu_ms_per_op": { "server": 0.5 },
+                },
+                "ratio_to_baseline": 1.1,
+                "ratio_to_baseline_by_round": [1.1, 1.1],
+            })
+        );
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use wc_store::Pool;
 
 use super::mcp::{mcp_request, post_mcp};
-use super::{Samples, drive, report, round};
+use super::{OpFuture, Samples, drive, report, round};
 use crate::client::Client;
 
 fn call_body(project: &str) -> (Vec<(String, String)>, hyper::body::Bytes) {
@@ -32,20 +32,24 @@ fn execution_state(reply: &Value) -> String {
 }
 
 /// Where the time of the work created since `since` went: queued → leased (the runner's poll
-/// picking it up) and leased → finished (execution and the result report), p50 in ms.
-async fn breakdown(pool: &Pool, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Value> {
+/// picking it up) and leased → finished (execution and the result report), p50 in ms; report
+/// fields.
+pub async fn breakdown(
+    pool: &Pool,
+    since: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<serde_json::Map<String, Value>> {
     let client = pool.get().await?;
     let (q, r) = wc_store::testing::work_timing(&client, since).await?;
     // Which queue carried the work: the figures are only about the queue they name.
     let queues = wc_store::testing::work_queues(&client, since).await?;
-    Ok(json!({
-        "queue_to_lease_p50_ms": q.map(round),
-        "lease_to_result_p50_ms": r.map(round),
-        "work_by_queue": queues
-            .into_iter()
-            .map(|(q, n)| (q, json!(n)))
-            .collect::<serde_json::Map<String, Value>>(),
-    }))
+    let mut fields = serde_json::Map::new();
+    fields.insert("queue_to_lease_p50_ms".into(), json!(q.map(round)));
+    fields.insert("lease_to_result_p50_ms".into(), json!(r.map(round)));
+    fields.insert(
+        "work_by_queue".into(),
+        queues.into_iter().map(|(q, n)| (q, json!(n))).collect(),
+    );
+    Ok(fields)
 }
 
 /// A round-trip scenario (`runner_roundtrip`, `runner_roundtrip_sqs`) at one concurrency.
@@ -58,29 +62,36 @@ pub async fn roundtrip(
     concurrency: usize,
     duration: Duration,
 ) -> anyhow::Result<Value> {
+    let since = chrono::Utc::now();
+    let (mut samples, _) = drive(concurrency, duration, roundtrip_op(base, token, project)).await;
+    samples.extra.extend(breakdown(pool, since).await?);
+    Ok(report(scenario, concurrency, samples))
+}
+
+/// One round trip on the server at `base`: `run_process ["true"]` in `project`, which must
+/// come back `succeeded`.
+pub fn roundtrip_op(
+    base: &str,
+    token: &str,
+    project: &str,
+) -> impl Fn(usize) -> OpFuture + Send + Sync + 'static {
     let client = Client::new();
     let url = Arc::new(format!("{base}/mcp"));
     let (mut headers, body) = call_body(project);
     headers.push(("authorization".to_owned(), format!("Bearer {token}")));
     let headers = Arc::new(headers);
-    let since = chrono::Utc::now();
-    let (mut samples, _) = drive(concurrency, duration, move |_| {
+    move |_| {
         let client = client.clone();
         let url = url.clone();
         let headers = headers.clone();
         let body = body.clone();
-        async move {
+        Box::pin(async move {
             let (reply, _) = post_mcp(&client, &url, &headers, body, "tools/call").await?;
             let state = execution_state(&reply);
             anyhow::ensure!(state == "succeeded", "run_process ended {state}: {reply}");
             Ok(vec![])
-        }
-    })
-    .await;
-    if let Value::Object(m) = breakdown(pool, since).await? {
-        samples.extra.extend(m);
+        })
     }
-    Ok(report(scenario, concurrency, samples))
 }
 
 /// `runner_soak`: exactly `calls` round trips from `concurrency` tasks; every call must come

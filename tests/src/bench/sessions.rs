@@ -90,7 +90,9 @@ pub async fn recorded_call_against_floor(
     ))
 }
 
-fn recorded_call_op(
+/// One `mcp_recorded_call` operation: `session_summary` of the worker's session, recorded in
+/// it, on the server at `base`.
+pub fn recorded_call_op(
     base: &str,
     token: &str,
     sessions: Arc<Vec<String>>,

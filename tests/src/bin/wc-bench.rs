@@ -5,17 +5,18 @@
 //! between scenarios are computed from figures measured in the same run.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Parser;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use wc_e2e::bench::cas::{CasShape, cas_scenario};
 use wc_e2e::bench::mcp::{McpCall, healthz_scenario, mcp_scenario};
-use wc_e2e::bench::round;
 use wc_e2e::bench::sessions::{self, FloorInputs};
+use wc_e2e::bench::{baseline, ratio};
 use wc_e2e::server::{LocalOptions, LocalServer};
 use wc_store::testing::TestDatabase;
 
@@ -40,6 +41,11 @@ struct Cli {
     /// Directory of the Lambda binaries `cold_start` starts (default: next to wc-local).
     #[arg(long)]
     lambda_dir: Option<PathBuf>,
+    /// A wc-local of another build to measure `--wc-local` against: each named scenario
+    /// (runner_roundtrip, board_post_hot, board_post_distinct, mcp_recorded_call) runs on both,
+    /// each over its own fresh database, in alternating slices.
+    #[arg(long)]
+    baseline_wc_local: Option<PathBuf>,
 }
 
 fn wanted(cli: &Cli, name: &str) -> bool {
@@ -52,11 +58,16 @@ fn emit(v: &Value) {
 
 fn with_ratio(mut line: Value, field: &str, base: Option<f64>, key: &str) -> Value {
     let value = line[key].as_f64().unwrap_or(0.0);
-    line[field] = match base {
-        Some(b) if b > 0.0 => json!(round(value / b)),
-        _ => Value::Null,
-    };
+    line[field] = json!(base.and_then(|b| ratio(value, b)));
     line
+}
+
+/// The wc-local to measure: `--wc-local`, else the one next to this binary.
+fn wc_local(cli: &Cli) -> anyhow::Result<PathBuf> {
+    Ok(match &cli.wc_local {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("wc-local"),
+    })
 }
 
 /// A wc-local over a fresh database with one registered project.
@@ -73,11 +84,12 @@ impl Stack {
 
     /// A stack whose wc-local also gets `env`.
     async fn start_with(cli: &Cli, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
-        let db = TestDatabase::new().await;
-        let bin = match &cli.wc_local {
-            Some(p) => p.clone(),
-            None => std::env::current_exe()?.with_file_name("wc-local"),
-        };
+        Self::spawn(&wc_local(cli)?, TestDatabase::new().await, env)
+    }
+
+    /// `bin` over `db` (which it migrates, so an empty database gets the schema of that
+    /// build), with `env`.
+    fn spawn(bin: &Path, db: TestDatabase, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
         let dir = std::env::temp_dir().join(format!("wc-bench-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(dir.join("bench"))?;
         let mut opts = LocalOptions::in_dir(&dir);
@@ -88,19 +100,62 @@ impl Stack {
         ];
         opts.env.push(("RUST_LOG".into(), "warn".into()));
         opts.env.extend(env);
-        let server = LocalServer::spawn(&bin, &opts)?;
+        let server = LocalServer::spawn(bin, &opts)
+            .with_context(|| format!("cannot start {}", bin.display()))?;
         Ok(Stack {
             db,
             server,
             project: "agent:local:bench".into(),
         })
     }
+
+    /// The stack as a side of a paired run, with `workers` Workflow Sessions started on it.
+    async fn paired_side(&self, workers: usize) -> anyhow::Result<baseline::Server> {
+        let (base, token) = (&self.server.base_url, &self.server.token);
+        let sessions = sessions::start_sessions(base, token, &self.project, workers).await?;
+        Ok(baseline::Server {
+            base: base.clone(),
+            token: token.clone(),
+            project: self.project.clone(),
+            pool: self.db.pool().clone(),
+            sessions: Arc::new(sessions),
+        })
+    }
+}
+
+/// The scenarios named, on the baseline wc-local and on the current one, each over a fresh
+/// empty database that its own build migrates: one line per scenario and concurrency.
+async fn against_baseline(cli: &Cli, bin: &Path, duration: Duration) -> anyhow::Result<()> {
+    let scenarios = baseline::Scenario::select(&cli.scenarios)?;
+    let workers = cli.concurrency.iter().copied().max().unwrap_or(1);
+    let baseline_stack = Stack::spawn(bin, TestDatabase::empty().await, Vec::new())?;
+    let current_stack = Stack::spawn(&wc_local(cli)?, TestDatabase::empty().await, Vec::new())?;
+    let baseline_server = baseline_stack.paired_side(workers).await?;
+    let current_server = current_stack.paired_side(workers).await?;
+    for scenario in scenarios {
+        for &c in &cli.concurrency {
+            emit(
+                &baseline::against_baseline(
+                    scenario,
+                    &baseline_server,
+                    &current_server,
+                    c,
+                    duration,
+                )
+                .await?,
+            );
+        }
+    }
+    Ok(())
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let duration = Duration::from_secs(cli.seconds.unwrap_or(if cli.quick { 3 } else { 10 }));
+    if let Some(bin) = &cli.baseline_wc_local {
+        return against_baseline(&cli, bin, duration).await;
+    }
 
     for (name, shape) in [
         ("cas_hot_row", CasShape::HotRow),
