@@ -1,7 +1,6 @@
 //! Benchmark scenarios for `wc-bench`. Each returns one JSON report line per concurrency.
 
 pub mod board;
-pub mod cas;
 pub mod cold_start;
 pub mod cpu;
 pub mod mcp;
