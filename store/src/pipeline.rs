@@ -4,7 +4,9 @@
 //! A change that locks a busy row (a session's board) holds the lock from the statement that
 //! takes it until the commit. Sent one request at a time, that is the lock statement's reply,
 //! each write's round trip, and the `COMMIT`'s; pipelined, it is one reply, the writes and the
-//! commit executed back to back by the server, and the WAL flush.
+//! commit executed back to back by the server, and the WAL flush. A private strategy of the
+//! store: every read–decide–write change begins with its lock ([`crate::change::locked`]), and
+//! a batch of posts is sent whole ([`crate::board::post`]).
 //!
 //! tokio-postgres sends a request when its future is first polled and executes requests in
 //! that order. [`PipelinedTx::begin_with`] polls `BEGIN` first, so whatever `first` sends
@@ -31,14 +33,14 @@ use deadpool_postgres::Object;
 use crate::StoreError;
 
 /// A transaction on an owned pooled connection; see the module documentation.
-pub struct PipelinedTx {
+pub(crate) struct PipelinedTx {
     client: Option<Object>,
     open: AtomicBool,
 }
 
 impl PipelinedTx {
     /// A transaction on `client`; nothing is sent until [`PipelinedTx::begin_with`].
-    pub fn new(client: Object) -> Self {
+    pub(crate) fn new(client: Object) -> Self {
         Self {
             client: Some(client),
             open: AtomicBool::new(false),
@@ -53,7 +55,7 @@ impl PipelinedTx {
 
     /// Sends `BEGIN` and then `first` (which uses this transaction's connection) in one round
     /// trip, and returns what `first` returned.
-    pub async fn begin_with<T, F>(&self, first: F) -> Result<T, StoreError>
+    pub(crate) async fn begin_with<T, F>(&self, first: F) -> Result<T, StoreError>
     where
         F: Future<Output = Result<T, StoreError>>,
     {
@@ -68,7 +70,7 @@ impl PipelinedTx {
     ///
     /// A connection that breaks once `COMMIT` may have been sent leaves the outcome unknown:
     /// [`StoreError::CommitUncertain`].
-    pub async fn commit_with<T, F>(&self, last: F) -> Result<T, StoreError>
+    async fn commit_with<T, F>(&self, last: F) -> Result<T, StoreError>
     where
         F: Future<Output = Result<T, StoreError>>,
     {
@@ -103,7 +105,11 @@ impl PipelinedTx {
     /// can take the row locks that `only`'s reads rely on. If the server refuses either, the
     /// `COMMIT` becomes a rollback and the first error is returned. A connection that breaks
     /// leaves the outcome unknown: [`StoreError::CommitUncertain`].
-    pub async fn once_after<S, T, FS, F>(&self, first: FS, only: F) -> Result<(S, T), StoreError>
+    pub(crate) async fn once_after<S, T, FS, F>(
+        &self,
+        first: FS,
+        only: F,
+    ) -> Result<(S, T), StoreError>
     where
         FS: Future<Output = Result<S, StoreError>>,
         F: Future<Output = Result<T, StoreError>>,
@@ -135,19 +141,12 @@ impl PipelinedTx {
     }
 
     /// Commits (one round trip).
-    pub async fn commit(&self) -> Result<(), StoreError> {
+    pub(crate) async fn commit(&self) -> Result<(), StoreError> {
         self.commit_with(async { Ok(()) }).await
     }
 
-    /// Rolls back (one round trip).
-    pub async fn rollback(&self) -> Result<(), StoreError> {
-        self.client().batch_execute("ROLLBACK").await?;
-        self.open.store(false, Ordering::SeqCst);
-        Ok(())
-    }
-
     /// Whether the transaction has begun and not yet ended.
-    pub fn is_open(&self) -> bool {
+    fn is_open(&self) -> bool {
         self.open.load(Ordering::SeqCst)
     }
 }
