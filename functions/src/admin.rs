@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use uuid::Uuid;
 use wc_store::config::{DatabaseConfig, DatabaseUrl, TlsSettings};
 use wc_store::credentials::{self, CredentialKind, NewCredential, Revocation};
-use wc_store::{cas::CasOutcome, migrate, pool};
+use wc_store::{ChangeOutcome, migrate, pool};
 
 use crate::auth::{Scope, ScopeSet, token};
 
@@ -342,19 +342,19 @@ async fn credential(
             writeln!(out, "{secret}")?;
         }
         CredentialCommand::Revoke { id } => match credentials::revoke(pool, id).await? {
-            CasOutcome::Applied {
+            ChangeOutcome::Applied {
                 value: Revocation::Revoked(c),
                 ..
             } => writeln!(out, "revoked {}", c.id)?,
-            CasOutcome::Applied {
+            ChangeOutcome::Applied {
                 value: Revocation::AlreadyRevoked(c),
                 ..
             } => writeln!(out, "{} was already revoked", c.id)?,
-            CasOutcome::Applied {
+            ChangeOutcome::Applied {
                 value: Revocation::NotFound,
                 ..
             } => bail!("no credential with id {id}"),
-            CasOutcome::Conflict { .. } => {
+            ChangeOutcome::Conflict { .. } => {
                 bail!("credential {id} is being changed concurrently; try again")
             }
         },

@@ -4,12 +4,12 @@
 //! delay ([`Jitter`]) so that many clients failing together do not retry together, and may
 //! limit the attempts. [`Retries`] walks one operation's attempts under a policy; [`retry`]
 //! is the sleeping loop over an async operation. What is worth retrying is the caller's
-//! question (`StoreError::is_transient_conflict` inside a compare-and-swap,
+//! question (`StoreError::is_transient_conflict` in a store change,
 //! `StoreError::is_unavailable` at the boundaries, `ApiFailure::is_retryable` in the runner):
 //! this crate knows no errors.
 //!
 //! Written here rather than taken from a retry crate: the callers' delays were tuned with
-//! three jitter shapes — the compare-and-swap's full jitter, the runner's "at least half",
+//! three jitter shapes — the store change's full jitter, the runner's "at least half",
 //! the SQS outbox's "at least four fifths" of each delay — which the retry crates on
 //! crates.io do not offer (they add jitter on top of the delay), and the outbox stores its
 //! next delay in a row instead of sleeping, which needs the delay alone. The whole is a

@@ -1,7 +1,13 @@
 //! The Action Audit aggregates: `action_sessions` and their `action_events`. Events are
 //! appended by one statement that bumps the chosen session row's counters under a guard and
 //! inserts at the sequence numbers it advanced over; a session takes only the events of the
-//! caller that opened it. Closing a session is a compare-and-swap on its version.
+//! caller that opened it.
+//!
+//! Strategy: the session row's lock, taken by one statement for the busiest write. An event
+//! is recorded by one guarded statement whose row update takes the session row's lock (racing
+//! events of one session queue on it), and a caller's events that meet in one process share
+//! that statement ([`record`]). Closing a session is a read–decide–write change under the same
+//! lock ([`crate::change`]). Nothing checks a version.
 
 use std::time::Duration;
 
@@ -13,7 +19,7 @@ use uuid::Uuid;
 
 use crate::StoreError;
 use crate::batch::Combiner;
-use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
+use crate::change::{self, ChangeOutcome, RETRY, StepFuture};
 
 /// One audited request, ready to store.
 #[derive(Debug, Clone)]
@@ -163,7 +169,7 @@ pub async fn record(
     caller_fingerprint: &str,
     affinity: &Affinity,
     event: NewActionEvent,
-) -> Result<CasOutcome<Recorded>, StoreError> {
+) -> Result<ChangeOutcome<Recorded>, StoreError> {
     let key = match affinity {
         Affinity::Explicit { id, .. } => format!("{caller_fingerprint} explicit {id}"),
         Affinity::Reuse { idle } => format!("{caller_fingerprint} reuse {}", idle.as_millis()),
@@ -177,13 +183,13 @@ pub async fn record(
         Answer::Done(result) => result,
         Answer::Alone(q) => {
             match record_all(pool, &q.caller_fingerprint, &q.affinity, &[&q.event]).await? {
-                CasOutcome::Applied {
+                ChangeOutcome::Applied {
                     mut value,
                     attempts,
                 } => value
                     .remove(0)
-                    .map(|value| CasOutcome::Applied { value, attempts }),
-                CasOutcome::Conflict { attempts } => Ok(CasOutcome::Conflict { attempts }),
+                    .map(|value| ChangeOutcome::Applied { value, attempts }),
+                ChangeOutcome::Conflict { attempts } => Ok(ChangeOutcome::Conflict { attempts }),
             }
         }
     }
@@ -202,7 +208,7 @@ struct Queued {
 /// What a queued event is told.
 enum Answer {
     /// Its outcome.
-    Done(Result<CasOutcome<Recorded>, StoreError>),
+    Done(Result<ChangeOutcome<Recorded>, StoreError>),
     /// Its batch was refused as a whole: record it alone.
     Alone(Box<Queued>),
 }
@@ -224,13 +230,13 @@ async fn record_batch(pool: &Pool, batch: Vec<Queued>) -> Vec<Answer> {
     .await;
     drop(events);
     match result {
-        Ok(CasOutcome::Applied { value, attempts }) => value
+        Ok(ChangeOutcome::Applied { value, attempts }) => value
             .into_iter()
-            .map(|r| Answer::Done(r.map(|value| CasOutcome::Applied { value, attempts })))
+            .map(|r| Answer::Done(r.map(|value| ChangeOutcome::Applied { value, attempts })))
             .collect(),
-        Ok(CasOutcome::Conflict { attempts }) => batch
+        Ok(ChangeOutcome::Conflict { attempts }) => batch
             .iter()
-            .map(|_| Answer::Done(Ok(CasOutcome::Conflict { attempts })))
+            .map(|_| Answer::Done(Ok(ChangeOutcome::Conflict { attempts })))
             .collect(),
         Err(e) if batch.len() == 1 => vec![Answer::Done(Err(e))],
         // The connection failed with the statement sent: it may have been committed.
@@ -257,7 +263,7 @@ async fn record_all(
     caller_fingerprint: &str,
     affinity: &Affinity,
     events: &[&NewActionEvent],
-) -> Result<CasOutcome<Vec<Result<Recorded, StoreError>>>, StoreError> {
+) -> Result<ChangeOutcome<Vec<Result<Recorded, StoreError>>>, StoreError> {
     let client = pool.get().await?;
     let mut created: Option<String> = None;
     let mut affinity = affinity.clone();
@@ -269,7 +275,7 @@ async fn record_all(
             if let Some(Ok(first)) = recorded.first_mut() {
                 first.created_session = created.as_deref() == Some(first.session_id.as_str());
             }
-            return Ok(CasOutcome::Applied {
+            return Ok(ChangeOutcome::Applied {
                 value: recorded,
                 attempts: attempt,
             });
@@ -293,7 +299,7 @@ async fn record_all(
             affinity = Affinity::Reuse { idle };
         }
     }
-    Ok(CasOutcome::Conflict { attempts: 3 })
+    Ok(ChangeOutcome::Conflict { attempts: 3 })
 }
 
 /// The events joining an existing session, as one statement (its own transaction), in order;
@@ -559,48 +565,43 @@ pub enum Closing {
     NotFound,
 }
 
-/// Closes a session `visible` to the closer (compare-and-swap on its version); any other is
-/// [`Closing::NotFound`].
+/// Closes a session `visible` to the closer, decided on its locked row ([`change::locked`]);
+/// any other is [`Closing::NotFound`].
 pub async fn close_session(
     pool: &Pool,
     visible: Visibility<'_>,
     id: &str,
-) -> Result<CasOutcome<Closing>, StoreError> {
-    let opener = visible.opener().map(str::to_owned);
-    compare_and_swap(pool, &CAS_RETRY, |tx| {
-        let id = id.to_owned();
-        let opener = opener.clone();
-        Box::pin(async move {
-            let Some(row) = tx
-                .query_opt(
-                    &visible_session_query(),
-                    &[&id, &opener],
-                )
-                .await?
-            else {
-                return Ok(Step::Done(Closing::NotFound));
-            };
-            let current = session_from_row(&row);
-            if current.status == "closed" {
-                return Ok(Step::Done(Closing::AlreadyClosed(current)));
-            }
-            let version: i64 = row.get("version");
-            let updated = tx
-                .query_opt(
-                    &format!(
+) -> Result<ChangeOutcome<Closing>, StoreError> {
+    let load = format!("{} FOR UPDATE", visible_session_query());
+    let ran = change::locked(
+        pool,
+        &RETRY,
+        &load,
+        &[&id, &visible.opener()],
+        |tx, row| -> StepFuture<'_, Closing> {
+            let id = id.to_owned();
+            Box::pin(async move {
+                let Some(row) = row else {
+                    return Ok(Closing::NotFound);
+                };
+                let current = session_from_row(&row);
+                if current.status == "closed" {
+                    return Ok(Closing::AlreadyClosed(current));
+                }
+                let stmt = tx
+                    .prepare_cached(&format!(
                         "UPDATE action_sessions SET status = 'closed', closed_at = now(), version = version + 1 \
-                         WHERE session_id = $1 AND version = $2 RETURNING {SESSION_COLUMNS}"
-                    ),
-                    &[&id, &version],
-                )
-                .await?;
-            Ok(match updated {
-                Some(r) => Step::Done(Closing::Closed(session_from_row(&r))),
-                None => Step::Stale,
+                         WHERE session_id = $1 RETURNING {SESSION_COLUMNS}"
+                    ))
+                    .await?;
+                Ok(Closing::Closed(session_from_row(
+                    &tx.query_one(&stmt, &[&id]).await?,
+                )))
             })
-        })
-    })
-    .await
+        },
+    )
+    .await;
+    ChangeOutcome::of(ran, &RETRY)
 }
 
 /// Aggregates over the newest events in a window.

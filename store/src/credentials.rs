@@ -1,4 +1,8 @@
 //! The `credentials` aggregate: bearer credentials stored as SHA-256 digests.
+//!
+//! Strategy: a credential is inserted once and changed only by [`revoke`], a read–decide–write
+//! change under the credential row's lock ([`crate::change`]), the same path as every other
+//! aggregate's read–decide–write changes; revocations are rare, so nothing faster is needed.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
@@ -6,7 +10,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
+use crate::change::{self, ChangeOutcome, RETRY, StepFuture};
 
 /// The kinds of stored credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,38 +191,35 @@ pub enum Revocation {
     NotFound,
 }
 
-/// Revokes a credential (compare-and-swap on its version).
-pub async fn revoke(pool: &Pool, id: Uuid) -> Result<CasOutcome<Revocation>, StoreError> {
-    compare_and_swap(pool, &CAS_RETRY, move |tx| {
-        Box::pin(async move {
-            let row = tx
-                .query_opt(
-                    &format!("SELECT {COLUMNS}, version FROM credentials WHERE id = $1"),
-                    &[&id],
-                )
-                .await?;
-            let Some(row) = row else {
-                return Ok(Step::Done(Revocation::NotFound));
-            };
-            let current = from_row(&row)?;
-            if current.revoked_at.is_some() {
-                return Ok(Step::Done(Revocation::AlreadyRevoked(current)));
-            }
-            let version: i64 = row.get("version");
-            let updated = tx
-                .query_opt(
-                    &format!(
+/// Revokes a credential: decided on its locked row ([`change::locked`]).
+pub async fn revoke(pool: &Pool, id: Uuid) -> Result<ChangeOutcome<Revocation>, StoreError> {
+    let load = format!("SELECT {COLUMNS} FROM credentials WHERE id = $1 FOR UPDATE");
+    let ran = change::locked(
+        pool,
+        &RETRY,
+        &load,
+        &[&id],
+        |tx, row| -> StepFuture<'_, Revocation> {
+            Box::pin(async move {
+                let Some(row) = row else {
+                    return Ok(Revocation::NotFound);
+                };
+                let current = from_row(&row)?;
+                if current.revoked_at.is_some() {
+                    return Ok(Revocation::AlreadyRevoked(current));
+                }
+                let stmt = tx
+                    .prepare_cached(&format!(
                         "UPDATE credentials SET revoked_at = now(), version = version + 1 \
-                         WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
-                    ),
-                    &[&id, &version],
-                )
-                .await?;
-            Ok(match updated {
-                Some(row) => Step::Done(Revocation::Revoked(from_row(&row)?)),
-                None => Step::Stale,
+                         WHERE id = $1 RETURNING {COLUMNS}"
+                    ))
+                    .await?;
+                Ok(Revocation::Revoked(from_row(
+                    &tx.query_one(&stmt, &[&id]).await?,
+                )?))
             })
-        })
-    })
-    .await
+        },
+    )
+    .await;
+    ChangeOutcome::of(ran, &RETRY)
 }

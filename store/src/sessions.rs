@@ -1,9 +1,15 @@
-//! The `workflow_sessions` aggregate and its bounded `session_events` ledger.
+//! The `workflow_sessions` aggregate and its bounded `session_events` ledger (its message
+//! board is [`crate::board`]).
 //!
-//! Every change to a session is one compare-and-swap transaction on the session row that also
-//! appends its ledger events: the row is loaded `FOR UPDATE` (a busy session queues writers on
-//! the row lock instead of failing them), the new events take the next gap-free seqs, events
-//! beyond the retention bound are deleted, and the row is written back under its version.
+//! Strategy: the session row's lock. Every change of a session is one transaction that locks
+//! the session row first ([`change()`], or the row update of a single statement: [`append`],
+//! a post), so writers of one session queue on that lock and each decides on the row its
+//! predecessor committed: no version guard is needed, and nothing is retried but deadlocks and
+//! serialization failures ([`crate::change`]). A busy session is exactly where the lock pays:
+//! writers that lost a version race would each back off and try again, which on one hot row
+//! kept the throughput but spread the tail (docs/BENCHMARKS.md, "Sessions and audit"). A write
+//! appends its events at the next gap-free seqs and deletes the events beyond the retention
+//! bound in the same statement.
 
 use std::sync::LazyLock;
 
@@ -16,7 +22,8 @@ use uuid::Uuid;
 use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
 
 use crate::StoreError;
-use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
+use crate::change::{self, ChangeOutcome, StepFuture};
+use crate::pipeline::PipelinedTx;
 
 /// Events retained per session (the newest; older ones are deleted).
 pub const RETAINED_EVENTS: i64 = 2000;
@@ -69,7 +76,7 @@ pub struct SessionRow {
     pub finished_at: Option<DateTime<Utc>>,
     /// When it was closed.
     pub closed_at: Option<DateTime<Utc>>,
-    /// CAS version.
+    /// Bumped by every write (no write is guarded by it).
     pub version: i64,
 }
 
@@ -182,30 +189,40 @@ pub async fn create(
         &[&new.id, &new.project, &new.owner_authority_fingerprint, &new.mode, &new.root_instruction],
     )
     .await?;
-    let row = tx
-        .query_one(&lock_statement(&tx).await?, &[&new.id])
-        .await?;
-    let session = from_row(&row);
-    let written = write_back(&tx, &session, &SessionChange::default(), events).await?;
-    let session = written.ok_or_else(|| StoreError::CorruptRow {
-        table: "workflow_sessions",
-        detail: "a session changed while it was being created".into(),
-    })?;
+    let session = write_back(&tx, &new.id, &SessionChange::default(), events).await?;
     tx.commit().await?;
     Ok(session)
 }
 
-/// The statement that loads a session row and locks it (`FOR UPDATE`) until the end of the
-/// transaction: the first step of every read–decide–write change of a session. Prepared once
-/// per connection.
+/// The load of a session row that locks it (`FOR UPDATE`) until the end of the transaction:
+/// the first statement of every change of a session.
+static LOCK: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"));
+
+/// [`LOCK`], prepared (once per connection).
 pub(crate) async fn lock_statement<C: GenericClient>(
     client: &C,
 ) -> Result<tokio_postgres::Statement, StoreError> {
-    Ok(client
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM workflow_sessions WHERE id = $1 FOR UPDATE"
-        ))
-        .await?)
+    Ok(client.prepare_cached(&LOCK).await?)
+}
+
+/// The one read–decide–write change of a session ([`change::locked`]): a transaction that
+/// locks session `id`'s row (`BEGIN` and the lock in one round trip), runs `step` on it
+/// (`None` when there is no such session) and commits what `step` wrote; transient conflicts
+/// are attempted again. [`mutate`], the board's changes and work that leaves evidence are
+/// made through it.
+pub(crate) async fn change<T, F>(
+    pool: &Pool,
+    id: &SessionId,
+    step: F,
+) -> Result<(T, u32), StoreError>
+where
+    F: for<'t> Fn(&'t PipelinedTx, Option<SessionRow>) -> StepFuture<'t, T>,
+{
+    change::locked(pool, &change::RETRY, &LOCK, &[id], |tx, row| {
+        step(tx, row.as_ref().map(from_row))
+    })
+    .await
 }
 
 /// The session `id`, if it exists.
@@ -346,46 +363,45 @@ impl<'a> EventColumns<'a> {
     }
 }
 
-/// Writes `change` and `events` to the locked `session`; `None` if its version moved. One
-/// statement: the version-guarded row update, which advances the ledger over the events
+/// Writes `change` and `events` to session `id`, whose row this transaction has locked; the
+/// row as written. One statement: the row update, which advances the ledger over the events
 /// ([`ledger_advance_sql`]), the event inserts at the seqs it advanced over and the retention
-/// delete go to the server together, so the row lock is held for one round trip.
+/// delete go to the server together, so the write costs one round trip.
 pub(crate) async fn write_back<C: GenericClient>(
     tx: &C,
-    session: &SessionRow,
+    id: &SessionId,
     change: &SessionChange,
     events: &[NewEvent],
-) -> Result<Option<SessionRow>, StoreError> {
+) -> Result<SessionRow, StoreError> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH s AS (UPDATE workflow_sessions SET \
-               lifecycle = coalesce($3::text, lifecycle), \
-               mode = coalesce($4::text, mode), \
-               execution_context = coalesce($5::jsonb, execution_context), \
-               root_instruction = coalesce(root_instruction, $6::jsonb), \
-               message_observation_revision = message_observation_revision + $7, \
-               messages_posted = messages_posted + $8, \
-               messages_retained = messages_retained + $9, \
-               open_ack_required = open_ack_required + $10, \
-               message_history_lost_through = greatest(message_history_lost_through, coalesce($11::bigint, 0)), \
+               lifecycle = coalesce($2::text, lifecycle), \
+               mode = coalesce($3::text, mode), \
+               execution_context = coalesce($4::jsonb, execution_context), \
+               root_instruction = coalesce(root_instruction, $5::jsonb), \
+               message_observation_revision = message_observation_revision + $6, \
+               messages_posted = messages_posted + $7, \
+               messages_retained = messages_retained + $8, \
+               open_ack_required = open_ack_required + $9, \
+               message_history_lost_through = greatest(message_history_lost_through, coalesce($10::bigint, 0)), \
                {advance}, updated_at = now(), \
-               finished_at = CASE WHEN $3 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
-               closed_at = CASE WHEN $3 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
+               finished_at = CASE WHEN $2 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
+               closed_at = CASE WHEN $2 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
                version = version + 1 \
-             WHERE id = $1 AND version = $2 RETURNING {COLUMNS}), \
+             WHERE id = $1 RETURNING {COLUMNS}), \
              ev AS ({insert}), \
              gone AS ({retention}) \
              SELECT {COLUMNS} FROM s",
-            advance = ledger_advance_sql(12),
-            insert = ledger_insert_sql("s", 12, "e.payload"),
+            advance = ledger_advance_sql(11),
+            insert = ledger_insert_sql("s", 11, "e.payload"),
             retention = ledger_retention_sql("$1", "s"),
         )
     });
     let columns = EventColumns::of(events)?;
     let stmt = tx.prepare_cached(&SQL).await?;
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
-        &session.id,
-        &session.version,
+        id,
         &change.lifecycle,
         &change.mode,
         &change.execution_context,
@@ -397,8 +413,7 @@ pub(crate) async fn write_back<C: GenericClient>(
         &change.message_history_lost_through,
     ];
     params.extend(columns.params());
-    let row = tx.query_opt(&stmt, &params).await?;
-    Ok(row.as_ref().map(from_row))
+    Ok(from_row(&tx.query_one(&stmt, &params).await?))
 }
 
 /// SQL: the `SET` list entries of a `workflow_sessions` update that advance its ledger by the
@@ -538,37 +553,33 @@ pub async fn append(
     })
 }
 
-/// The session mutation path: load the row `FOR UPDATE`, let `decide` look at it, then write
-/// its changes and events under the version guard, all in one transaction. `decide` may run
-/// more than once (once per attempt) and must be a pure function of the row.
+/// Changes session `id` as `decide` decides on its row, locked ([`change()`]): its changes and
+/// events are written, or nothing is, in one transaction. `decide` may run more than once
+/// (once per attempt) and must be a pure function of the row.
 pub async fn mutate<T, F>(
     pool: &Pool,
     id: &SessionId,
     decide: F,
-) -> Result<CasOutcome<Mutated<T>>, StoreError>
+) -> Result<ChangeOutcome<Mutated<T>>, StoreError>
 where
     T: Send + 'static,
     F: Fn(&SessionRow) -> Decision<T> + Send + Sync + 'static,
 {
-    let decide = std::sync::Arc::new(decide);
-    compare_and_swap(pool, &CAS_RETRY, |tx| {
-        let id = id.clone();
-        let decide = decide.clone();
+    let ran = change(pool, id, |tx, session| {
+        let Some(session) = session else {
+            return Box::pin(async { Ok(Mutated::NotFound) });
+        };
+        let decision = decide(&session);
         Box::pin(async move {
-            let Some(row) = tx.query_opt(&lock_statement(tx).await?, &[&id]).await? else {
-                return Ok(Step::Done(Mutated::NotFound));
-            };
-            let session = from_row(&row);
-            match decide(&session) {
-                Decision::Leave(value) => Ok(Step::Done(Mutated::Done(value, session))),
-                Decision::Write(change, events, value) => {
-                    match write_back(tx, &session, &change, &events).await? {
-                        Some(updated) => Ok(Step::Done(Mutated::Done(value, updated))),
-                        None => Ok(Step::Stale),
-                    }
+            Ok(match decision {
+                Decision::Leave(value) => Mutated::Done(value, session),
+                Decision::Write(fields, events, value) => {
+                    let written = write_back(&**tx, &session.id, &fields, &events).await?;
+                    Mutated::Done(value, written)
                 }
-            }
+            })
         })
     })
-    .await
+    .await;
+    ChangeOutcome::of(ran, &change::RETRY)
 }

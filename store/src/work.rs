@@ -2,11 +2,13 @@
 //! results. With the Postgres queue the row itself is the queue; with SQS a staged outbox row
 //! is written in the enqueuing transaction and sent after commit ([`crate::outbox`]).
 //!
-//! Every transition is one guarded statement: `queued → leased` only from `queued` (claims use
-//! `FOR UPDATE SKIP LOCKED`), reports only under the live lease of the current instance, and
-//! terminal states never change. Wake-ups go out as `NOTIFY` hints (`wc_work` with the client
-//! id when work is queued, `wc_work_done` with the work id when it ends); durable state stays
-//! the truth.
+//! Strategy: every transition is one guarded statement, whose guard Postgres checks again on
+//! the row it locks, so racing transitions of one item take turns on its row and none needs a
+//! version check: `queued → leased` only from `queued` (claims use `FOR UPDATE SKIP LOCKED`),
+//! reports only under the live lease of the current instance, and terminal states never change.
+//! Enqueueing with evidence is a change of the evidence session ([`enqueue`]). Wake-ups go out
+//! as `NOTIFY` hints (`wc_work` with the client id when work is queued, `wc_work_done` with the
+//! work id when it ends); durable state stays the truth.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, GenericClient, Pool};
@@ -16,7 +18,7 @@ use uuid::Uuid;
 use wc_domain::{EndReason, Lifecycle, ProjectId, SessionId, WorkMode, WorkQueue, WorkState};
 
 use crate::StoreError;
-use crate::cas::{CAS_RETRY, CasOutcome, Step, compare_and_swap};
+use crate::change::{ChangeOutcome, RETRY};
 use crate::sessions::{self, NewEvent};
 
 /// `NOTIFY` channel announcing queued work; the payload is the runner client id.
@@ -141,7 +143,7 @@ pub struct WorkRow {
     pub leased_at: Option<DateTime<Utc>>,
     /// Terminal at.
     pub finished_at: Option<DateTime<Utc>>,
-    /// Row version.
+    /// Bumped by every write (no write is guarded by it).
     pub version: i64,
 }
 
@@ -234,82 +236,59 @@ pub enum Enqueued {
 /// Inserts the work unless an open-work limit is reached, appends `evidence` to its session
 /// and publishes the work, in one transaction. With SQS the publication is an outbox row; the
 /// caller sends it after commit.
+///
+/// With evidence this is a change of the evidence session ([`sessions::change`]): its row is
+/// locked and checked first, and the work inserted (or refused, having written nothing) and
+/// the evidence written under that lock. Without, it is one guarded statement.
 pub async fn enqueue(
     pool: &Pool,
     work: &NewWork,
     evidence: Option<&Evidence>,
     limits: OpenLimits,
-) -> Result<CasOutcome<Enqueued>, StoreError> {
-    if evidence.is_none() && work.queue == QueueRoute::Postgres {
-        // Nothing else to write: the guarded insert and its hint are one autocommit statement.
+) -> Result<ChangeOutcome<Enqueued>, StoreError> {
+    let Some(evidence) = evidence else {
         let client = pool.get().await?;
         let value = match insert(&client, work, limits).await? {
             Ok(row) => Enqueued::Queued(Box::new(row)),
             Err(over) => Enqueued::OverLimit(over),
         };
-        return Ok(CasOutcome::Applied { value, attempts: 1 });
-    }
-    compare_and_swap(pool, &CAS_RETRY, |tx| {
+        return Ok(ChangeOutcome::Applied { value, attempts: 1 });
+    };
+    let ran = sessions::change(pool, &evidence.session_id, |tx, session| {
         let work = work.clone();
-        let evidence = evidence.cloned();
+        let event = evidence.event.clone();
         Box::pin(async move {
-            // The session row is locked and checked first, the work inserted (or refused,
-            // having written nothing) next, and the evidence written last: a stale session
-            // write rolls the insert back with it.
-            let session = match &evidence {
-                None => None,
-                Some(ev) => {
-                    let Some(row) = tx
-                        .query_opt(&sessions::lock_statement(tx).await?, &[&ev.session_id])
-                        .await?
-                    else {
-                        return Ok(Step::Done(Enqueued::SessionNotFound));
-                    };
-                    let session = sessions::from_row(&row);
-                    if !session.is_active() {
-                        return Ok(Step::Done(Enqueued::SessionInactive(session.lifecycle)));
-                    }
-                    Some((session, ev))
-                }
+            let Some(session) = session else {
+                return Ok(Enqueued::SessionNotFound);
             };
-            let row = match insert(tx, &work, limits).await? {
+            if !session.is_active() {
+                return Ok(Enqueued::SessionInactive(session.lifecycle));
+            }
+            let row = match insert(&**tx, &work, limits).await? {
                 Ok(row) => row,
-                Err(over) => return Ok(Step::Done(Enqueued::OverLimit(over))),
+                Err(over) => return Ok(Enqueued::OverLimit(over)),
             };
-            if let Some((session, ev)) = session {
-                let change = sessions::SessionChange::default();
-                if sessions::write_back(tx, &session, &change, std::slice::from_ref(&ev.event))
-                    .await?
-                    .is_none()
-                {
-                    return Ok(Step::Stale);
-                }
-            }
-            if let QueueRoute::Sqs { queue_url } = &work.queue {
-                let stmt = tx
-                    .prepare_cached(
-                        "INSERT INTO runner_outbox (work_id, queue_url) VALUES ($1, $2)",
-                    )
-                    .await?;
-                tx.execute(&stmt, &[&work.id, queue_url]).await?;
-            }
-            Ok(Step::Done(Enqueued::Queued(Box::new(row))))
+            let change = sessions::SessionChange::default();
+            sessions::write_back(&**tx, &session.id, &change, &[event]).await?;
+            Ok(Enqueued::Queued(Box::new(row)))
         })
     })
-    .await
+    .await;
+    ChangeOutcome::of(ran, &RETRY)
 }
 
 /// Inserts the work row unless its owner or its project already has as much open work as
-/// `limits` allow; Postgres-queue work also sends its `wc_work` hint (delivered at commit), in
-/// the same statement. The counts read the partial indexes over open work.
+/// `limits` allow, and publishes it in the same statement: Postgres-queue work sends its
+/// `wc_work` hint (delivered at commit), SQS work gets its outbox row. The counts read the
+/// partial indexes over open work.
 async fn insert(
     client: &impl GenericClient,
     work: &NewWork,
     limits: OpenLimits,
 ) -> Result<Result<WorkRow, OverLimit>, StoreError> {
-    let queue = match &work.queue {
-        QueueRoute::Postgres => "postgres",
-        QueueRoute::Sqs { .. } => "sqs",
+    let (queue, queue_url) = match &work.queue {
+        QueueRoute::Postgres => ("postgres", None),
+        QueueRoute::Sqs { queue_url } => ("sqs", Some(queue_url.as_str())),
     };
     let stmt = client
         .prepare_cached(&format!(
@@ -322,7 +301,9 @@ async fn insert(
                  owner_authority_fingerprint, session_id, tool, mode, item, expectation, queue) \
                SELECT $1, $2::text, $3::text, $4::text, $5, $6::text, $7::text, $8::jsonb, $9::jsonb, \
                  $10::text FROM open WHERE open.by_owner < $11 AND open.by_project < $12 \
-               RETURNING {COLUMNS}) \
+               RETURNING {COLUMNS}), \
+             outbox AS (INSERT INTO runner_outbox (work_id, queue_url) \
+               SELECT ins.id, $13::text FROM ins WHERE $13::text IS NOT NULL) \
              SELECT ins.*, CASE WHEN ins.queue = 'postgres' \
                  THEN pg_notify('wc_work', ins.client_id) END AS hint, \
                  open.by_owner, open.by_project FROM open LEFT JOIN ins ON true"
@@ -344,6 +325,7 @@ async fn insert(
                 &queue,
                 &limits.per_owner,
                 &limits.per_project,
+                &queue_url,
             ],
         )
         .await?;
@@ -1040,10 +1022,7 @@ pub async fn prune_finished(
     Ok(client.execute(&stmt, &[&before, &limit]).await?)
 }
 
-/// A result of [`enqueue`] flattened for callers that treat CAS exhaustion as an error.
-pub fn applied(outcome: CasOutcome<Enqueued>) -> Option<Enqueued> {
-    match outcome {
-        CasOutcome::Applied { value, .. } => Some(value),
-        CasOutcome::Conflict { .. } => None,
-    }
+/// A result of [`enqueue`] flattened for callers that treat a conflict as an error.
+pub fn applied(outcome: ChangeOutcome<Enqueued>) -> Option<Enqueued> {
+    outcome.applied()
 }

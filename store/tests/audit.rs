@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use serde_json::json;
+use wc_store::ChangeOutcome;
 use wc_store::audit::{self, Affinity, NewActionEvent, Visibility};
-use wc_store::cas::CasOutcome;
 use wc_store::testing::TestDatabase;
 
 fn event(success: bool, duration_ms: i64) -> NewActionEvent {
@@ -51,7 +51,7 @@ async fn racing_events_of_one_caller_join_one_session_with_gap_free_seqs_and_exa
                 let out = audit::record(&pool, &caller, &REUSE, event(j % 5 != 0, 3))
                     .await
                     .unwrap();
-                let CasOutcome::Applied { value, attempts } = out else {
+                let ChangeOutcome::Applied { value, attempts } = out else {
                     panic!("{out:?}")
                 };
                 assert_eq!(attempts, 1, "an existing session takes the event at once");

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::task::JoinSet;
+use wc_store::ChangeOutcome;
 use wc_store::StoreError;
 use wc_store::audit::{self, Affinity, MAX_EVENTS_PER_WRITE, NewActionEvent, Recorded, Visibility};
-use wc_store::cas::CasOutcome;
 use wc_store::testing::TestDatabase;
 
 const REUSE: Affinity = Affinity::Reuse {
@@ -46,7 +46,7 @@ async fn record_all_queued(
     caller: &str,
     session: &str,
     events: Vec<NewActionEvent>,
-) -> Vec<Result<CasOutcome<Recorded>, StoreError>> {
+) -> Vec<Result<ChangeOutcome<Recorded>, StoreError>> {
     let mut holder = db.pool().get().await.unwrap();
     let lock = holder.transaction().await.unwrap();
     lock.execute(
@@ -115,7 +115,7 @@ async fn queued_events_are_recorded_in_statements_of_at_most_the_bound() {
 
     let results = record_all_queued(&db, &caller, &session, (0..total).map(event).collect()).await;
     for (i, r) in results.iter().enumerate() {
-        let Ok(CasOutcome::Applied { value, .. }) = r else {
+        let Ok(ChangeOutcome::Applied { value, .. }) = r else {
             panic!("event {i}: {r:?}")
         };
         assert_eq!(value.session_id, session);
@@ -174,7 +174,7 @@ async fn an_event_the_database_refuses_is_refused_alone() {
             assert_eq!(constraint, Some("wc_jsonb_8k_size"), "{e}");
         } else {
             assert!(
-                matches!(r, Ok(CasOutcome::Applied { .. })),
+                matches!(r, Ok(ChangeOutcome::Applied { .. })),
                 "event {i}: {r:?}"
             );
         }

@@ -3,7 +3,7 @@
 use serde_json::json;
 use uuid::Uuid;
 use wc_domain::{EventRole, Lifecycle, SessionId};
-use wc_store::cas::CasOutcome;
+use wc_store::ChangeOutcome;
 use wc_store::sessions::{self, Decision, Mutated, NewEvent, RETAINED_EVENTS, SessionChange};
 use wc_store::testing::TestDatabase;
 
@@ -85,7 +85,7 @@ async fn leave_writes_nothing_and_missing_sessions_are_reported() {
     let out = sessions::mutate(db.pool(), &id, |s| Decision::Leave(s.events_observed))
         .await
         .unwrap();
-    let CasOutcome::Applied {
+    let ChangeOutcome::Applied {
         value: Mutated::Done(seen, row),
         ..
     } = out
@@ -103,7 +103,7 @@ async fn leave_writes_nothing_and_missing_sessions_are_reported() {
     .unwrap();
     assert!(matches!(
         out,
-        CasOutcome::Applied {
+        ChangeOutcome::Applied {
             value: Mutated::NotFound,
             ..
         }
@@ -126,7 +126,7 @@ async fn lifecycle_changes_stamp_their_times() {
     })
     .await
     .unwrap();
-    let CasOutcome::Applied {
+    let ChangeOutcome::Applied {
         value: Mutated::Done((), row),
         ..
     } = out
@@ -180,7 +180,7 @@ async fn kind_counts_are_the_retained_ledgers_counts_on_every_write_path() {
                 })
                 .await
                 .unwrap();
-                assert!(matches!(out, CasOutcome::Applied { .. }), "{out:?}");
+                assert!(matches!(out, ChangeOutcome::Applied { .. }), "{out:?}");
             }
             _ => {
                 // A post appends its `message_posted` event in the post statement.
@@ -240,7 +240,11 @@ async fn concurrent_appends_from_two_instances_are_gap_free() {
                     assert!(matches!(out, sessions::Appended::Done(_)), "{out:?}");
                 } else {
                     let out = sessions::mutate(&pool, &id, append(2)).await.unwrap();
-                    assert!(matches!(out, CasOutcome::Applied { .. }), "{out:?}");
+                    // Writers queue on the row lock: none loses a race it would have to retry.
+                    assert!(
+                        matches!(out, ChangeOutcome::Applied { attempts: 1, .. }),
+                        "{out:?}"
+                    );
                 }
             }
         }));

@@ -10,8 +10,8 @@ use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use wc_store::ChangeOutcome;
 use wc_store::audit::{self, Affinity, NewActionEvent};
-use wc_store::cas::CasOutcome;
 
 use super::{AuditNote, AuditSlot, valid_session_id};
 use crate::AppState;
@@ -110,8 +110,8 @@ async fn persist(state: &AppState, pending: &Pending, status: u16, note: Classif
     };
     let fingerprint = super::caller_fingerprint(&pending.principal);
     match audit::record(&state.deps.pool, &fingerprint, &pending.affinity, event).await {
-        Ok(CasOutcome::Applied { .. }) => {}
-        Ok(CasOutcome::Conflict { attempts }) => {
+        Ok(ChangeOutcome::Applied { .. }) => {}
+        Ok(ChangeOutcome::Conflict { attempts }) => {
             tracing::warn!(attempts, "audit event dropped: session stayed contended");
         }
         Err(e) => tracing::warn!(error = %e, "audit event dropped: write failed"),

@@ -12,8 +12,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde::Deserialize;
 use serde_json::json;
+use wc_store::ChangeOutcome;
 use wc_store::audit::{self, Closing};
-use wc_store::cas::CasOutcome;
 
 use super::{caller_fingerprint, valid_session_id, visibility};
 use crate::AppState;
@@ -228,15 +228,15 @@ async fn close_session(
     )
     .await?
     {
-        CasOutcome::Applied {
+        ChangeOutcome::Applied {
             value: Closing::Closed(s),
             ..
         } => Ok(Json(json!({ "session": s, "closed": true })).into_response()),
-        CasOutcome::Applied {
+        ChangeOutcome::Applied {
             value: Closing::AlreadyClosed(s),
             ..
         } => Ok(Json(json!({ "session": s, "closed": false })).into_response()),
-        CasOutcome::Applied {
+        ChangeOutcome::Applied {
             value: Closing::NotFound,
             ..
         } => Err(ApiError::client(
@@ -245,7 +245,7 @@ async fn close_session(
             "no audit session with this id",
         )
         .into()),
-        CasOutcome::Conflict { .. } => Err(ApiError::client(
+        ChangeOutcome::Conflict { .. } => Err(ApiError::client(
             StatusCode::CONFLICT,
             "conflict",
             "the session is being changed concurrently; retry",

@@ -372,7 +372,7 @@ async fn submit_as(
         per_project: i64::from(quotas.max_open_per_project),
     };
     match work::enqueue(&ctx.deps.pool, &new, evidence.as_ref(), limits).await? {
-        wc_store::cas::CasOutcome::Applied { value, .. } => match value {
+        wc_store::ChangeOutcome::Applied { value, .. } => match value {
             Enqueued::Queued(row) => {
                 publish_committed(ctx, &row).await;
                 Ok(*row)
@@ -388,7 +388,7 @@ async fn submit_as(
             .with("lifecycle", lifecycle.as_str())),
             Enqueued::OverLimit(over) => Err(over_limit(over, limits, &target.project_id)),
         },
-        wc_store::cas::CasOutcome::Conflict { .. } => Err(ToolError::new(
+        wc_store::ChangeOutcome::Conflict { .. } => Err(ToolError::new(
             ErrorKind::Conflict,
             "the session is busy; retry",
         )),

@@ -408,7 +408,10 @@ mod tests {
             args: &'a Value,
         ) -> ports::PortFuture<'a, Result<Box<dyn Recording>, ToolError>> {
             Box::pin(async move {
-                push(&self.0, format!("begin {} {args}", call.invocation_id.is_nil()));
+                push(
+                    &self.0,
+                    format!("begin {} {args}", call.invocation_id.is_nil()),
+                );
                 Ok(Box::new(Open(self.0.clone())) as Box<dyn Recording>)
             })
         }
@@ -448,10 +451,7 @@ mod tests {
 
     impl CallAudit for Audit {
         fn note(&self, tool: &str, invoked: &Invoked) {
-            push(
-                &self.0,
-                format!("audit {tool} {}", invoked.result.success),
-            );
+            push(&self.0, format!("audit {tool} {}", invoked.result.success));
         }
     }
 
@@ -506,10 +506,9 @@ mod tests {
 
     /// Dependencies whose pool never connects: these ports do not use it.
     fn deps() -> Deps {
-        let url = wc_store::config::DatabaseUrl::parse("postgres://postgres@127.0.0.1:1/none")
-            .unwrap();
-        let pool = wc_store::pool::build_pool(&wc_store::config::DatabaseConfig::new(url))
-            .unwrap();
+        let url =
+            wc_store::config::DatabaseUrl::parse("postgres://postgres@127.0.0.1:1/none").unwrap();
+        let pool = wc_store::pool::build_pool(&wc_store::config::DatabaseConfig::new(url)).unwrap();
         Deps::new(pool, ServerConfig::default())
     }
 
@@ -540,7 +539,10 @@ mod tests {
         let trace = Trace::default();
         let rt = runtime(&trace, false);
         let invoked = rt
-            .invoke(&deps(), call(&trace, json!({"word": "hi"}), ScopeSet::all()))
+            .invoke(
+                &deps(),
+                call(&trace, json!({"word": "hi"}), ScopeSet::all()),
+            )
             .await
             .unwrap();
         assert!(invoked.result.success);
@@ -564,7 +566,10 @@ mod tests {
         let trace = Trace::default();
         let refusing = runtime(&trace, true);
         let invoked = refusing
-            .invoke(&deps(), call(&trace, json!({"word": "hi"}), ScopeSet::all()))
+            .invoke(
+                &deps(),
+                call(&trace, json!({"word": "hi"}), ScopeSet::all()),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -585,7 +590,10 @@ mod tests {
             Some(ErrorKind::InvalidArguments)
         );
         let unscoped = rt
-            .invoke(&deps(), call(&trace, json!({"word": "hi"}), ScopeSet::default()))
+            .invoke(
+                &deps(),
+                call(&trace, json!({"word": "hi"}), ScopeSet::default()),
+            )
             .await
             .unwrap();
         assert_eq!(

@@ -2,7 +2,7 @@
 //! refuse with a typed [`ToolError`], and the store's outcomes mapped to tool errors once.
 
 use wc_domain::SessionId;
-use wc_store::cas::CasOutcome;
+use wc_store::ChangeOutcome;
 use wc_store::sessions::{self, Appended, Decision, Mutated, NewEvent, SessionRow};
 
 use crate::result::{ErrorKind, ToolError};
@@ -28,22 +28,22 @@ where
     F: Fn(&SessionRow) -> Decision<Result<T, ToolError>> + Send + Sync + 'static,
 {
     match sessions::mutate(pool, id, decide).await? {
-        CasOutcome::Applied {
+        ChangeOutcome::Applied {
             value: Mutated::Done(Ok(value), row),
             ..
         } => Ok((value, row)),
-        CasOutcome::Applied {
+        ChangeOutcome::Applied {
             value: Mutated::Done(Err(e), _),
             ..
         } => Err(e),
-        CasOutcome::Applied {
+        ChangeOutcome::Applied {
             value: Mutated::NotFound,
             ..
         } => Err(ToolError::new(
             ErrorKind::UnknownSessionId,
             "the session no longer exists",
         )),
-        CasOutcome::Conflict { .. } => Err(ToolError::new(
+        ChangeOutcome::Conflict { .. } => Err(ToolError::new(
             ErrorKind::Conflict,
             "the session is busy; retry",
         )),

@@ -25,7 +25,7 @@ async fn the_ledger_keeps_the_newest_two_thousand_events_and_counts_the_retained
         })
         .await
         .unwrap();
-        assert!(matches!(outcome, wc_store::cas::CasOutcome::Applied { .. }));
+        assert!(matches!(outcome, wc_store::ChangeOutcome::Applied { .. }));
         left -= batch;
         n += batch;
     }

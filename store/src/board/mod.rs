@@ -1,11 +1,14 @@
 //! The session message board: `session_messages` rows and the board state on the session row.
 //!
-//! Every change is one transaction that first locks the session row (`FOR UPDATE`: all board
-//! changes of one session are serialized on it), then changes message rows under their own
-//! version guards, and finally writes the session row with its ledger evidence through
-//! [`sessions::write_back`]. A post, the busiest change, is the same transaction sent whole in
-//! one round trip: the lock and one statement that does the rest, and posts to one session
-//! that meet in one process share that transaction ([`post`]). The session's
+//! Strategy: the session row's lock, as for every change of a session. Every change is one
+//! transaction that first locks the session row (`FOR UPDATE`: all board changes of one
+//! session are serialized on it), then reads and changes message rows, which need no lock or
+//! version guard of their own (nothing writes them without holding the session's lock), and
+//! finally writes the session row with its ledger evidence through [`sessions::write_back`].
+//! Resolutions, completions and observed ACKs are made through [`sessions::change`]. A post,
+//! the busiest change, is the same transaction sent whole in one round trip: the lock and one
+//! statement that does the rest, and posts to one session that meet in one process share that
+//! transaction ([`post`]). The session's
 //! `message_observation_revision` is bumped once per observable message change and stamped on
 //! the changed message, so every retained message has a distinct revision and an observer can
 //! page through changes in revision order.
@@ -28,7 +31,7 @@ use uuid::Uuid;
 use wc_domain::{EventRole, Lifecycle, MessageId, MessageKind, MessageStatus, Priority, SessionId};
 
 use crate::StoreError;
-use crate::cas::{CAS_RETRY, Step, retry_transient};
+use crate::change::StepFuture;
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
 
@@ -86,7 +89,7 @@ pub struct MessageRow {
     pub updated_at: DateTime<Utc>,
     /// Resolved or completed at.
     pub closed_at: Option<DateTime<Utc>>,
-    /// CAS version.
+    /// Bumped by every write (no write is guarded by it).
     pub version: i64,
 }
 
@@ -196,14 +199,15 @@ pub enum Refusal {
 /// What a board change returned, or why it was refused.
 pub type Outcome<T> = Result<T, Refusal>;
 
-async fn lock_message(
+/// Message `id` of the board of `session_id`, whose row this transaction has locked.
+async fn load_message(
     tx: &Object,
     session_id: &SessionId,
     id: &MessageId,
 ) -> Result<Option<MessageRow>, StoreError> {
     let stmt = tx
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM session_messages WHERE id = $1 AND session_id = $2 FOR UPDATE"
+            "SELECT {COLUMNS} FROM session_messages WHERE id = $1 AND session_id = $2"
         ))
         .await?;
     Ok(tx
@@ -213,16 +217,9 @@ async fn lock_message(
         .map(from_row))
 }
 
-/// One attempt of a board change, given the transaction and the locked, active session row.
-type BoardStep<'t, T> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Step<Outcome<T>>, StoreError>> + Send + 't>,
->;
-
-/// Runs one board change: a transaction that first locks the session row (`BEGIN` and the
-/// lock in one round trip), then runs `step`. The step returns `Done(Ok(value))` to commit,
-/// `Done(Err(refusal))` to refuse; a refusal wrote nothing (the step refuses before its first
-/// write). A step may commit itself with its last writes ([`PipelinedTx::commit_with`]).
-/// Deadlocks are retried on a fresh transaction like any compare-and-swap.
+/// Runs one board change through [`sessions::change`]: `step` gets the locked session row when
+/// the session exists and is active, and answers `Ok(value)` to commit what it wrote or
+/// `Err(refusal)` having written nothing (a step refuses before its first write).
 async fn change<T, F>(
     pool: &Pool,
     session_id: &SessionId,
@@ -230,50 +227,17 @@ async fn change<T, F>(
 ) -> Result<Outcome<T>, StoreError>
 where
     T: Send + 'static,
-    F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T> + Send + Sync + 'static,
+    F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> StepFuture<'t, Outcome<T>>,
 {
-    retry_transient(&CAS_RETRY, || change_once(pool, session_id, &step)).await
-}
-
-async fn change_once<T, F>(
-    pool: &Pool,
-    session_id: &SessionId,
-    step: &F,
-) -> Result<Outcome<T>, StoreError>
-where
-    F: for<'t> Fn(&'t PipelinedTx, SessionRow) -> BoardStep<'t, T>,
-{
-    let tx = PipelinedTx::new(pool.get().await?);
-    let lock = sessions::lock_statement(&*tx).await?;
-    let row = tx
-        .begin_with(async { Ok(tx.query_opt(&lock, &[&session_id]).await?) })
-        .await?;
-    let session = match row.as_ref().map(sessions::from_row) {
-        None => {
-            tx.rollback().await?;
-            return Ok(Err(Refusal::SessionNotFound));
-        }
+    let (outcome, _) = sessions::change(pool, session_id, |tx, session| match session {
+        None => Box::pin(async { Ok(Err(Refusal::SessionNotFound)) }),
         Some(s) if !s.is_active() => {
-            tx.rollback().await?;
-            return Ok(Err(Refusal::SessionClosed(s.lifecycle)));
+            Box::pin(async move { Ok(Err(Refusal::SessionClosed(s.lifecycle))) })
         }
-        Some(s) => s,
-    };
-    match step(&tx, session).await? {
-        Step::Done(value) => {
-            if tx.is_open() {
-                tx.commit().await?;
-            }
-            Ok(value)
-        }
-        // The session row is locked for the whole step, so its version guard cannot lose;
-        // a stale step means a message row changed under a writer that did not lock the
-        // session, which no code path does. Dropping the open transaction rolls it back.
-        Step::Stale => Err(StoreError::CorruptRow {
-            table: "session_messages",
-            detail: "a board change found a row changed under the session lock".into(),
-        }),
-    }
+        Some(s) => step(tx, s),
+    })
+    .await?;
+    Ok(outcome)
 }
 
 /// Whether a new message needs room: the board holds [`MAX_RETAINED_MESSAGES`] already.
@@ -470,17 +434,19 @@ async fn touch_parent_assignment(
     Ok(())
 }
 
+/// Writes the session row's side of a board change with its ledger `events`, and queues the
+/// `wc_board` notification when the change is observable.
 async fn finish(
     tx: &Object,
     session: &SessionRow,
     change: SessionChange,
     events: Vec<NewEvent>,
-) -> Result<Option<SessionRow>, StoreError> {
-    let written = sessions::write_back(tx, session, &change, &events).await?;
-    if written.is_some() && change.message_revision_bump > 0 {
+) -> Result<(), StoreError> {
+    sessions::write_back(tx, &session.id, &change, &events).await?;
+    if change.message_revision_bump > 0 {
         notify(tx, &notify_statement(tx).await?, &session.id).await?;
     }
-    Ok(written)
+    Ok(())
 }
 
 /// The result of a resolve.
@@ -500,34 +466,31 @@ pub async fn resolve(
     actor: Actor,
 ) -> Result<Outcome<Resolved>, StoreError> {
     let message_id = message_id.to_owned();
-    change(pool, session_id, move |tx, session| -> BoardStep<'_, Resolved> {
+    change(pool, session_id, move |tx, session| -> StepFuture<'_, Outcome<Resolved>> {
         let actor = actor.clone();
         let message_id = message_id.clone();
         Box::pin(async move {
-            let Some(message) = lock_message(tx, &session.id, &message_id).await? else {
-                return Ok(Step::Done(Err(Refusal::UnknownMessage("message_id"))));
+            let Some(message) = load_message(tx, &session.id, &message_id).await? else {
+                return Ok(Err(Refusal::UnknownMessage("message_id")));
             };
             if !message.is_open() {
-                return Ok(Step::Done(Ok(Resolved {
+                return Ok(Ok(Resolved {
                     message,
                     changed: false,
-                })));
+                }));
             }
             let revision = session.message_observation_revision + 1;
             let row = tx
-                .query_opt(
+                .query_one(
                     &format!(
-                        "UPDATE session_messages SET status = 'resolved', observation_revision = $3::bigint, \
+                        "UPDATE session_messages SET status = 'resolved', observation_revision = $2::bigint, \
                          assignment_revision = assignment_revision + CASE WHEN kind = 'todo' THEN 1 ELSE 0 END, \
                          closed_at = now(), updated_at = now(), version = version + 1 \
-                         WHERE id = $1 AND version = $2 RETURNING {COLUMNS}"
+                         WHERE id = $1 RETURNING {COLUMNS}"
                     ),
-                    &[&message.id, &message.version, &revision],
+                    &[&message.id, &revision],
                 )
                 .await?;
-            let Some(row) = row else {
-                return Ok(Step::Stale);
-            };
             let updated = from_row(&row);
             if let Some(parent) = &message.reply_to {
                 touch_parent_assignment(tx, &session.id, parent, false).await?;
@@ -541,13 +504,11 @@ pub async fn resolve(
                 "message_resolved",
                 json!({ "message_id": message.id, "kind": message.kind }),
             );
-            match finish(tx, &session, change, vec![event]).await? {
-                Some(_) => Ok(Step::Done(Ok(Resolved {
-                    message: updated,
-                    changed: true,
-                }))),
-                None => Ok(Step::Stale),
-            }
+            finish(tx, &session, change, vec![event]).await?;
+            Ok(Ok(Resolved {
+                message: updated,
+                changed: true,
+            }))
         })
     })
     .await
@@ -603,7 +564,7 @@ pub async fn complete(
     actor: Actor,
 ) -> Result<Outcome<Completed>, StoreError> {
     let request = request.clone();
-    change(pool, session_id, move |tx, session| -> BoardStep<'_, Completed> {
+    change(pool, session_id, move |tx, session| -> StepFuture<'_, Outcome<Completed>> {
         let actor = actor.clone();
         let request = request.clone();
         Box::pin(async move {
@@ -618,7 +579,7 @@ pub async fn complete(
             if let Some(earlier) = earlier {
                 let fingerprint: String = earlier.get(0);
                 if fingerprint != request.fingerprint {
-                    return Ok(Step::Done(Err(Refusal::CompletionKeyConflict)));
+                    return Ok(Err(Refusal::CompletionKeyConflict));
                 }
                 let result: Value = earlier.get(1);
                 let completion: Completion =
@@ -626,19 +587,19 @@ pub async fn complete(
                         table: "session_completions",
                         detail: e.to_string(),
                     })?;
-                return Ok(Step::Done(Ok(Completed::Replayed(completion))));
+                return Ok(Ok(Completed::Replayed(completion)));
             }
-            let Some(todo) = lock_message(tx, &session.id, &request.todo_id).await? else {
-                return Ok(Step::Done(Err(Refusal::UnknownMessage("message_id"))));
+            let Some(todo) = load_message(tx, &session.id, &request.todo_id).await? else {
+                return Ok(Err(Refusal::UnknownMessage("message_id")));
             };
             if todo.kind != MessageKind::Todo {
-                return Ok(Step::Done(Err(Refusal::NotATodo(todo.kind))));
+                return Ok(Err(Refusal::NotATodo(todo.kind)));
             }
             if !todo.is_open()
                 || todo.assignment_revision != request.expected_assignment_revision
                 || !completable(&todo)
             {
-                return Ok(Step::Done(Ok(Completed::Stale(Box::new(todo)))));
+                return Ok(Ok(Completed::Stale(Box::new(todo))));
             }
             if needs_room(&session) {
                 make_room(tx, &session.id, Some(&todo.id)).await?;
@@ -654,17 +615,14 @@ pub async fn complete(
             )
             .await?;
             let updated = tx
-                .query_opt(
-                    "UPDATE session_messages SET status = 'completed', observation_revision = $3::bigint, \
+                .query_one(
+                    "UPDATE session_messages SET status = 'completed', observation_revision = $2::bigint, \
                      assignment_revision = assignment_revision + 1, reply_count = reply_count + 1, \
-                     answer_message_id = $4, closed_at = now(), updated_at = now(), version = version + 1 \
-                     WHERE id = $1 AND version = $2 RETURNING closed_at",
-                    &[&todo.id, &todo.version, &todo_revision, &answer.id],
+                     answer_message_id = $3, closed_at = now(), updated_at = now(), version = version + 1 \
+                     WHERE id = $1 RETURNING closed_at",
+                    &[&todo.id, &todo_revision, &answer.id],
                 )
                 .await?;
-            let Some(updated) = updated else {
-                return Ok(Step::Stale);
-            };
             // A todo that is itself a direct reply changes its parent's assignment.
             if let Some(parent) = &todo.reply_to {
                 touch_parent_assignment(tx, &session.id, parent, false).await?;
@@ -705,10 +663,8 @@ pub async fn complete(
                     "body_chars": answer.body.chars().count(),
                 }),
             );
-            match finish(tx, &session, change, vec![event]).await? {
-                Some(_) => Ok(Step::Done(Ok(Completed::Applied(completion)))),
-                None => Ok(Step::Stale),
-            }
+            finish(tx, &session, change, vec![event]).await?;
+            Ok(Ok(Completed::Applied(completion)))
         })
     })
     .await
@@ -750,36 +706,31 @@ pub async fn observe_acks(
         }
     }
     let ids = ids.to_vec();
-    change(pool, session_id, move |tx, session| -> BoardStep<'_, Vec<MessageId>> {
+    change(pool, session_id, move |tx, session| -> StepFuture<'_, Outcome<Vec<MessageId>>> {
         let actor = actor.clone();
         let ids = ids.clone();
         Box::pin(async move {
             let rows = tx
                 .query(
-                    "SELECT id, version FROM session_messages WHERE session_id = $1 AND id = ANY($2) \
+                    "SELECT id FROM session_messages WHERE session_id = $1 AND id = ANY($2) \
                      AND ack_required AND status = 'open' AND first_ack_observed_at IS NULL \
-                     ORDER BY number FOR UPDATE",
+                     ORDER BY number",
                     &[&session.id, &ids],
                 )
                 .await?;
             if rows.is_empty() {
-                return Ok(Step::Done(Ok(Vec::new())));
+                return Ok(Ok(Vec::new()));
             }
             let mut acked = Vec::new();
             for (i, r) in rows.iter().enumerate() {
                 let id: MessageId = r.get(0);
-                let version: i64 = r.get(1);
                 let revision = session.message_observation_revision + 1 + i as i64;
-                let n = tx
-                    .execute(
-                        "UPDATE session_messages SET first_ack_observed_at = now(), observation_revision = $3::bigint, \
-                         updated_at = now(), version = version + 1 WHERE id = $1 AND version = $2",
-                        &[&id, &version, &revision],
-                    )
-                    .await?;
-                if n != 1 {
-                    return Ok(Step::Stale);
-                }
+                tx.execute(
+                    "UPDATE session_messages SET first_ack_observed_at = now(), observation_revision = $2::bigint, \
+                     updated_at = now(), version = version + 1 WHERE id = $1",
+                    &[&id, &revision],
+                )
+                .await?;
                 acked.push(id);
             }
             let change = SessionChange {
@@ -791,10 +742,8 @@ pub async fn observe_acks(
                 role: EventRole::Recorder,
                 ..actor.event("message_ack_observed", json!({ "message_ids": acked }))
             };
-            match finish(tx, &session, change, vec![event]).await? {
-                Some(_) => Ok(Step::Done(Ok(acked))),
-                None => Ok(Step::Stale),
-            }
+            finish(tx, &session, change, vec![event]).await?;
+            Ok(Ok(acked))
         })
     })
     .await

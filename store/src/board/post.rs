@@ -29,7 +29,7 @@ use super::{
 };
 use crate::StoreError;
 use crate::batch::{Combiner, join_in_order};
-use crate::cas::{CAS_RETRY, retry_transient};
+use crate::change::{self, RETRY};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, EventColumns, NewEvent};
 
@@ -151,7 +151,7 @@ async fn write(
             p
         })
         .collect();
-    retry_transient(&CAS_RETRY, || async {
+    let (results, _) = change::run(&RETRY, || async {
         let tx = PipelinedTx::new(pool.get().await?);
         let (lock, stmt) = tokio::try_join!(sessions::lock_statement(&*tx), post_statement(&tx))?;
         let (locked, stored) = tx
@@ -198,7 +198,8 @@ async fn write(
             })
             .collect::<Vec<_>>())
     })
-    .await
+    .await?;
+    Ok(results)
 }
 
 /// The statement of [`post`], prepared (once per connection). It runs right after the session

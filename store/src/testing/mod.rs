@@ -1,5 +1,5 @@
-//! Test support: a fresh, migrated database per test, a probe aggregate for exercising the
-//! compare-and-swap helper, and a local SQS ([`sqs`]). Compiled only with the `testing` feature.
+//! Test support: a fresh, migrated database per test, seeded sessions and runner work, and a
+//! local SQS ([`sqs`]). Compiled only with the `testing` feature.
 //!
 //! The server is `TEST_DATABASE_URL`, else `DATABASE_URL`, else 127.0.0.1:5432 if it answers,
 //! else a throwaway cluster started from the installed binaries and shared by later test
@@ -17,7 +17,6 @@ use tokio::sync::OnceCell;
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
-use crate::cas::{Backoff, CasOutcome, Step, compare_and_swap};
 use crate::cluster::{ClusterOptions, LocalCluster};
 use crate::config::{DatabaseConfig, DatabaseUrl};
 use crate::{StoreError, migrate, pool};
@@ -330,115 +329,6 @@ pub async fn seed_sessions(
         .batch_execute("ANALYZE workflow_sessions; ANALYZE session_events")
         .await?;
     Ok(())
-}
-
-/// A minimal aggregate for exercising [`compare_and_swap`]: a counter row with a version.
-pub mod probe {
-    use super::*;
-    use deadpool_postgres::{GenericClient, Transaction};
-
-    /// Creates the probe table and rows `1..=rows` at value 0, version 0.
-    pub async fn setup(client: &impl GenericClient, rows: i64) -> Result<(), StoreError> {
-        client
-            .batch_execute(
-                "CREATE TABLE IF NOT EXISTS cas_probe (\
-                   id bigint PRIMARY KEY, value bigint NOT NULL DEFAULT 0, \
-                   version bigint NOT NULL DEFAULT 0)",
-            )
-            .await?;
-        client
-            .execute(
-                "INSERT INTO cas_probe (id) SELECT generate_series(1, $1::bigint) ON CONFLICT DO NOTHING",
-                &[&rows],
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// Reads `(value, version)` of row `id`.
-    pub async fn read(client: &impl GenericClient, id: i64) -> Result<(i64, i64), StoreError> {
-        let row = client
-            .query_one("SELECT value, version FROM cas_probe WHERE id = $1", &[&id])
-            .await?;
-        Ok((row.get(0), row.get(1)))
-    }
-
-    /// Adds one to row `id`; the applied value is the version the write produced.
-    pub async fn increment(
-        pool: &Pool,
-        policy: &Backoff,
-        id: i64,
-    ) -> Result<CasOutcome<i64>, StoreError> {
-        increment_injecting(pool, policy, id, None).await
-    }
-
-    /// Writes `value + 1` to row `id` if it is still at `version`: the probe's guarded write.
-    async fn write_back(
-        tx: &Transaction<'_>,
-        id: i64,
-        value: i64,
-        version: i64,
-    ) -> Result<Step<i64>, StoreError> {
-        let rows = tx
-            .execute(
-                "UPDATE cas_probe SET value = $3, version = version + 1 \
-                 WHERE id = $1 AND version = $2",
-                &[&id, &version, &(value + 1)],
-            )
-            .await?;
-        Ok(Step::from_rows_updated(rows, version + 1))
-    }
-
-    /// Like [`increment`], but the load takes the row lock (`FOR UPDATE`): contenders queue on
-    /// the lock instead of losing the version race, the shape hot aggregates use.
-    pub async fn increment_locked(
-        pool: &Pool,
-        policy: &Backoff,
-        id: i64,
-    ) -> Result<CasOutcome<i64>, StoreError> {
-        compare_and_swap(pool, policy, move |tx| {
-            Box::pin(async move {
-                let row = tx
-                    .query_one(
-                        "SELECT value, version FROM cas_probe WHERE id = $1 FOR UPDATE",
-                        &[&id],
-                    )
-                    .await?;
-                let (value, version): (i64, i64) = (row.get(0), row.get(1));
-                write_back(tx, id, value, version).await
-            })
-        })
-        .await
-    }
-
-    /// Like [`increment`], but the first attempt fails with the given SQLSTATE raised by the
-    /// server, to prove transient failures are retried.
-    pub async fn increment_injecting(
-        pool: &Pool,
-        policy: &Backoff,
-        id: i64,
-        first_attempt_sqlstate: Option<&'static str>,
-    ) -> Result<CasOutcome<i64>, StoreError> {
-        let mut attempt = 0u32;
-        compare_and_swap(pool, policy, move |tx| {
-            attempt += 1;
-            let inject = first_attempt_sqlstate.filter(|_| attempt == 1);
-            Box::pin(async move {
-                let row = tx
-                    .query_one("SELECT value, version FROM cas_probe WHERE id = $1", &[&id])
-                    .await?;
-                let (value, version): (i64, i64) = (row.get(0), row.get(1));
-                if let Some(code) = inject {
-                    tx.batch_execute(&format!(
-                        "DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '{code}'; END $$"
-                    ))
-                    .await?;
-                }
-                write_back(tx, id, value, version).await
-            })
-        })
-        .await
-    }
 }
 
 /// Where the time of runner work created since `since` went, from its durable timestamps:

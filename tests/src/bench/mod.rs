@@ -2,7 +2,6 @@
 
 pub mod baseline;
 pub mod board;
-pub mod cas;
 pub mod cold_start;
 pub mod cpu;
 pub mod mcp;

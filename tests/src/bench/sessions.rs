@@ -7,9 +7,9 @@ use std::time::Duration;
 use wc_domain::{EventRole, SessionId};
 
 use serde_json::{Value, json};
+use wc_store::ChangeOutcome;
 use wc_store::Pool;
 use wc_store::audit::{self, Affinity, NewActionEvent};
-use wc_store::cas::CasOutcome;
 use wc_store::sessions::{self, Decision, NewEvent, SessionChange};
 use wc_store::testing::TestDatabase;
 
@@ -229,7 +229,7 @@ fn floor_op(inputs: FloorInputs) -> impl Fn(usize) -> OpFuture + Send + Sync + '
 /// Writers appending a recorder pair to one session at once, as the recorder does (one guarded
 /// statement per append, no read first, nothing to retry), or, with `locked`,
 /// through the read–decide–write path tools use (`sessions::mutate`: the row loaded
-/// `FOR UPDATE`, a decision, a version-guarded write), which reports its CAS retries per call.
+/// `FOR UPDATE`, a decision, a write), which reports its retries per call.
 pub async fn hot_session(
     db: &TestDatabase,
     session: &str,
@@ -260,13 +260,13 @@ pub async fn hot_session(
             })
             .await?;
             Ok(match out {
-                CasOutcome::Applied { attempts, .. } => vec![u64::from(attempts - 1), 0],
-                CasOutcome::Conflict { attempts } => vec![u64::from(attempts), 1],
+                ChangeOutcome::Applied { attempts, .. } => vec![u64::from(attempts - 1), 0],
+                ChangeOutcome::Conflict { attempts } => vec![u64::from(attempts), 1],
             })
         }
     })
     .await;
-    // An append has no retry loop to count; the locked path reports its CAS retries.
+    // An append has no retry loop to count; the locked path reports its retries.
     if locked {
         let ops = samples.latencies.len().max(1) as f64;
         samples.extra.insert(

@@ -13,7 +13,6 @@ use anyhow::Context;
 use clap::Parser;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use wc_e2e::bench::cas::{CasShape, cas_scenario};
 use wc_e2e::bench::mcp::{McpCall, healthz_scenario, mcp_scenario};
 use wc_e2e::bench::sessions::{self, FloorInputs};
 use wc_e2e::bench::{baseline, ratio};
@@ -155,18 +154,6 @@ async fn main() -> anyhow::Result<()> {
     let duration = Duration::from_secs(cli.seconds.unwrap_or(if cli.quick { 3 } else { 10 }));
     if let Some(bin) = &cli.baseline_wc_local {
         return against_baseline(&cli, bin, duration).await;
-    }
-
-    for (name, shape) in [
-        ("cas_hot_row", CasShape::HotRow),
-        ("cas_hot_row_locked", CasShape::HotRowLocked),
-        ("cas_distinct_rows", CasShape::DistinctRows),
-    ] {
-        if wanted(&cli, name) {
-            for &c in &cli.concurrency {
-                emit(&cas_scenario(name, c, duration, shape).await?);
-            }
-        }
     }
 
     let http = ["http_healthz", "mcp_tools_list", "mcp_runtime_status"];
