@@ -67,6 +67,14 @@ impl<K: std::hash::Hash + Eq + Clone> Registry<K> {
         }
     }
 
+    fn count(&self, key: &K) -> usize {
+        self.waiters
+            .lock()
+            .expect("wake registry poisoned")
+            .get(key)
+            .map_or(0, HashMap::len)
+    }
+
     fn wake_all(&self) {
         for set in self
             .waiters
@@ -209,6 +217,12 @@ impl Wakeups {
             fallback: self.fallback(),
             naps: 0,
         }
+    }
+
+    /// How many calls of this process wait on session `session_id`'s board right now: a long
+    /// poll registers before its first read and leaves when it answers.
+    pub fn board_waiters(&self, session_id: &wc_domain::SessionId) -> usize {
+        self.inner.board.count(&session_id.to_string())
     }
 
     /// A waiter's re-read intervals: with hints a steady [`FALLBACK_WITH_HINTS`]; without,

@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
@@ -824,21 +823,27 @@ async fn a_waiting_observer_returns_on_a_post_and_times_out_unchanged() {
         .await;
         assert_eq!(out(&r)["messages"], json!([]));
         assert!(out(&r)["waited_ms"].as_u64().unwrap() >= 300);
-        // A post from another instance ends the wait.
-        let poster = second_instance(&db, ServerConfig::default());
-        let (k2, c2) = (key.clone(), c.clone());
-        let posting = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            post(&poster, &k2, &c2, "note", "wake up").await
-        });
-        let r = call(
-            &st,
-            &key,
-            "observe_session_messages",
-            json!({"session_id": c, "token": t, "wait_ms": 20000}),
-        )
+        // A post from another instance, once the long poll waits, ends the wait.
+        let observing = {
+            let (st, key, c) = (st.clone(), key.clone(), c.clone());
+            tokio::spawn(async move {
+                call(
+                    &st,
+                    &key,
+                    "observe_session_messages",
+                    json!({"session_id": c, "token": t, "wait_ms": 20000}),
+                )
+                .await
+            })
+        };
+        let session_id = wc_domain::SessionId::parse(&c).unwrap();
+        eventually("the long poll waits on the board", async || {
+            (st.deps.wake.board_waiters(&session_id) == 1).then_some(())
+        })
         .await;
-        let id = posting.await.unwrap();
+        let poster = second_instance(&db, ServerConfig::default());
+        let id = post(&poster, &key, &c, "note", "wake up").await;
+        let r = observing.await.unwrap();
         assert_eq!(
             out(&r)["messages"][0]["message_id"],
             json!(id),

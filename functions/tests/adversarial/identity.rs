@@ -7,7 +7,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -535,7 +534,11 @@ async fn a_waiting_observer_whose_credential_is_revoked_gets_no_messages() {
     let doomed_wait = waiting(doomed.clone(), baseline(doomed.clone()).await);
     let kept_wait = waiting(kept.clone(), baseline(kept.clone()).await);
     // Both are admitted and waiting (nothing has changed on the board) before the revocation.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let session_id = wc_domain::SessionId::parse(&session).unwrap();
+    eventually("both long polls wait on the board", async || {
+        (st.deps.wake.board_waiters(&session_id) == 2).then_some(())
+    })
+    .await;
     assert!(!doomed_wait.is_finished() && !kept_wait.is_finished());
 
     let doomed_id: Uuid = {
