@@ -190,6 +190,7 @@ async fn register(
             QueueBackend::Sqs => proto::QueueKind::Sqs,
         },
         max_concurrency: cfg.limits.max_concurrency as u32,
+        work_kinds: proto::WorkKind::UNANNOUNCED.to_vec(),
     };
     let mut retries = opts.reconnect().retries();
     loop {
@@ -618,6 +619,8 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
             stderr_bytes: 0,
             stdout_truncated: false,
             stderr_truncated: false,
+            answer: None,
+            error_kind: None,
         },
     };
     // Everything but the last request's worth goes out as output first.
