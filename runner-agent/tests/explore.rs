@@ -687,6 +687,55 @@ async fn search_pages_continue_each_other_exactly_within_and_across_files() {
 }
 
 #[tokio::test]
+async fn a_search_over_many_files_keeps_the_walk_order_across_pages() {
+    let p = empty_project();
+    for i in 0..300 {
+        let dir = p.root.join(format!("d{}/e{}", i % 5, i % 3));
+        std::fs::create_dir_all(&dir).unwrap();
+        let body = if i % 4 == 0 { "x\nneedle\n" } else { "x\n" };
+        std::fs::write(dir.join(format!("f{i:03}.txt")), body).unwrap();
+    }
+    let listed: Vec<String> = names(&list_page(&p, list(None, None, false, 1000)).await)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let expected: Vec<(String, u64)> = listed
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(p.root.join(f))
+                .unwrap()
+                .contains("needle")
+        })
+        .map(|f| (f.clone(), 2))
+        .collect();
+    assert_eq!(expected.len(), 75);
+    let whole = search_page(
+        &p,
+        SearchOp {
+            limit: 500,
+            ..SearchOp::new("needle")
+        },
+    )
+    .await;
+    assert_eq!(hits(&whole), expected, "matches in walk order");
+    assert_eq!((whole.files_searched, whole.files_skipped), (300, 0));
+    let mut op = SearchOp {
+        limit: 13,
+        ..SearchOp::new("needle")
+    };
+    let mut paged = Vec::new();
+    loop {
+        let page = search_page(&p, op.clone()).await;
+        paged.extend(hits(&page));
+        match page.next_cursor {
+            Some(c) => op.cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(paged, expected);
+}
+
+#[tokio::test]
 async fn bad_patterns_and_globs_are_refused_naming_the_problem() {
     let p = project();
     let (kind, why) = refused(&p, ExploreOp::Search(SearchOp::new("fn ("))).await;

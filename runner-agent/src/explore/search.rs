@@ -1,17 +1,20 @@
 //! `search`: matching lines with context, with ripgrep's matcher and searcher over the walk.
 //!
-//! Files are searched in walk order and matches reported in line order, so a cursor (the last
-//! match's path and line) resumes exactly: the next page starts in that file after that line.
-//! A full page always carries a cursor (the next page may turn out empty), so a page never
-//! searches past what it returns. Binary files (a NUL byte) are skipped whole, as are files
+//! The walk hands files in chunks to searching threads (one per core, at most eight); their
+//! results join the page in walk order, matches in line order, so a cursor (the last match's
+//! path and line) resumes exactly: the next page starts in that file after that line. A full
+//! page always carries a cursor (the next page may turn out empty), so a page looks at most a
+//! few chunks past what it returns. Binary files (a NUL byte) are skipped whole, as are files
 //! the runner cannot read or whose lines are too long to hold; symlinks and special files are
 //! never searched.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
 
-use grep_regex::RegexMatcherBuilder;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
@@ -53,7 +56,7 @@ pub(super) fn run(root: &Root, op: &SearchOp, stop: &Stop) -> Result<ExploreAnsw
             )
         })?;
     let context = op.context_lines as usize;
-    let mut searcher = SearcherBuilder::new()
+    let searcher = SearcherBuilder::new()
         .line_number(true)
         .before_context(context)
         .after_context(context)
@@ -66,76 +69,230 @@ pub(super) fn run(root: &Root, op: &SearchOp, stop: &Stop) -> Result<ExploreAnsw
         max_depth: None,
         resume: after.as_ref().map(|(p, _)| (p.as_str(), true)),
     };
-    let limit = op.limit as usize;
-    let mut budget = Budget::new();
-    let mut matches: Vec<SearchMatch> = Vec::new();
-    let (mut files_searched, mut files_skipped) = (0, 0);
-    let mut full = false;
-    walk::walk(root, &spec, stop, |entry: Entry<'_>| {
-        if entry.kind != EntryKind::File {
-            return Ok(ControlFlow::Continue(()));
+    let query = Query {
+        root,
+        matcher: &matcher,
+        limit: op.limit as usize,
+        context,
+        after: after.as_ref(),
+        stop,
+    };
+    let page_done = AtomicBool::new(false);
+    let (chunk_tx, chunk_rx) = mpsc::sync_channel::<Chunk>(QUEUED_CHUNKS);
+    let chunk_rx = Mutex::new(chunk_rx);
+    let (walked, page) = std::thread::scope(|s| {
+        let (done_tx, done_rx) = mpsc::channel::<(usize, Vec<(Option<RelativePath>, Searched)>)>();
+        for _ in 0..workers() {
+            let (done_tx, chunk_rx, page_done, query) =
+                (done_tx.clone(), &chunk_rx, &page_done, &query);
+            let mut searcher = searcher.clone();
+            s.spawn(move || {
+                loop {
+                    let Ok(chunk) = chunk_rx.lock().expect("chunk queue poisoned").recv() else {
+                        return;
+                    };
+                    // Once the page is full or a stop was asked, the queue is only drained.
+                    let searched = chunk
+                        .files
+                        .into_iter()
+                        .map(|rel| {
+                            let result = match &rel {
+                                _ if page_done.load(Ordering::Relaxed) || query.stop.is_set() => {
+                                    Searched::Skipped
+                                }
+                                Some(rel) => query.search(&mut searcher, rel),
+                                None => Searched::Skipped,
+                            };
+                            (rel, result)
+                        })
+                        .collect();
+                    if done_tx.send((chunk.index, searched)).is_err() {
+                        return;
+                    }
+                }
+            });
         }
-        let Some(rel) = entry.rel.and_then(|r| RelativePath::parse(r).ok()) else {
-            files_skipped += 1;
-            return Ok(ControlFlow::Continue(()));
-        };
-        if !walk::admits(glob.as_ref(), entry.path) {
-            return Ok(ControlFlow::Continue(()));
+        drop(done_tx);
+        let (page_done_ref, glob, spec) = (&page_done, glob.as_ref(), &spec);
+        let walker = s.spawn(move || {
+            let mut chunk = Chunk::new(0);
+            let walked = walk::walk(root, spec, stop, |entry: Entry<'_>| {
+                if page_done_ref.load(Ordering::Relaxed) {
+                    return Ok(ControlFlow::Break(()));
+                }
+                if entry.kind != EntryKind::File || !walk::admits(glob, entry.path) {
+                    return Ok(ControlFlow::Continue(()));
+                }
+                chunk
+                    .files
+                    .push(entry.rel.and_then(|r| RelativePath::parse(r).ok()));
+                if chunk.files.len() == CHUNK_FILES {
+                    let next = Chunk::new(chunk.index + 1);
+                    if chunk_tx.send(std::mem::replace(&mut chunk, next)).is_err() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                }
+                Ok(ControlFlow::Continue(()))
+            });
+            if !chunk.files.is_empty() {
+                let _ = chunk_tx.send(chunk);
+            }
+            walked
+        });
+        // Chunks come back in any order and join the page in walk order.
+        let mut page = Page::new(query.limit);
+        let mut waiting = BTreeMap::new();
+        let mut next = 0;
+        'results: for (index, searched) in done_rx.iter() {
+            waiting.insert(index, searched);
+            while let Some(searched) = waiting.remove(&next) {
+                next += 1;
+                for (rel, result) in searched {
+                    if page.take(rel, result) {
+                        break 'results;
+                    }
+                }
+            }
         }
-        let skip_through = match &after {
-            Some((path, line)) if *path == rel => line.unwrap_or(0),
+        page_done.store(true, Ordering::Relaxed);
+        (walker.join(), page)
+    });
+    // A stop leaves files unsearched: no page is answered then.
+    stop.check()?;
+    match walked {
+        Ok(walked) => walked?,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+    let next_cursor = match page.matches.last() {
+        Some(last) if page.full => Some(encode_cursor(OP, &last.path, Some(last.line.number))),
+        _ => None,
+    };
+    Ok(ExploreAnswer::Search(SearchAnswer {
+        matches: page.matches,
+        files_searched: page.files_searched,
+        files_skipped: page.files_skipped,
+        next_cursor,
+    }))
+}
+
+/// Files handed to a searching thread at once: enough that handing them over costs little
+/// next to searching them.
+const CHUNK_FILES: usize = 64;
+
+/// Chunks the walk may queue ahead of the searching threads: with the chunks being searched,
+/// how far a page may look past its end.
+const QUEUED_CHUNKS: usize = 2;
+
+/// Threads searching files at once.
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// Files the walk met, in walk order; a name no project path can name is `None`.
+struct Chunk {
+    index: usize,
+    files: Vec<Option<RelativePath>>,
+}
+
+impl Chunk {
+    fn new(index: usize) -> Self {
+        Chunk {
+            index,
+            files: Vec::with_capacity(CHUNK_FILES),
+        }
+    }
+}
+
+/// What searching one file gave.
+enum Searched {
+    /// Its matches (at most a page's worth).
+    Found(Vec<Found>),
+    /// Not searched: binary, unreadable, a line too long, or a name no path can name.
+    Skipped,
+}
+
+/// What every file's search shares.
+struct Query<'a> {
+    root: &'a Root,
+    matcher: &'a RegexMatcher,
+    limit: usize,
+    context: usize,
+    after: Option<&'a (RelativePath, Option<u64>)>,
+    stop: &'a Stop,
+}
+
+impl Query<'_> {
+    fn search(&self, searcher: &mut Searcher, rel: &RelativePath) -> Searched {
+        let skip_through = match self.after {
+            Some((path, line)) if path == rel => line.unwrap_or(0),
             _ => 0,
         };
         // Opened beneath the root again, not following a symlink that replaced the file.
-        let file = root
+        let file = self
+            .root
             .open_raw(rel.as_str(), false)
-            .and_then(|opened| root.read(&opened));
+            .and_then(|opened| self.root.read(&opened));
         let Ok(file) = file else {
-            files_skipped += 1;
-            return Ok(ControlFlow::Continue(()));
+            return Searched::Skipped;
         };
-        let mut sink = FileSink::new(limit - matches.len(), skip_through, context);
-        if let Err(e) = searcher.search_reader(&matcher, stop.reader(file), &mut sink) {
-            stop.check()?;
+        let mut sink = FileSink::new(self.limit, skip_through, self.context);
+        let reader = self.stop.reader(file);
+        if let Err(e) = searcher.search_reader(self.matcher, reader, &mut sink) {
             tracing::debug!(path = %rel, error = %e, "file not searched");
-            files_skipped += 1;
-            return Ok(ControlFlow::Continue(()));
+            return Searched::Skipped;
         }
         if sink.binary {
-            files_skipped += 1;
-            return Ok(ControlFlow::Continue(()));
+            return Searched::Skipped;
         }
-        files_searched += 1;
-        for found in sink.found {
+        Searched::Found(sink.found)
+    }
+}
+
+/// The page being filled, in walk order.
+struct Page {
+    limit: usize,
+    budget: Budget,
+    matches: Vec<SearchMatch>,
+    files_searched: u64,
+    files_skipped: u64,
+    full: bool,
+}
+
+impl Page {
+    fn new(limit: usize) -> Self {
+        Page {
+            limit,
+            budget: Budget::new(),
+            matches: Vec::new(),
+            files_searched: 0,
+            files_skipped: 0,
+            full: false,
+        }
+    }
+
+    /// Adds the next file's result; whether the page is full.
+    fn take(&mut self, rel: Option<RelativePath>, searched: Searched) -> bool {
+        let (Some(rel), Searched::Found(found)) = (rel, searched) else {
+            self.files_skipped += 1;
+            return false;
+        };
+        self.files_searched += 1;
+        for found in found {
             let m = SearchMatch {
                 path: rel.clone(),
                 line: found.line,
                 before: found.before,
                 after: found.after,
             };
-            if !budget.take(&m) {
-                full = true;
-                break;
+            if self.matches.len() == self.limit || !self.budget.take(&m) {
+                self.full = true;
+                return true;
             }
-            matches.push(m);
+            self.matches.push(m);
         }
-        full |= sink.more || matches.len() == limit;
-        Ok(if full {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
-    })?;
-    let next_cursor = match matches.last() {
-        Some(last) if full => Some(encode_cursor(OP, &last.path, Some(last.line.number))),
-        _ => None,
-    };
-    Ok(ExploreAnswer::Search(SearchAnswer {
-        matches,
-        files_searched,
-        files_skipped,
-        next_cursor,
-    }))
+        self.full = self.matches.len() == self.limit;
+        self.full
+    }
 }
 
 /// A match of one file, before it joins the page.
