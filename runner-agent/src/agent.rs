@@ -19,12 +19,13 @@ use wc_retry::{Backoff, Jitter};
 use wc_runner_protocol::{
     self as proto, HeartbeatRequest, HeartbeatResponse, HeldLease, InventoryRequest, Lease,
     LeaseStatus, OutputChunk, OutputRequest, PollRequest, PollResponse, RegisterRequest,
-    RegisterResponse, ReportResponse, ResultRequest, Stream, WorkOutcome,
+    RegisterResponse, ReportResponse, ResultRequest, Stream, WorkOutcome, WorkSpec,
 };
 
 use crate::client::{Api, ApiFailure};
 use crate::config::{QueueBackend, RunnerConfig};
 use crate::exec::{self, OutputPiece, StopPolicy};
+use crate::explore;
 use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
 
 /// How far the agent is asked to stop.
@@ -173,6 +174,15 @@ impl Shared {
     }
 }
 
+/// The kinds of work this host executes: explore work only where it can be confined.
+fn work_kinds() -> Vec<proto::WorkKind> {
+    proto::WorkKind::ALL
+        .iter()
+        .copied()
+        .filter(|k| *k != proto::WorkKind::Explore || crate::explore::supported())
+        .collect()
+}
+
 async fn register(
     api: &Api,
     cfg: &RunnerConfig,
@@ -190,6 +200,7 @@ async fn register(
             QueueBackend::Sqs => proto::QueueKind::Sqs,
         },
         max_concurrency: cfg.limits.max_concurrency as u32,
+        work_kinds: work_kinds(),
     };
     let mut retries = opts.reconnect().retries();
     loop {
@@ -584,7 +595,16 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
         let host = shared.host.clone();
         let policy = shared.opts.stop_policy;
         // On a runtime worker: the unsandboxed child's death signal follows the spawning thread.
-        tokio::spawn(async move { exec::execute(&item, &host, cancel_rx, out_tx, &policy).await })
+        tokio::spawn(async move {
+            match item.spec {
+                // Answered in this process; its output channel closes at once.
+                WorkSpec::Explore(_) => {
+                    drop(out_tx);
+                    explore::execute(&item, &host, cancel_rx, &policy).await
+                }
+                _ => exec::execute(&item, &host, cancel_rx, out_tx, &policy).await,
+            }
+        })
     };
     let mut pending = Pending::default();
     let mut tick = tokio::time::interval(shared.opts.flush_interval);
@@ -618,6 +638,8 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
             stderr_bytes: 0,
             stdout_truncated: false,
             stderr_truncated: false,
+            answer: None,
+            error_kind: None,
         },
     };
     // Everything but the last request's worth goes out as output first.

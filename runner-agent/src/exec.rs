@@ -197,6 +197,13 @@ async fn run(
             script_file = Some(file);
             (interpreter, find(interpreter), all)
         }
+        WorkSpec::Explore(_) => {
+            return not_started(
+                started,
+                Termination::Rejected,
+                Some("explore work is answered by the runner itself, not run as a job".into()),
+            );
+        }
     };
 
     let sandboxed = host.sandbox.mode() == SandboxMode::Bubblewrap;
@@ -299,6 +306,8 @@ async fn run(
         stderr_bytes: err.total,
         stdout_truncated: out.truncated(),
         stderr_truncated: err.truncated(),
+        answer: None,
+        error_kind: None,
     }
 }
 
@@ -514,7 +523,11 @@ fn sandboxed_status(status: ExitStatus) -> (Option<i32>, Option<i32>) {
 }
 
 /// An outcome for work that never ran.
-fn not_started(started: Instant, termination: Termination, error: Option<String>) -> WorkOutcome {
+pub(crate) fn not_started(
+    started: Instant,
+    termination: Termination,
+    error: Option<String>,
+) -> WorkOutcome {
     WorkOutcome {
         termination,
         exit_code: None,
@@ -525,6 +538,8 @@ fn not_started(started: Instant, termination: Termination, error: Option<String>
         stderr_bytes: 0,
         stdout_truncated: false,
         stderr_truncated: false,
+        answer: None,
+        error_kind: None,
     }
 }
 
@@ -565,7 +580,7 @@ async fn supervise(
 }
 
 /// Resolves when `cancel` turns `true`; never, once its sender is gone without asking.
-async fn stop_requested(cancel: &mut watch::Receiver<bool>) {
+pub(crate) async fn stop_requested(cancel: &mut watch::Receiver<bool>) {
     if cancel.wait_for(|stop| *stop).await.is_err() {
         std::future::pending::<()>().await;
     }

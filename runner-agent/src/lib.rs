@@ -10,6 +10,7 @@ pub mod client;
 pub mod config;
 pub mod confine;
 pub mod exec;
+pub mod explore;
 pub mod program;
 pub mod sandbox;
 pub mod sqs;

@@ -87,6 +87,8 @@ mod tests {
             stderr_bytes: 0,
             stdout_truncated: false,
             stderr_truncated: false,
+            answer: None,
+            error_kind: None,
         }
     }
 

@@ -451,11 +451,7 @@ async fn publish_committed(ctx: &ToolContext, row: &WorkRow) {
 }
 
 fn spec_kind(spec: &WorkSpec) -> &'static str {
-    match spec {
-        WorkSpec::Process { .. } => "process",
-        WorkSpec::Shell { .. } => "shell",
-        WorkSpec::Script { .. } => "script",
-    }
+    spec.kind().as_str()
 }
 
 /// Reads the work, waiting up to `wait` for a terminal state: woken by the done hint, with

@@ -295,6 +295,7 @@ pub fn register_request(instance: Uuid, projects: &[&str], agent_version: &str) 
         agent_version: agent_version.into(),
         queue: QueueKind::ApiPoll,
         max_concurrency: 1,
+        work_kinds: wc_runner_protocol::WorkKind::UNANNOUNCED.to_vec(),
     }
 }
 

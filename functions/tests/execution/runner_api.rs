@@ -90,6 +90,8 @@ async fn the_runner_api_refuses_bad_requests_stale_leases_old_instances_and_revo
         stderr_bytes: 0,
         stdout_truncated: false,
         stderr_truncated: false,
+        answer: None,
+        error_kind: None,
     };
     let row_before = {
         let client = db.pool().get().await.unwrap();

@@ -35,3 +35,44 @@ pub const MAX_INSTANCE_CLOCK_AHEAD_MS: u64 = 120_000;
 pub const MAX_PROJECTS: usize = 256;
 /// Largest SQS message body (a [`crate::QueueEnvelope`]) either side sends or accepts.
 pub const MAX_ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// Files named by one `read_files` operation.
+pub const MAX_READ_FILES: usize = 8;
+/// Bytes of text one file contributes to a `read_files` answer; the rest is flagged `truncated`.
+pub const MAX_READ_BYTES_PER_FILE: usize = 64 * 1024;
+/// Bytes of text all files of one `read_files` answer contribute together.
+pub const MAX_READ_BYTES_PER_CALL: usize = 256 * 1024;
+/// Largest file `read_files` reads (it hashes the whole file); a larger one is refused
+/// `file_too_large`.
+pub const MAX_READ_FILE_SIZE: u64 = 64 * 1024 * 1024;
+/// Bytes at the start of a file in which a NUL makes it binary.
+pub const BINARY_PROBE_BYTES: usize = 8 * 1024;
+/// Matches one `search` page holds at most (its `limit`).
+pub const MAX_SEARCH_MATCHES: u32 = 500;
+/// Matches of a `search` page when the caller names no limit.
+pub const DEFAULT_SEARCH_MATCHES: u32 = 50;
+/// Lines of context before and after each match.
+pub const MAX_CONTEXT_LINES: u32 = 10;
+/// Bytes kept of one matched or context line; a longer line is cut and flagged.
+pub const MAX_SEARCH_LINE_BYTES: usize = 1024;
+/// A search pattern (regex or literal text).
+pub const MAX_PATTERN_BYTES: usize = 1024;
+/// A glob restricting which files a listing or search covers.
+pub const MAX_GLOB_BYTES: usize = 256;
+/// Files one `list_files` or `tracked_files` page holds at most (its `limit`).
+pub const MAX_LIST_FILES: u32 = 2000;
+/// Files of a listing page when the caller names no limit.
+pub const DEFAULT_LIST_FILES: u32 = 200;
+/// A page cursor, as the runner handed it out.
+pub const MAX_CURSOR_BYTES: usize = 8 * 1024;
+/// The JSON of one explore answer. Every page ends early (with a cursor) or cuts its text
+/// (flagged) rather than pass it.
+pub const MAX_ANSWER_BYTES: usize = 2 * 1024 * 1024;
+/// Entries of the tree an overview shows (its top two levels).
+pub const MAX_OVERVIEW_ENTRIES: usize = 300;
+/// Files an overview looks at to tell languages and manifests.
+pub const MAX_OVERVIEW_SCAN_FILES: usize = 20_000;
+/// Manifests an overview names.
+pub const MAX_OVERVIEW_MANIFESTS: usize = 64;
+/// Work kinds one registration may name (unknown ones included).
+pub const MAX_WORK_KINDS: usize = 32;

@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 mod bounds;
 pub use bounds::*;
+mod explore;
+pub use explore::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -79,6 +81,21 @@ pub enum WorkSpec {
         #[serde(default)]
         args: Vec<String>,
     },
+    /// A read-only question about the project's files, answered by the runner itself
+    /// ([`WorkOutcome::answer`]); only runners that announce [`WorkKind::Explore`] receive it.
+    Explore(ExploreOp),
+}
+
+impl WorkSpec {
+    /// The kind of work this is.
+    pub fn kind(&self) -> WorkKind {
+        match self {
+            WorkSpec::Process { .. } => WorkKind::Process,
+            WorkSpec::Shell { .. } => WorkKind::Shell,
+            WorkSpec::Script { .. } => WorkKind::Script,
+            WorkSpec::Explore(_) => WorkKind::Explore,
+        }
+    }
 }
 
 /// Limits the runner enforces on one work item.
@@ -173,6 +190,13 @@ impl WorkItem {
                     no_nul(&format!("args[{i}]"), a)?;
                 }
             }
+            WorkSpec::Explore(op) => {
+                // Explore paths are relative to the root and nothing is started to read input.
+                if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
+                    return refuse("explore work takes no cwd, stdin or env");
+                }
+                op.validate()?;
+            }
         }
         if !matches!(self.spec, WorkSpec::Script { .. }) && wire > MAX_WIRE_COMMAND_BYTES {
             return refuse(format!(
@@ -254,6 +278,14 @@ pub struct RegisterRequest {
     pub queue: QueueKind,
     /// Work items this instance runs at once.
     pub max_concurrency: u32,
+    /// The kinds of work this instance executes. A registration without the field (a runner
+    /// older than it) executes [`WorkKind::UNANNOUNCED`]; kinds this build does not know are
+    /// dropped on arrival.
+    #[serde(
+        default = "explore::unannounced_kinds",
+        deserialize_with = "explore::known_kinds"
+    )]
+    pub work_kinds: Vec<WorkKind>,
 }
 
 impl RegisterRequest {
@@ -536,6 +568,14 @@ pub struct WorkOutcome {
     pub stdout_truncated: bool,
     /// More stderr was written than kept.
     pub stderr_truncated: bool,
+    /// The answer of explore work that succeeded (`exited`, exit code 0); its JSON is at most
+    /// [`MAX_ANSWER_BYTES`]. Absent for every other outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<ExploreAnswer>,
+    /// Why explore work was `rejected`, as a stable kind; `error` says it in words. Absent for
+    /// every other outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ExploreErrorKind>,
 }
 
 impl WorkOutcome {
@@ -769,17 +809,7 @@ mod tests {
 
     #[test]
     fn outcomes_map_to_terminal_states() {
-        let mut o = WorkOutcome {
-            termination: Termination::Exited,
-            exit_code: Some(0),
-            signal: None,
-            error: None,
-            duration_ms: 1,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-        };
+        let mut o = outcome();
         assert_eq!(o.state(), Succeeded);
         o.exit_code = Some(3);
         assert_eq!(o.state(), Failed);
@@ -826,6 +856,7 @@ mod tests {
             agent_version: "test".into(),
             queue: QueueKind::ApiPoll,
             max_concurrency: 1,
+            work_kinds: WorkKind::ALL.to_vec(),
         }
     }
 
@@ -860,6 +891,367 @@ mod tests {
             Uuid::new_v4(),
         ] {
             assert!(registration(bad).check_instance_id(now).is_err(), "{bad}");
+        }
+    }
+
+    fn explore(op: ExploreOp) -> WorkItem {
+        item(WorkSpec::Explore(op))
+    }
+
+    fn search(pattern: &str) -> SearchOp {
+        SearchOp::new(pattern)
+    }
+
+    fn path(p: &str) -> RelativePath {
+        RelativePath::parse(p).unwrap()
+    }
+
+    #[test]
+    fn explore_specs_are_tagged_by_kind_then_op_and_take_defaults() {
+        let spec: WorkSpec = serde_json::from_value(serde_json::json!({
+            "kind": "explore", "op": "read_files",
+            "files": [{"path": "./src//lib.rs", "start_line": 3}]
+        }))
+        .unwrap();
+        assert_eq!(
+            spec,
+            WorkSpec::Explore(ExploreOp::ReadFiles(ReadFilesOp {
+                files: vec![FileRange {
+                    path: path("src/lib.rs"),
+                    start_line: Some(3),
+                    end_line: None
+                }]
+            }))
+        );
+        assert_eq!(spec.kind(), WorkKind::Explore);
+        let spec: WorkSpec =
+            serde_json::from_str(r#"{"kind":"explore","op":"search","pattern":"fn main"}"#)
+                .unwrap();
+        assert_eq!(
+            spec,
+            WorkSpec::Explore(ExploreOp::Search(search("fn main")))
+        );
+        let spec: WorkSpec = serde_json::from_str(r#"{"kind":"explore","op":"overview"}"#).unwrap();
+        assert_eq!(spec, WorkSpec::Explore(ExploreOp::Overview(OverviewOp {})));
+        let listed: WorkSpec =
+            serde_json::from_str(r#"{"kind":"explore","op":"list_files","path":"src"}"#).unwrap();
+        assert_eq!(
+            listed,
+            WorkSpec::Explore(ExploreOp::ListFiles(ListFilesOp {
+                path: Some(path("src")),
+                glob: None,
+                hidden: false,
+                limit: DEFAULT_LIST_FILES,
+                cursor: None
+            }))
+        );
+        for (bad, why) in [
+            (
+                r#"{"kind":"explore","op":"overview","x":1}"#,
+                "unknown field",
+            ),
+            (
+                r#"{"kind":"explore","op":"grep","pattern":"x"}"#,
+                "unknown variant",
+            ),
+            (
+                r#"{"kind":"explore","op":"list_files","path":"../up"}"#,
+                "`..`",
+            ),
+            (
+                r#"{"kind":"explore","op":"read_files","files":[{"path":"/etc/passwd"}]}"#,
+                "absolute",
+            ),
+        ] {
+            let err = serde_json::from_str::<WorkSpec>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn every_explore_op_round_trips() {
+        let ops = [
+            ExploreOp::Overview(OverviewOp {}),
+            ExploreOp::ListFiles(ListFilesOp {
+                path: Some(path("src")),
+                glob: Some("*.rs".into()),
+                hidden: true,
+                limit: 7,
+                cursor: Some("abc_-9".into()),
+            }),
+            ExploreOp::TrackedFiles(TrackedFilesOp {
+                path: None,
+                limit: MAX_LIST_FILES,
+                cursor: None,
+            }),
+            ExploreOp::ReadFiles(ReadFilesOp {
+                files: vec![FileRange {
+                    path: path("a/b.txt"),
+                    start_line: Some(2),
+                    end_line: Some(9),
+                }],
+            }),
+            ExploreOp::Search(SearchOp {
+                literal: true,
+                case_sensitive: false,
+                glob: Some("!*.md".into()),
+                path: Some(path("src/main.rs")),
+                hidden: true,
+                context_lines: MAX_CONTEXT_LINES,
+                limit: MAX_SEARCH_MATCHES,
+                cursor: Some("x".into()),
+                ..search("a.b")
+            }),
+        ];
+        for op in ops {
+            let work = explore(op.clone());
+            work.validate().unwrap();
+            let json = serde_json::to_value(&work).unwrap();
+            assert_eq!(json["spec"]["kind"], "explore");
+            assert_eq!(json["spec"]["op"], op.name());
+            assert_eq!(serde_json::from_value::<WorkItem>(json).unwrap(), work);
+        }
+    }
+
+    #[test]
+    fn each_explore_bound_is_checked_naming_its_field() {
+        let too_many = (0..=MAX_READ_FILES)
+            .map(|i| FileRange {
+                path: path(&format!("f{i}")),
+                start_line: None,
+                end_line: None,
+            })
+            .collect();
+        let read = |files| ExploreOp::ReadFiles(ReadFilesOp { files });
+        let range = |start, end| {
+            read(vec![FileRange {
+                path: path("f"),
+                start_line: start,
+                end_line: end,
+            }])
+        };
+        let list = |glob: Option<&str>, limit, cursor: Option<&str>| {
+            ExploreOp::ListFiles(ListFilesOp {
+                path: None,
+                glob: glob.map(Into::into),
+                hidden: false,
+                limit,
+                cursor: cursor.map(Into::into),
+            })
+        };
+        let find = |op| ExploreOp::Search(op);
+        let cases: Vec<(ExploreOp, &str)> = vec![
+            (read(vec![]), "1-8 files"),
+            (read(too_many), "1-8 files"),
+            (range(Some(0), None), "start_line"),
+            (range(Some(5), Some(4)), "end_line"),
+            (find(search("")), "pattern"),
+            (find(search(&"x".repeat(MAX_PATTERN_BYTES + 1))), "pattern"),
+            (find(search("a\0b")), "NUL"),
+            (
+                find(SearchOp {
+                    context_lines: MAX_CONTEXT_LINES + 1,
+                    ..search("x")
+                }),
+                "context_lines",
+            ),
+            (
+                find(SearchOp {
+                    limit: MAX_SEARCH_MATCHES + 1,
+                    ..search("x")
+                }),
+                "limit",
+            ),
+            (list(None, 0, None), "limit"),
+            (list(None, MAX_LIST_FILES + 1, None), "limit"),
+            (list(Some(&"*".repeat(MAX_GLOB_BYTES + 1)), 1, None), "glob"),
+            (list(Some("a\nb"), 1, None), "glob"),
+            (list(None, 1, Some("a/b")), "cursor"),
+            (list(None, 1, Some("")), "cursor"),
+            (
+                ExploreOp::TrackedFiles(TrackedFilesOp {
+                    path: None,
+                    limit: 1,
+                    cursor: Some("x".repeat(MAX_CURSOR_BYTES + 1)),
+                }),
+                "cursor",
+            ),
+        ];
+        for (op, expect) in cases {
+            let err = explore(op.clone()).validate().unwrap_err().to_string();
+            assert!(err.contains(expect), "{op:?}: {err}");
+        }
+        let with_cwd = WorkItem {
+            cwd: Some(path("src")),
+            ..explore(ExploreOp::Overview(OverviewOp {}))
+        };
+        assert!(with_cwd.validate().unwrap_err().0.contains("no cwd"));
+    }
+
+    fn outcome() -> WorkOutcome {
+        WorkOutcome {
+            termination: Termination::Exited,
+            exit_code: Some(0),
+            signal: None,
+            error: None,
+            duration_ms: 2,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            answer: None,
+            error_kind: None,
+        }
+    }
+
+    #[test]
+    fn a_process_outcome_keeps_its_wire_shape_and_explore_answers_round_trip() {
+        assert_eq!(
+            serde_json::to_value(outcome()).unwrap(),
+            serde_json::json!({"termination": "exited", "exit_code": 0, "signal": null,
+                "error": null, "duration_ms": 2, "stdout_bytes": 0, "stderr_bytes": 0,
+                "stdout_truncated": false, "stderr_truncated": false})
+        );
+        let line = |n, t: &str| SearchLine {
+            number: n,
+            text: t.into(),
+            truncated: false,
+        };
+        let answers = [
+            ExploreAnswer::Overview(OverviewAnswer {
+                root_name: "web".into(),
+                languages: vec![LanguageCount {
+                    language: "Rust".into(),
+                    files: 3,
+                }],
+                manifests: vec![Manifest {
+                    path: path("Cargo.toml"),
+                    ecosystem: "cargo".into(),
+                }],
+                instruction_files: vec![path("AGENTS.md")],
+                tree: vec![TreeEntry {
+                    path: path("src"),
+                    kind: EntryKind::Directory,
+                }],
+                tree_truncated: false,
+                scan_truncated: true,
+                git: GitSummary::Repository {
+                    branch: Some("main".into()),
+                    head: Some("ab".repeat(20)),
+                    dirty: true,
+                },
+            }),
+            ExploreAnswer::ListFiles(FileListAnswer {
+                files: vec![ListedFile {
+                    path: path("src/a.rs"),
+                    kind: EntryKind::Symlink,
+                    size: 4,
+                }],
+                next_cursor: Some("c".into()),
+                unlisted: 1,
+            }),
+            ExploreAnswer::TrackedFiles(TrackedFilesAnswer {
+                files: vec![path("a")],
+                next_cursor: None,
+                unlisted: 0,
+                truncated: false,
+            }),
+            ExploreAnswer::ReadFiles(ReadFilesAnswer {
+                files: vec![
+                    FileRead {
+                        path: path("a"),
+                        size: 3,
+                        sha256: "0".repeat(64),
+                        lines: 1,
+                        content: FileContent::Text {
+                            start_line: 1,
+                            end_line: 1,
+                            text: "hi\n".into(),
+                            truncated: false,
+                        },
+                    },
+                    FileRead {
+                        path: path("b"),
+                        size: 3,
+                        sha256: "1".repeat(64),
+                        lines: 0,
+                        content: FileContent::Binary,
+                    },
+                ],
+            }),
+            ExploreAnswer::Search(SearchAnswer {
+                matches: vec![SearchMatch {
+                    path: path("a"),
+                    line: line(2, "x"),
+                    before: vec![line(1, "w")],
+                    after: vec![],
+                }],
+                files_searched: 1,
+                files_skipped: 0,
+                next_cursor: None,
+            }),
+        ];
+        for answer in answers {
+            answer.validate().unwrap();
+            let o = WorkOutcome {
+                answer: Some(answer.clone()),
+                ..outcome()
+            };
+            let json = serde_json::to_value(&o).unwrap();
+            assert_eq!(json["answer"]["op"], answer.op());
+            assert_eq!(serde_json::from_value::<WorkOutcome>(json).unwrap(), o);
+        }
+        let refused = WorkOutcome {
+            termination: Termination::Rejected,
+            exit_code: None,
+            error: Some("`out`: the path leads outside the project root".into()),
+            error_kind: Some(ExploreErrorKind::PathOutsideRoot),
+            ..outcome()
+        };
+        let json = serde_json::to_value(&refused).unwrap();
+        assert_eq!(json["error_kind"], "path_outside_root");
+        assert_eq!(
+            json["error_kind"],
+            ExploreErrorKind::PathOutsideRoot.as_str()
+        );
+        assert_eq!(
+            serde_json::from_value::<WorkOutcome>(json).unwrap(),
+            refused
+        );
+        assert_eq!(refused.state(), Failed);
+    }
+
+    #[test]
+    fn an_answer_over_its_bound_is_refused() {
+        let big = ExploreAnswer::TrackedFiles(TrackedFilesAnswer {
+            files: vec![path(&"a".repeat(1000)); MAX_ANSWER_BYTES / 1000],
+            next_cursor: None,
+            unlisted: 0,
+            truncated: false,
+        });
+        assert!(big.validate().unwrap_err().0.contains("answer is over"));
+    }
+
+    #[test]
+    fn a_registration_without_work_kinds_is_an_older_runners_and_unknown_kinds_are_dropped() {
+        let mut json = serde_json::to_value(registration(Uuid::now_v7())).unwrap();
+        assert_eq!(
+            json["work_kinds"],
+            serde_json::json!(["process", "shell", "script", "explore"])
+        );
+        json.as_object_mut().unwrap().remove("work_kinds");
+        let older: RegisterRequest = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(older.work_kinds, WorkKind::UNANNOUNCED);
+        json["work_kinds"] = serde_json::json!(["explore", "edit", "process", "explore"]);
+        let newer: RegisterRequest = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(newer.work_kinds, [WorkKind::Process, WorkKind::Explore]);
+        json["work_kinds"] = serde_json::json!(vec!["x"; MAX_WORK_KINDS + 1]);
+        let err = serde_json::from_value::<RegisterRequest>(json).unwrap_err();
+        assert!(err.to_string().contains("more than"), "{err}");
+        for kind in WorkKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
     }
 

@@ -1,0 +1,657 @@
+//! Explore work: read-only questions about a project's files ([`ExploreOp`]), answered in the
+//! runner's own process with a typed [`ExploreAnswer`].
+//!
+//! [`execute`] answers one explore work item under the same lease, timeout, stop and result
+//! path as a job, and like [`exec::execute`] always ends with a [`WorkOutcome`]: `exited` with
+//! exit code 0 and the answer, or `rejected` with an [`ExploreErrorKind`] and words naming the
+//! path or pattern, or `timed_out` / `cancelled`. Invariants:
+//!
+//! - every path is opened beneath the canonical project root by [`beneath::Root`] (`openat2`,
+//!   `RESOLVE_BENEATH`): a symlink out of the root is refused at any component, and only
+//!   regular files are ever opened for reading;
+//! - walks are ripgrep's ([`walk`]): ignore-aware, sorted, following no symlink, and what they
+//!   yield is opened beneath the root again before it is reported or read;
+//! - Git is asked through the `git` binary run as a job ([`exec::execute`]: the sandbox, the
+//!   allow-list environment, bounded output), never in the runner's own process, because a
+//!   repository's configuration can name programs for Git to run;
+//! - an answer's JSON stays within [`MAX_ANSWER_BYTES`]: pages end early with a cursor, texts
+//!   are cut and flagged.
+
+mod beneath;
+mod overview;
+mod read;
+mod search;
+mod walk;
+
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+use tracing::Instrument as _;
+use wc_runner_protocol::{
+    EntryKind, ExploreAnswer, ExploreErrorKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile,
+    MAX_ANSWER_BYTES, MAX_OUTPUT_BYTES_PER_STREAM, PROTOCOL_VERSION, RelativePath, Stream,
+    Termination, TrackedFilesAnswer, TrackedFilesOp, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
+};
+
+use crate::confine;
+use crate::exec::{self, Host, OutputPiece, StopPolicy};
+
+use beneath::Root;
+use walk::{Entry, WalkSpec};
+
+/// Whether this host can run explore work (the agent announces the kind only then).
+pub fn supported() -> bool {
+    beneath::supported()
+}
+
+/// Answers one explore work item. `cancel` turning `true` stops it; its timeout is the item's.
+/// Never fails: a refusal is [`Termination::Rejected`] with an [`ExploreErrorKind`].
+pub async fn execute(
+    item: &WorkItem,
+    host: &Host,
+    cancel: watch::Receiver<bool>,
+    policy: &StopPolicy,
+) -> WorkOutcome {
+    let span = tracing::info_span!("explore", work_id = %item.work_id, project = %item.project);
+    let outcome = run(item, host, cancel, policy)
+        .instrument(span.clone())
+        .await;
+    span.in_scope(|| {
+        tracing::info!(
+            termination = ?outcome.termination,
+            error_kind = outcome.error_kind.map(ExploreErrorKind::as_str),
+            error = outcome.error.as_deref(),
+            duration_ms = outcome.duration_ms,
+            "explore work ended"
+        );
+    });
+    outcome
+}
+
+async fn run(
+    item: &WorkItem,
+    host: &Host,
+    cancel: watch::Receiver<bool>,
+    policy: &StopPolicy,
+) -> WorkOutcome {
+    let started = Instant::now();
+    if let Err(e) = item.validate() {
+        let refusal = Refusal::new(ExploreErrorKind::InvalidRequest, e.to_string());
+        return rejected(started, refusal);
+    }
+    let WorkSpec::Explore(op) = &item.spec else {
+        let refusal = Refusal::new(ExploreErrorKind::InvalidRequest, "not explore work");
+        return rejected(started, refusal);
+    };
+    let root = confine::resolve_cwd(&host.projects, &item.project, None)
+        .map_err(|e| e.to_string())
+        .and_then(|path| {
+            Root::open(&path).map_err(|e| format!("the project root cannot be opened: {e}"))
+        });
+    let root = match root {
+        Ok(root) => Arc::new(root),
+        Err(e) => {
+            let refusal = Refusal::new(ExploreErrorKind::ProjectUnavailable, e);
+            return rejected(started, refusal);
+        }
+    };
+    if *cancel.borrow() {
+        return exec::not_started(started, Termination::Cancelled, None);
+    }
+    let ctx = Ctx {
+        item,
+        host,
+        policy,
+        cancel,
+        deadline: started + Duration::from_millis(item.limits.timeout_ms),
+        stop: Stop::default(),
+        root,
+    };
+    let ended = match op {
+        ExploreOp::Overview(_) => overview::run(&ctx).await,
+        ExploreOp::TrackedFiles(op) => tracked(&ctx, op).await,
+        ExploreOp::ListFiles(op) => {
+            let op = op.clone();
+            ctx.blocking(move |root, stop| list(root, &op, stop)).await
+        }
+        ExploreOp::ReadFiles(op) => {
+            let op = op.clone();
+            ctx.blocking(move |root, stop| read::run(root, &op, stop))
+                .await
+        }
+        ExploreOp::Search(op) => {
+            let op = op.clone();
+            ctx.blocking(move |root, stop| search::run(root, &op, stop))
+                .await
+        }
+    };
+    match ended {
+        Ok(answer) => answered(started, answer),
+        Err(Ended::Refused(refusal)) => rejected(started, refusal),
+        Err(Ended::TimedOut) => exec::not_started(started, Termination::TimedOut, None),
+        Err(Ended::Cancelled) => exec::not_started(started, Termination::Cancelled, None),
+        Err(Ended::Failed(e)) => exec::not_started(started, Termination::SpawnFailed, Some(e)),
+    }
+}
+
+fn answered(started: Instant, answer: ExploreAnswer) -> WorkOutcome {
+    // Every answer is built within the bound; a bug that breaks it must not reach the wire.
+    if let Err(e) = answer.validate() {
+        return exec::not_started(started, Termination::SpawnFailed, Some(e.to_string()));
+    }
+    WorkOutcome {
+        exit_code: Some(0),
+        answer: Some(answer),
+        ..exec::not_started(started, Termination::Exited, None)
+    }
+}
+
+fn rejected(started: Instant, refusal: Refusal) -> WorkOutcome {
+    WorkOutcome {
+        error_kind: Some(refusal.kind),
+        ..exec::not_started(started, Termination::Rejected, Some(refusal.message))
+    }
+}
+
+/// Why an explore operation was refused: a stable kind and words naming the problem.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    kind: ExploreErrorKind,
+    message: String,
+}
+
+impl Refusal {
+    fn new(kind: ExploreErrorKind, message: impl Into<String>) -> Refusal {
+        Refusal {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A refusal about the path `rel`: "`src/x` does not exist".
+    fn at(kind: ExploreErrorKind, rel: &RelativePath, what: &str) -> Refusal {
+        let name = if rel.is_root() {
+            "the project root".to_owned()
+        } else {
+            format!("`{rel}`")
+        };
+        Refusal::new(kind, format!("{name} {what}"))
+    }
+}
+
+/// How a blocking part of an operation ends early.
+pub(crate) enum Failure {
+    /// Refused.
+    Refused(Refusal),
+    /// Asked to stop (timeout or cancel) and stopped.
+    Stopped,
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Self {
+        Failure::Refused(r)
+    }
+}
+
+/// How an operation ended without an answer.
+pub(crate) enum Ended {
+    Refused(Refusal),
+    TimedOut,
+    Cancelled,
+    /// The runner failed (a panic in an operation): reported, never hidden.
+    Failed(String),
+}
+
+impl From<Refusal> for Ended {
+    fn from(r: Refusal) -> Self {
+        Ended::Refused(r)
+    }
+}
+
+/// The stop flag a blocking operation checks between files and between reads.
+#[derive(Clone, Default)]
+pub(crate) struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Stopped)` once a stop was asked.
+    pub(crate) fn check(&self) -> Result<(), Failure> {
+        if self.is_set() {
+            return Err(Failure::Stopped);
+        }
+        Ok(())
+    }
+
+    /// `reader`, failing its next read once a stop was asked.
+    pub(crate) fn reader<R: Read>(&self, reader: R) -> StopReader<R> {
+        StopReader {
+            inner: reader,
+            stop: self.clone(),
+        }
+    }
+}
+
+/// A reader that fails once a stop was asked, so a read of a large file ends promptly.
+pub(crate) struct StopReader<R> {
+    inner: R,
+    stop: Stop,
+}
+
+impl<R: Read> Read for StopReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.stop.is_set() {
+            return Err(io::Error::other("stopped"));
+        }
+        self.inner.read(buf)
+    }
+}
+
+/// Room left in an answer's JSON. What a page does not fit ends it (with a cursor) instead.
+pub(crate) struct Budget {
+    left: usize,
+}
+
+/// Bytes of an answer kept for its fixed fields and cursor (a cursor is at most
+/// [`wc_runner_protocol::MAX_CURSOR_BYTES`]).
+const ANSWER_SLACK: usize = 16 * 1024;
+
+impl Budget {
+    pub(crate) fn new() -> Budget {
+        Budget {
+            left: MAX_ANSWER_BYTES - ANSWER_SLACK,
+        }
+    }
+
+    /// Takes room for `value` (and its separator), if there is enough.
+    pub(crate) fn take<T: Serialize>(&mut self, value: &T) -> bool {
+        let mut counter = Counter(1);
+        if serde_json::to_writer(&mut counter, value).is_err() || counter.0 > self.left {
+            return false;
+        }
+        self.left -= counter.0;
+        true
+    }
+}
+
+struct Counter(usize);
+
+impl io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where a page ended: the last path it held (and, for a search, the last match's line). The
+/// wire form is base64url of its JSON, opaque to the functions.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cursor {
+    op: String,
+    path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    line: Option<u64>,
+}
+
+pub(crate) fn encode_cursor(op: &str, path: &RelativePath, line: Option<u64>) -> String {
+    let cursor = Cursor {
+        op: op.to_owned(),
+        path: path.as_str().to_owned(),
+        line,
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&cursor).expect("a cursor serializes"))
+}
+
+/// Reads a cursor handed out for `op`: the path the previous page ended at, and its line.
+pub(crate) fn decode_cursor(
+    op: &str,
+    cursor: Option<&str>,
+) -> Result<Option<(RelativePath, Option<u64>)>, Refusal> {
+    let Some(raw) = cursor else {
+        return Ok(None);
+    };
+    let invalid = || {
+        Refusal::new(
+            ExploreErrorKind::InvalidCursor,
+            format!("the cursor is not one this runner handed out for {op}"),
+        )
+    };
+    let bytes = URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid())?;
+    let cursor: Cursor = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    if cursor.op != op || cursor.path.is_empty() {
+        return Err(invalid());
+    }
+    let path = RelativePath::parse(&cursor.path).map_err(|_| invalid())?;
+    Ok(Some((path, cursor.line)))
+}
+
+/// Resolves the `path` of a listing or search: opened beneath the root, its canonical path.
+fn resolve_target(
+    root: &Root,
+    path: Option<&RelativePath>,
+    directory_only: bool,
+) -> Result<RelativePath, Refusal> {
+    let Some(path) = path else {
+        return Ok(RelativePath::root());
+    };
+    let opened = root.open_path(path, true)?;
+    match opened.kind() {
+        EntryKind::Directory => {}
+        EntryKind::File if !directory_only => {}
+        EntryKind::Special if !directory_only => {
+            return Err(Refusal::at(
+                ExploreErrorKind::SpecialFile,
+                path,
+                "is a device, FIFO or socket",
+            ));
+        }
+        _ => {
+            return Err(Refusal::at(
+                ExploreErrorKind::NotADirectory,
+                path,
+                "is not a directory",
+            ));
+        }
+    }
+    root.canonical(&opened).ok_or_else(|| {
+        Refusal::at(
+            ExploreErrorKind::Unreadable,
+            path,
+            "leads to a place no project path can name",
+        )
+    })
+}
+
+fn list(root: &Root, op: &ListFilesOp, stop: &Stop) -> Result<ExploreAnswer, Failure> {
+    const OP: &str = "list_files";
+    let after = decode_cursor(OP, op.cursor.as_deref())?;
+    let target = resolve_target(root, op.path.as_ref(), true)?;
+    let glob = op
+        .glob
+        .as_deref()
+        .map(|g| walk::glob(root, g))
+        .transpose()?;
+    let spec = WalkSpec {
+        target: target.as_str(),
+        hidden: op.hidden,
+        max_depth: None,
+        resume: after.as_ref().map(|(p, _)| (p.as_str(), false)),
+    };
+    let limit = op.limit as usize;
+    let mut budget = Budget::new();
+    let mut files: Vec<ListedFile> = Vec::new();
+    let mut unlisted = 0;
+    let mut more = false;
+    walk::walk(root, &spec, stop, |entry: Entry<'_>| {
+        if entry.kind == EntryKind::Directory {
+            return Ok(ControlFlow::Continue(()));
+        }
+        let Some(rel) = entry.rel.and_then(|r| RelativePath::parse(r).ok()) else {
+            unlisted += 1;
+            return Ok(ControlFlow::Continue(()));
+        };
+        if !walk::admits(glob.as_ref(), entry.path) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if files.len() == limit {
+            more = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        // Opened beneath the root again: what the walk met by name may have changed since.
+        let Ok(opened) = root.open_raw(rel.as_str(), false) else {
+            return Ok(ControlFlow::Continue(()));
+        };
+        if opened.kind() == EntryKind::Directory {
+            return Ok(ControlFlow::Continue(()));
+        }
+        let file = ListedFile {
+            path: rel,
+            kind: opened.kind(),
+            size: opened.size(),
+        };
+        if !budget.take(&file) {
+            more = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        files.push(file);
+        Ok(ControlFlow::Continue(()))
+    })?;
+    let next_cursor = match files.last() {
+        Some(last) if more => Some(encode_cursor(OP, &last.path, None)),
+        _ => None,
+    };
+    Ok(ExploreAnswer::ListFiles(FileListAnswer {
+        files,
+        next_cursor,
+        unlisted,
+    }))
+}
+
+async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<ExploreAnswer, Ended> {
+    const OP: &str = "tracked_files";
+    let after = decode_cursor(OP, op.cursor.as_deref())?;
+    let target = resolve_target(&ctx.root, op.path.as_ref(), false)?;
+    let pathspec = if target.is_root() {
+        ".".to_owned()
+    } else {
+        target.into_string()
+    };
+    let listed = ctx
+        .git(
+            &["ls-files", "-z", "--", &pathspec],
+            MAX_OUTPUT_BYTES_PER_STREAM,
+        )
+        .await
+        .map_err(|e| match e {
+            GitError::Interrupted(ended) => ended,
+            GitError::NotARepository => Ended::Refused(Refusal::new(
+                ExploreErrorKind::NotARepository,
+                "the project root is not inside a Git work tree",
+            )),
+            GitError::Unavailable(why) => {
+                Ended::Refused(Refusal::new(ExploreErrorKind::GitUnavailable, why))
+            }
+        })?;
+    let mut names: Vec<&[u8]> = listed.stdout.split(|&b| b == 0).collect();
+    // The last piece is empty after a complete listing, or cut by the output bound.
+    names.pop();
+    let limit = op.limit as usize;
+    let mut budget = Budget::new();
+    let mut files: Vec<RelativePath> = Vec::new();
+    let mut unlisted = 0;
+    let mut more = false;
+    let mut previous: Option<&[u8]> = None;
+    for name in names {
+        // An unmerged path is listed once per stage, next to itself (the index is sorted).
+        if previous == Some(name) {
+            continue;
+        }
+        previous = Some(name);
+        if after
+            .as_ref()
+            .is_some_and(|(a, _)| name <= a.as_str().as_bytes())
+        {
+            continue;
+        }
+        let Some(path) = std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| RelativePath::parse(n).ok())
+        else {
+            unlisted += 1;
+            continue;
+        };
+        if files.len() == limit || !budget.take(&path) {
+            more = true;
+            break;
+        }
+        files.push(path);
+    }
+    let next_cursor = match files.last() {
+        Some(last) if more => Some(encode_cursor(OP, last, None)),
+        _ => None,
+    };
+    Ok(ExploreAnswer::TrackedFiles(TrackedFilesAnswer {
+        files,
+        next_cursor,
+        unlisted,
+        truncated: listed.truncated,
+    }))
+}
+
+/// What one operation shares: the work, the host, the deadline and the stop flag.
+pub(crate) struct Ctx<'a> {
+    item: &'a WorkItem,
+    host: &'a Host,
+    policy: &'a StopPolicy,
+    cancel: watch::Receiver<bool>,
+    deadline: Instant,
+    stop: Stop,
+    root: Arc<Root>,
+}
+
+/// What a Git command printed.
+pub(crate) struct GitOutput {
+    stdout: Vec<u8>,
+    /// More was printed than kept.
+    truncated: bool,
+}
+
+/// Why a Git command gave no answer.
+pub(crate) enum GitError {
+    Interrupted(Ended),
+    NotARepository,
+    Unavailable(String),
+}
+
+/// Git's error text kept for a message.
+const GIT_STDERR_BYTES: usize = 512;
+
+impl Ctx<'_> {
+    /// Runs `f` on a blocking thread until it returns, the deadline passes or a stop is asked;
+    /// then the stop flag is set, and `f` stops at its next check.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Root, &Stop) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Ended> {
+        let root = self.root.clone();
+        let stop = self.stop.clone();
+        let mut task = tokio::task::spawn_blocking(move || f(&root, &stop));
+        let mut cancel = self.cancel.clone();
+        let interrupted = tokio::select! {
+            joined = &mut task => {
+                return match joined {
+                    Ok(Ok(answer)) => Ok(answer),
+                    Ok(Err(Failure::Refused(refusal))) => Err(Ended::Refused(refusal)),
+                    // Only the branches below set the flag.
+                    Ok(Err(Failure::Stopped)) => Err(Ended::Cancelled),
+                    Err(e) => Err(Ended::Failed(format!("the explore operation failed: {e}"))),
+                };
+            }
+            () = tokio::time::sleep_until(self.deadline.into()) => Ended::TimedOut,
+            () = exec::stop_requested(&mut cancel) => Ended::Cancelled,
+        };
+        self.stop.set();
+        // The operation only reads; one stuck in the kernel is left to finish on its own.
+        let _ = tokio::time::timeout(self.policy.terminate_grace, task).await;
+        Err(interrupted)
+    }
+
+    /// Runs `git <args>` in the project root as a job: sandboxed like any job, with the
+    /// allow-list environment, within the work's time left, keeping `stdout_bytes` of output.
+    /// Options keep it from writing the index or starting a file-system monitor, and read
+    /// every path as a literal path; the C locale keeps its messages the ones matched here.
+    async fn git(&self, args: &[&str], stdout_bytes: u64) -> Result<GitOutput, GitError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let timeout_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        if timeout_ms == 0 {
+            return Err(GitError::Interrupted(Ended::TimedOut));
+        }
+        let argv: Vec<String> = [
+            "git",
+            "--no-optional-locks",
+            "--literal-pathspecs",
+            "-c",
+            "core.fsmonitor=false",
+        ]
+        .iter()
+        .chain(args)
+        .map(|a| a.to_string())
+        .collect();
+        let job = WorkItem {
+            protocol_version: PROTOCOL_VERSION,
+            work_id: self.item.work_id,
+            project: self.item.project.clone(),
+            cwd: None,
+            spec: WorkSpec::Process { argv },
+            stdin: None,
+            env: BTreeMap::from([("LC_ALL".to_owned(), "C".to_owned())]),
+            limits: WorkLimits {
+                timeout_ms,
+                output_bytes_per_stream: stdout_bytes,
+            },
+        };
+        let (tx, mut rx) = mpsc::channel::<OutputPiece>(64);
+        let collect = async {
+            let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+            while let Some(piece) = rx.recv().await {
+                match piece.stream {
+                    Stream::Stdout => stdout.extend_from_slice(&piece.data),
+                    Stream::Stderr if stderr.len() < GIT_STDERR_BYTES => {
+                        stderr.extend_from_slice(&piece.data)
+                    }
+                    Stream::Stderr => {}
+                }
+            }
+            (stdout, stderr)
+        };
+        let (outcome, (stdout, stderr)) = tokio::join!(
+            exec::execute(&job, self.host, self.cancel.clone(), tx, self.policy),
+            collect
+        );
+        let said = String::from_utf8_lossy(&stderr[..stderr.len().min(GIT_STDERR_BYTES)])
+            .trim()
+            .to_owned();
+        match outcome.termination {
+            Termination::Exited if outcome.exit_code == Some(0) => Ok(GitOutput {
+                stdout,
+                truncated: outcome.stdout_truncated,
+            }),
+            Termination::Exited if said.contains("not a git repository") => {
+                Err(GitError::NotARepository)
+            }
+            Termination::Exited => Err(GitError::Unavailable(format!(
+                "git exited with {}: {said}",
+                outcome
+                    .exit_code
+                    .map_or("a signal".to_owned(), |c| c.to_string())
+            ))),
+            Termination::TimedOut => Err(GitError::Interrupted(Ended::TimedOut)),
+            Termination::Cancelled => Err(GitError::Interrupted(Ended::Cancelled)),
+            Termination::Rejected | Termination::SpawnFailed => {
+                Err(GitError::Unavailable(format!(
+                    "git cannot be run here: {}",
+                    outcome.error.unwrap_or_default()
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! Opening paths beneath a project root, and nowhere else.
+//!
+//! The root is held open as an `O_PATH` directory. Every path is opened relative to it with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, so the kernel refuses, at any component,
+//! a `..` or a symlink that would leave the root (and every absolute symlink), while symlinks
+//! that stay inside work. A path is opened `O_PATH` first and its type read with `fstat`; only a
+//! regular file is then opened for reading, through `/proc/self/fd` of that very descriptor, so
+//! the file read is the file checked, and a device, FIFO or socket is never opened at all.
+//!
+//! Walks start at the root's `/proc/self/fd` path (the opened directory itself, whatever happens
+//! to the root's name meanwhile), and whatever they yield is opened through here again before
+//! it is reported or read.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
+use wc_runner_protocol::{EntryKind, ExploreErrorKind, RelativePath};
+
+use super::Refusal;
+
+/// A project root held open.
+pub(crate) struct Root {
+    fd: OwnedFd,
+    /// `/proc/self/fd/<fd>`: where walks start.
+    proc: PathBuf,
+    /// The root's canonical path when it was opened.
+    real: PathBuf,
+}
+
+/// A path opened `O_PATH` beneath the root, with what it is.
+pub(crate) struct Opened {
+    fd: OwnedFd,
+    stat: Stat,
+}
+
+impl Opened {
+    /// What the opened path is.
+    pub(crate) fn kind(&self) -> EntryKind {
+        match FileType::from_raw_mode(self.stat.st_mode) {
+            FileType::RegularFile => EntryKind::File,
+            FileType::Directory => EntryKind::Directory,
+            FileType::Symlink => EntryKind::Symlink,
+            _ => EntryKind::Special,
+        }
+    }
+
+    /// Its size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        u64::try_from(self.stat.st_size).unwrap_or(0)
+    }
+}
+
+impl Root {
+    /// Opens the canonical project root `path`.
+    pub(crate) fn open(path: &Path) -> io::Result<Root> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let proc = proc_path(&fd);
+        let real = std::fs::read_link(&proc)?;
+        Ok(Root { fd, proc, real })
+    }
+
+    /// Where walks of the root start (`/proc/self/fd/<fd>`).
+    pub(crate) fn walk_base(&self) -> &Path {
+        &self.proc
+    }
+
+    /// The root directory's own name.
+    pub(crate) fn name(&self) -> String {
+        self.real
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Opens `rel` (`O_PATH`) beneath the root. `follow` follows a symlink in the last
+    /// component (if it stays inside); otherwise the symlink itself is opened.
+    pub(crate) fn open_path(&self, rel: &RelativePath, follow: bool) -> Result<Opened, Refusal> {
+        self.open_raw(rel.as_str(), follow)
+            .map_err(|e| Refusal::from_open(rel, e))
+    }
+
+    /// [`Self::open_path`] for a path a walk yielded (already known to be a valid name).
+    pub(crate) fn open_raw(&self, rel: &str, follow: bool) -> io::Result<Opened> {
+        let path = if rel.is_empty() { "." } else { rel };
+        let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+        if !follow {
+            flags |= OFlags::NOFOLLOW;
+        }
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        // The kernel answers EAGAIN when a rename raced the lookup; a few tries settle it.
+        let mut tries = 0;
+        let fd = loop {
+            match rustix::fs::openat2(&self.fd, path, flags, Mode::empty(), resolve) {
+                Err(rustix::io::Errno::AGAIN) if tries < 8 => tries += 1,
+                other => break other?,
+            }
+        };
+        let stat = rustix::fs::fstat(&fd)?;
+        Ok(Opened { fd, stat })
+    }
+
+    /// Opens an opened regular file for reading: the very file that was checked.
+    pub(crate) fn read(&self, opened: &Opened) -> io::Result<File> {
+        if opened.kind() != EntryKind::File {
+            return Err(io::Error::other("not a regular file"));
+        }
+        let file = File::open(proc_path(&opened.fd))?;
+        let now = rustix::fs::fstat(&file)?;
+        if (now.st_dev, now.st_ino) != (opened.stat.st_dev, opened.stat.st_ino) {
+            return Err(io::Error::other("the file changed while it was opened"));
+        }
+        Ok(file)
+    }
+
+    /// The canonical project-relative path of an opened path (where its symlinks lead), or
+    /// `None` when it cannot be named as one.
+    pub(crate) fn canonical(&self, opened: &Opened) -> Option<RelativePath> {
+        let real = std::fs::read_link(proc_path(&opened.fd)).ok()?;
+        let rel = real.strip_prefix(&self.real).ok()?;
+        RelativePath::parse(std::str::from_utf8(rel.as_os_str().as_bytes()).ok()?).ok()
+    }
+}
+
+fn proc_path(fd: &impl AsFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()))
+}
+
+/// Whether this host can confine explore work: `openat2` with `RESOLVE_BENEATH` works (Linux
+/// 5.6 and later, not filtered away) and `/proc/self/fd` reopens descriptors.
+pub(crate) fn supported() -> bool {
+    let probe = || -> io::Result<()> {
+        let root = Root::open(Path::new("/"))?;
+        let opened = root.open_raw("proc/self", true)?;
+        if opened.kind() != EntryKind::Directory {
+            return Err(io::Error::other("/proc/self is not a directory"));
+        }
+        Ok(())
+    };
+    match probe() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "explore work is not supported on this host");
+            false
+        }
+    }
+}
+
+impl Refusal {
+    /// The refusal an open of `rel` failed with.
+    pub(crate) fn from_open(rel: &RelativePath, e: io::Error) -> Refusal {
+        use rustix::io::Errno;
+        let errno = e.raw_os_error().map(Errno::from_raw_os_error);
+        let (kind, what) = match errno {
+            Some(Errno::XDEV) => (
+                ExploreErrorKind::PathOutsideRoot,
+                "leads outside the project root (through a symlink; an absolute symlink always \
+                 counts as leaving it)"
+                    .to_owned(),
+            ),
+            Some(Errno::NOENT) => (ExploreErrorKind::NotFound, "does not exist".to_owned()),
+            Some(Errno::NOTDIR) => (
+                ExploreErrorKind::NotADirectory,
+                "has a parent that is not a directory".to_owned(),
+            ),
+            _ => (
+                ExploreErrorKind::Unreadable,
+                format!("cannot be opened: {e}"),
+            ),
+        };
+        Refusal::at(kind, rel, &what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_host_confines_explore_work_and_a_root_refuses_to_be_left() {
+        assert!(supported(), "openat2 and /proc/self/fd work here");
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("root")).unwrap();
+        std::os::unix::fs::symlink("..", tmp.path().join("root/up")).unwrap();
+        let root = Root::open(&tmp.path().join("root").canonicalize().unwrap()).unwrap();
+        assert_eq!(root.name(), "root");
+        let err = root.open_raw("up", true).err().unwrap();
+        assert_eq!(
+            err.raw_os_error(),
+            Some(rustix::io::Errno::XDEV.raw_os_error())
+        );
+        // Not followed, the link itself is inside.
+        assert_eq!(
+            root.open_raw("up", false).unwrap().kind(),
+            EntryKind::Symlink
+        );
+    }
+}
