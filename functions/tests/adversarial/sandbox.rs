@@ -216,6 +216,21 @@ async fn a_job_hunting_for_the_runners_and_servers_secrets_finds_none() {
 
 /// Host pids of live processes whose command line contains `marker`.
 fn marked(marker: &str) -> Vec<i32> {
+    live_processes(|cmdline| {
+        cmdline
+            .windows(marker.len())
+            .any(|w| w == marker.as_bytes())
+    })
+}
+
+/// Live processes that have `name` as one whole argument (a daemon's `$0`). Unlike [`marked`],
+/// this does not find the job's shell or its sandbox, whose command text merely contains it.
+fn running_as(name: &str) -> Vec<i32> {
+    live_processes(|cmdline| cmdline.split(|b| *b == 0).any(|arg| arg == name.as_bytes()))
+}
+
+/// Live (not zombie) processes whose NUL-separated command line satisfies `matches`.
+fn live_processes(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
@@ -226,9 +241,7 @@ fn marked(marker: &str) -> Vec<i32> {
                     .and_then(|(_, rest)| rest.split_whitespace().next())
                     .is_some_and(|state| state != "Z" && state != "X")
             });
-            live && cmdline
-                .windows(marker.len())
-                .any(|w| w == marker.as_bytes())
+            live && matches(&cmdline)
         })
         .collect()
 }
@@ -246,11 +259,11 @@ fn daemons(marker: &str) -> String {
 }
 
 async fn await_daemons(marker: &str) {
-    // The daemons' own markers: the sandbox and the job's shell carry the plain marker in their
-    // command lines too, and are there before any daemon is.
+    // The daemons run as their own markers: the sandbox and the job's shell carry both in their
+    // command text too, and are there before any daemon is.
     let (setsid, forked) = (format!("{marker}-setsid"), format!("{marker}-forked"));
     eventually(&format!("the daemons {marker} start"), async || {
-        (!marked(&setsid).is_empty() && !marked(&forked).is_empty()).then_some(())
+        (!running_as(&setsid).is_empty() && !running_as(&forked).is_empty()).then_some(())
     })
     .await;
 }
