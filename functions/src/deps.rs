@@ -40,6 +40,11 @@ impl std::fmt::Debug for Deps {
 }
 
 impl Deps {
+    /// A pooled database connection.
+    pub async fn client(&self) -> Result<wc_store::Client, wc_store::StoreError> {
+        Ok(self.pool.get().await?)
+    }
+
     /// The bundle over `pool` with `config`: OAuth verification when configured, wake-ups by
     /// polling, no SQS publisher.
     pub fn new(pool: Pool, config: ServerConfig) -> Self {

@@ -41,5 +41,5 @@ pub mod testing;
 pub mod work;
 
 pub use change::ChangeOutcome;
-pub use deadpool_postgres::{GenericClient, Pool, PoolError, Transaction};
+pub use deadpool_postgres::{GenericClient, Object as Client, Pool, PoolError, Transaction};
 pub use error::StoreError;

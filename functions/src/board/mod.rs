@@ -37,7 +37,7 @@ pub async fn keys(deps: &Deps) -> Result<&TokenKeys, ToolError> {
             if let Some(secret) = &deps.config.token_secret {
                 return Ok(TokenKeys::new(secret.expose()));
             }
-            let client = deps.pool.get().await.map_err(wc_store::StoreError::from)?;
+            let client = deps.client().await?;
             let secret = board::server_secret(&client, SECRET_NAME, || {
                 let mut s = vec![0u8; 32];
                 rand::rng().fill_bytes(&mut s);

@@ -119,12 +119,7 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
     if !ctx.principal.projects.allows(project) {
         return Err(unknown_project(project));
     }
-    let client = ctx
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = ctx.deps.client().await?;
     let Some(p) = wc_store::projects::get(&client, project).await? else {
         return Err(unknown_project(project));
     };
@@ -480,12 +475,7 @@ async fn wait_with(
     }
     loop {
         let row = {
-            let client = ctx
-                .deps
-                .pool
-                .get()
-                .await
-                .map_err(wc_store::StoreError::from)?;
+            let client = ctx.deps.client().await?;
             work::get(&client, id).await?
         }
         .ok_or_else(|| ToolError::internal("queued work vanished"))?;
@@ -508,12 +498,7 @@ pub async fn load_job(ctx: &ToolContext, job_id: WorkId) -> Result<WorkRow, Tool
         .with("job_id", job_id.to_string())
     };
     let id = job_id.uuid();
-    let client = ctx
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = ctx.deps.client().await?;
     let row = work::get(&client, id).await?.ok_or_else(unknown)?;
     if row.owner_authority_fingerprint != authority::fingerprint(&ctx.principal)
         || !ctx.principal.projects.allows(&row.project_id)
@@ -674,12 +659,7 @@ pub async fn view(
 ) -> Result<ExecOutput, ToolError> {
     let mut out = status_view(row);
     if with_output {
-        let client = ctx
-            .deps
-            .pool
-            .get()
-            .await
-            .map_err(wc_store::StoreError::from)?;
+        let client = ctx.deps.client().await?;
         let (stdout, stderr) = work::read_heads(&client, row.id, SYNC_OUTPUT_BYTES as i64).await?;
         out.stdout = Some(String::from_utf8_lossy(&stdout).into_owned());
         out.stderr = Some(String::from_utf8_lossy(&stderr).into_owned());

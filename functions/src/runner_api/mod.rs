@@ -91,12 +91,7 @@ fn sharing(state: &AppState) -> work::SlotSharing {
 const DEFERRED_RETRY: Duration = Duration::from_secs(5);
 
 async fn current(state: &AppState, client_id: &str, instance: Uuid) -> Result<(), ApiError> {
-    let client = state
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = state.deps.client().await?;
     // "Seen" is refreshed at most every quarter lease (at most once a second), so a busy runner
     // does not write its row per request and an idle one stays online.
     let every = (state.deps.config.runner_lease / 4).min(Duration::from_secs(1));
@@ -217,12 +212,7 @@ async fn poll(
     let lease = lease_ms(&state);
     loop {
         let rows = {
-            let client = state
-                .deps
-                .pool
-                .get()
-                .await
-                .map_err(wc_store::StoreError::from)?;
+            let client = state.deps.client().await?;
             work::claim_queued(
                 &client,
                 &runner.client_id,
@@ -257,12 +247,7 @@ async fn claim(
 ) -> Result<Json<ClaimResponse>, ApiError> {
     let req: ClaimRequest = parse(&body)?;
     current(&state, &runner.client_id, req.instance_id).await?;
-    let client = state
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = state.deps.client().await?;
     let lease = lease_ms(&state);
     match work::claim_one(
         &client,
@@ -304,12 +289,7 @@ async fn extend(
     }
     current(state, &runner.client_id, instance).await?;
     let pairs: Vec<(Uuid, Uuid)> = leases.iter().map(|l| (l.work_id, l.lease_token)).collect();
-    let client = state
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = state.deps.client().await?;
     let lease = lease_ms(state);
     let views = work::heartbeat(&client, &runner.client_id, instance, &pairs, lease).await?;
     Ok(HeartbeatResponse {
@@ -349,12 +329,7 @@ async fn heartbeat(
             break;
         }
         waiter.wait(left).await;
-        let client = state
-            .deps
-            .pool
-            .get()
-            .await
-            .map_err(wc_store::StoreError::from)?;
+        let client = state.deps.client().await?;
         let views = work::lease_views(&client, &runner.client_id, req.instance_id, &pairs).await?;
         resp.leases = views
             .into_iter()
@@ -439,12 +414,7 @@ async fn output(
 ) -> Result<Json<ReportResponse>, ApiError> {
     let req: OutputRequest = parse(&body)?;
     let chunks = chunks(&req.chunks)?;
-    let client = state
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = state.deps.client().await?;
     report(
         work::append_output(
             &client,
@@ -470,12 +440,7 @@ async fn result(
     }
     let terminal = req.outcome.state();
     let outcome = serde_json::to_value(&req.outcome).map_err(ApiError::internal)?;
-    let mut client = state
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let mut client = state.deps.client().await?;
     report(
         work::finish(
             &mut client,

@@ -93,12 +93,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         Stream::Stderr => "stderr",
     };
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let client = ctx
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = ctx.deps.client().await?;
     let mut offset = args.offset.unwrap_or(0);
     if args.tail == Some(true) {
         let (_, kept) = wc_store::work::read_output(&client, row.id, name, 0, 0).await?;

@@ -80,12 +80,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             .map(|j| if j { WorkMode::Job } else { WorkMode::Sync }),
     };
     let rows = {
-        let client = ctx
-            .deps
-            .pool
-            .get()
-            .await
-            .map_err(wc_store::StoreError::from)?;
+        let client = ctx.deps.client().await?;
         wc_store::work::list(&client, &filter, i64::from(limit) + 1).await?
     };
     let truncated = rows.len() > limit as usize;

@@ -65,12 +65,7 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let limit = args.limit.unwrap_or(100).min(MAX_LIMIT) as usize;
-    let client = ctx
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = ctx.deps.client().await?;
     let mut visible: Vec<ListedProject> = wc_store::projects::list(&client)
         .await?
         .into_iter()

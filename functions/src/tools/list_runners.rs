@@ -76,12 +76,7 @@ pub fn spec() -> ToolSpec {
 /// The runners visible to the caller: all for unrestricted principals; otherwise those whose
 /// projects the caller may use (and only those projects).
 pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
-    let client = ctx
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = ctx.deps.client().await?;
     let only: Option<Vec<String>> = match &ctx.principal.projects {
         ProjectGrants::All => None,
         ProjectGrants::Only(set) => Some(

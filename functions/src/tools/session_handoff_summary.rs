@@ -79,12 +79,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         args.include_validation.unwrap_or(true),
     );
     let after = {
-        let client = ctx
-            .deps
-            .pool
-            .get()
-            .await
-            .map_err(wc_store::StoreError::from)?;
+        let client = ctx.deps.client().await?;
         sessions::get(&client, &session.id).await?
     };
     let changed = match &after {

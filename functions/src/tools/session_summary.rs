@@ -111,12 +111,7 @@ pub fn spec() -> ToolSpec {
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let limit = i64::from(args.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
-    let client = ctx
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = ctx.deps.client().await?;
     let events = sessions::recent_events(&client, &session.id, limit).await?;
     // Retained counts by kind, kept on the session row by every append.
     let counts = serde_json::from_value(session.kind_counts.clone()).unwrap_or_default();

@@ -50,12 +50,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let row = execution::load_job(&ctx, args.job_id).await?;
     let stop_requested = !row.is_terminal();
     if stop_requested {
-        let mut client = ctx
-            .deps
-            .pool
-            .get()
-            .await
-            .map_err(wc_store::StoreError::from)?;
+        let mut client = ctx.deps.client().await?;
         wc_store::work::request_cancel(&mut client, row.id, &execution::terminal_evidence).await?;
     }
     let row = execution::load_job(&ctx, args.job_id).await?;

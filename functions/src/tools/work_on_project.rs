@@ -136,12 +136,7 @@ pub(crate) async fn create(
     root_instruction: Value,
     event: NewEvent,
 ) -> Result<SessionRow, ToolError> {
-    let client = ctx
-        .deps
-        .pool
-        .get()
-        .await
-        .map_err(wc_store::StoreError::from)?;
+    let client = ctx.deps.client().await?;
     let known = wc_store::projects::get(&client, &project).await?.is_some();
     if !known || !ctx.principal.projects.allows(&project) {
         return Err(ToolError::new(
