@@ -48,12 +48,9 @@ struct Pair {
 /// What the recorder established before dispatch.
 #[derive(Debug)]
 struct Recording {
-    /// The invocation id shared by every event of this call.
-    invocation_id: Uuid,
     pairs: Vec<Pair>,
     started_at: DateTime<Utc>,
     arguments: Value,
-    deferred_start: bool,
 }
 
 /// A bounded, redacted summary of the arguments for the ledger.
@@ -114,7 +111,7 @@ impl ports::Recording for Recording {
         call: &'a CallFacts<'a>,
         outcome: Outcome<'a>,
     ) -> PortFuture<'a, ()> {
-        Box::pin(async move { end(&deps.pool, &self, call.spec, &outcome).await })
+        Box::pin(async move { end(&deps.pool, &self, call, &outcome).await })
     }
 }
 
@@ -157,15 +154,13 @@ async fn begin(
         summarize(args)
     };
     let recording = Recording {
-        invocation_id: call.invocation_id,
         pairs,
         started_at: Utc::now(),
         arguments,
-        deferred_start: spec.meta.read_only,
     };
-    if !recording.deferred_start && !recording.pairs.is_empty() {
+    if !deferred_start(spec) && !recording.pairs.is_empty() {
         // Durable intent before effect; a session that closed meanwhile refuses the call.
-        for (id, events) in recording.events(spec, None) {
+        for (id, events) in recording.events(call, None) {
             mutation::append(pool, id, &events, true).await?;
         }
     }
@@ -174,11 +169,17 @@ async fn begin(
 
 /// Appends the `finished` events (and, for a read-only tool, the `started` ones too). The
 /// tool's result is never changed by a ledger failure; the failure is logged.
-async fn end(pool: &wc_store::Pool, recording: &Recording, spec: &ToolSpec, outcome: &Outcome<'_>) {
+async fn end(
+    pool: &wc_store::Pool,
+    recording: &Recording,
+    call: &CallFacts<'_>,
+    outcome: &Outcome<'_>,
+) {
+    let spec = call.spec;
     // A pair whose start is committed is completed whatever became of its session; a read's
     // pair starts now, so its session must still be active.
-    let require_active = recording.deferred_start;
-    for (id, events) in recording.events(spec, Some(outcome)) {
+    let require_active = deferred_start(spec);
+    for (id, events) in recording.events(call, Some(outcome)) {
         match mutation::append(pool, id, &events, require_active).await {
             Ok(_) => {}
             Err(e) if e.kind == ErrorKind::SessionClosed => {
@@ -202,16 +203,16 @@ impl Recording {
     /// nests inside the recorder's.
     fn events(
         &self,
-        spec: &ToolSpec,
+        call: &CallFacts<'_>,
         finished: Option<&Outcome<'_>>,
     ) -> BTreeMap<&SessionId, Vec<NewEvent>> {
         let mut by_session: BTreeMap<&SessionId, Vec<NewEvent>> = BTreeMap::new();
-        if finished.is_none() || self.deferred_start {
+        if finished.is_none() || deferred_start(call.spec) {
             for pair in &self.pairs {
                 by_session
                     .entry(&pair.session.id)
                     .or_default()
-                    .push(started_event(self, spec, pair));
+                    .push(started_event(self, call, pair));
             }
         }
         if let Some(done) = finished {
@@ -219,18 +220,25 @@ impl Recording {
                 by_session
                     .entry(&pair.session.id)
                     .or_default()
-                    .push(finished_event(self, spec, pair, done));
+                    .push(finished_event(call, pair, done));
             }
         }
         by_session
     }
 }
 
-fn started_event(recording: &Recording, spec: &ToolSpec, pair: &Pair) -> NewEvent {
+/// A read-only tool's pair is written after the read, in one transaction: it has no effect
+/// to order its intent before.
+fn deferred_start(spec: &ToolSpec) -> bool {
+    spec.meta.read_only
+}
+
+fn started_event(recording: &Recording, call: &CallFacts<'_>, pair: &Pair) -> NewEvent {
+    let spec = call.spec;
     NewEvent {
         kind: "tool_call_started".into(),
         call_id: pair.call_id,
-        invocation_id: recording.invocation_id,
+        invocation_id: call.invocation_id,
         role: pair.role,
         tool_name: Some(spec.meta.name.to_owned()),
         payload: json!({
@@ -241,12 +249,8 @@ fn started_event(recording: &Recording, spec: &ToolSpec, pair: &Pair) -> NewEven
     }
 }
 
-fn finished_event(
-    recording: &Recording,
-    spec: &ToolSpec,
-    pair: &Pair,
-    done: &Outcome<'_>,
-) -> NewEvent {
+fn finished_event(call: &CallFacts<'_>, pair: &Pair, done: &Outcome<'_>) -> NewEvent {
+    let spec = call.spec;
     let mut payload = json!({
         "tool": spec.meta.name,
         "success": done.result.success,
@@ -259,7 +263,7 @@ fn finished_event(
     NewEvent {
         kind: "tool_call_finished".into(),
         call_id: pair.call_id,
-        invocation_id: recording.invocation_id,
+        invocation_id: call.invocation_id,
         role: pair.role,
         tool_name: Some(spec.meta.name.to_owned()),
         payload,
