@@ -1,9 +1,9 @@
 //! Explore work: read-only questions about a project's files ([`ExploreOp`]), answered in the
-//! runner's own process with a typed [`ExploreAnswer`].
+//! runner's own process with a typed [`WorkAnswer`].
 //!
 //! [`execute`] answers one explore work item under the same lease, timeout, stop and result
 //! path as a job, and like [`exec::execute`] always ends with a [`WorkOutcome`]: `exited` with
-//! exit code 0 and the answer, or `rejected` with an [`ExploreErrorKind`] and words naming the
+//! exit code 0 and the answer, or `rejected` with an [`OpErrorKind`] and words naming the
 //! path or pattern, or `timed_out` / `cancelled`. Invariants:
 //!
 //! - every path is opened beneath the canonical project root by [`beneath::Root`] (`openat2`,
@@ -36,9 +36,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 use wc_runner_protocol::{
-    EntryKind, ExploreAnswer, ExploreErrorKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile,
-    MAX_ANSWER_BYTES, MAX_OUTPUT_BYTES_PER_STREAM, PROTOCOL_VERSION, RelativePath, Stream,
-    Termination, TrackedFilesAnswer, TrackedFilesOp, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
+    EntryKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile, MAX_ANSWER_BYTES,
+    MAX_OUTPUT_BYTES_PER_STREAM, OpErrorKind, PROTOCOL_VERSION, RelativePath, Stream, Termination,
+    TrackedFilesAnswer, TrackedFilesOp, WorkAnswer, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
 };
 
 use crate::confine;
@@ -53,7 +53,7 @@ pub fn supported() -> bool {
 }
 
 /// Answers one explore work item. `cancel` turning `true` stops it; its timeout is the item's.
-/// Never fails: a refusal is [`Termination::Rejected`] with an [`ExploreErrorKind`].
+/// Never fails: a refusal is [`Termination::Rejected`] with an [`OpErrorKind`].
 pub async fn execute(
     item: &WorkItem,
     host: &Host,
@@ -67,7 +67,7 @@ pub async fn execute(
     span.in_scope(|| {
         tracing::info!(
             termination = ?outcome.termination,
-            error_kind = outcome.error_kind.map(ExploreErrorKind::as_str),
+            error_kind = outcome.error_kind.map(OpErrorKind::as_str),
             error = outcome.error.as_deref(),
             duration_ms = outcome.duration_ms,
             "explore work ended"
@@ -84,11 +84,11 @@ async fn run(
 ) -> WorkOutcome {
     let started = Instant::now();
     if let Err(e) = item.validate() {
-        let refusal = Refusal::new(ExploreErrorKind::InvalidRequest, e.to_string());
+        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
         return rejected(started, refusal);
     }
     let WorkSpec::Explore(op) = &item.spec else {
-        let refusal = Refusal::new(ExploreErrorKind::InvalidRequest, "not explore work");
+        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not explore work");
         return rejected(started, refusal);
     };
     let root = confine::resolve_cwd(&host.projects, &item.project, None)
@@ -99,7 +99,7 @@ async fn run(
     let root = match root {
         Ok(root) => Arc::new(root),
         Err(e) => {
-            let refusal = Refusal::new(ExploreErrorKind::ProjectUnavailable, e);
+            let refusal = Refusal::new(OpErrorKind::ProjectUnavailable, e);
             return rejected(started, refusal);
         }
     };
@@ -142,7 +142,7 @@ async fn run(
     }
 }
 
-fn answered(started: Instant, answer: ExploreAnswer) -> WorkOutcome {
+fn answered(started: Instant, answer: WorkAnswer) -> WorkOutcome {
     // Every answer is built within the bound; a bug that breaks it must not reach the wire.
     if let Err(e) = answer.validate() {
         return exec::not_started(started, Termination::SpawnFailed, Some(e.to_string()));
@@ -164,12 +164,12 @@ fn rejected(started: Instant, refusal: Refusal) -> WorkOutcome {
 /// Why an explore operation was refused: a stable kind and words naming the problem.
 #[derive(Debug)]
 pub(crate) struct Refusal {
-    kind: ExploreErrorKind,
+    kind: OpErrorKind,
     message: String,
 }
 
 impl Refusal {
-    fn new(kind: ExploreErrorKind, message: impl Into<String>) -> Refusal {
+    fn new(kind: OpErrorKind, message: impl Into<String>) -> Refusal {
         Refusal {
             kind,
             message: message.into(),
@@ -177,7 +177,7 @@ impl Refusal {
     }
 
     /// A refusal about the path `rel`: "`src/x` does not exist".
-    fn at(kind: ExploreErrorKind, rel: &RelativePath, what: &str) -> Refusal {
+    fn at(kind: OpErrorKind, rel: &RelativePath, what: &str) -> Refusal {
         let name = if rel.is_root() {
             "the project root".to_owned()
         } else {
@@ -331,7 +331,7 @@ pub(crate) fn decode_cursor(
     };
     let invalid = || {
         Refusal::new(
-            ExploreErrorKind::InvalidCursor,
+            OpErrorKind::InvalidCursor,
             format!("the cursor is not one this runner handed out for {op}"),
         )
     };
@@ -359,14 +359,14 @@ fn resolve_target(
         EntryKind::File if !directory_only => {}
         EntryKind::Special if !directory_only => {
             return Err(Refusal::at(
-                ExploreErrorKind::SpecialFile,
+                OpErrorKind::SpecialFile,
                 path,
                 "is a device, FIFO or socket",
             ));
         }
         _ => {
             return Err(Refusal::at(
-                ExploreErrorKind::NotADirectory,
+                OpErrorKind::NotADirectory,
                 path,
                 "is not a directory",
             ));
@@ -374,14 +374,14 @@ fn resolve_target(
     }
     root.canonical(&opened).ok_or_else(|| {
         Refusal::at(
-            ExploreErrorKind::Unreadable,
+            OpErrorKind::Unreadable,
             path,
             "leads to a place no project path can name",
         )
     })
 }
 
-fn list(root: &Root, op: &ListFilesOp, stop: &Stop) -> Result<ExploreAnswer, Failure> {
+fn list(root: &Root, op: &ListFilesOp, stop: &Stop) -> Result<WorkAnswer, Failure> {
     const OP: &str = "list_files";
     let after = decode_cursor(OP, op.cursor.as_deref())?;
     let target = resolve_target(root, op.path.as_ref(), true)?;
@@ -439,14 +439,14 @@ fn list(root: &Root, op: &ListFilesOp, stop: &Stop) -> Result<ExploreAnswer, Fai
         Some(last) if more => Some(encode_cursor(OP, &last.path, None)),
         _ => None,
     };
-    Ok(ExploreAnswer::ListFiles(FileListAnswer {
+    Ok(WorkAnswer::ListFiles(FileListAnswer {
         files,
         next_cursor,
         unlisted,
     }))
 }
 
-async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<ExploreAnswer, Ended> {
+async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<WorkAnswer, Ended> {
     const OP: &str = "tracked_files";
     let after = decode_cursor(OP, op.cursor.as_deref())?;
     let target = resolve_target(&ctx.root, op.path.as_ref(), false)?;
@@ -464,11 +464,11 @@ async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<ExploreAnswer, En
         .map_err(|e| match e {
             GitError::Interrupted(ended) => ended,
             GitError::NotARepository => Ended::Refused(Refusal::new(
-                ExploreErrorKind::NotARepository,
+                OpErrorKind::NotARepository,
                 "the project root is not inside a Git work tree",
             )),
             GitError::Unavailable(why) => {
-                Ended::Refused(Refusal::new(ExploreErrorKind::GitUnavailable, why))
+                Ended::Refused(Refusal::new(OpErrorKind::GitUnavailable, why))
             }
         })?;
     let mut names: Vec<&[u8]> = listed.stdout.split(|&b| b == 0).collect();
@@ -509,7 +509,7 @@ async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<ExploreAnswer, En
         Some(last) if more => Some(encode_cursor(OP, last, None)),
         _ => None,
     };
-    Ok(ExploreAnswer::TrackedFiles(TrackedFilesAnswer {
+    Ok(WorkAnswer::TrackedFiles(TrackedFilesAnswer {
         files,
         next_cursor,
         unlisted,

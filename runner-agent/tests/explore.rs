@@ -15,11 +15,11 @@ use wc_runner_agent::exec::{Host, StopPolicy};
 use wc_runner_agent::explore::execute;
 use wc_runner_agent::sandbox::{Sandbox, SandboxSettings};
 use wc_runner_protocol::{
-    EntryKind, ExploreAnswer, ExploreErrorKind, ExploreOp, FileContent, FileListAnswer, FileRange,
-    FileRead, GitSummary, ListFilesOp, MAX_ANSWER_BYTES, MAX_READ_BYTES_PER_CALL,
-    MAX_READ_BYTES_PER_FILE, MAX_READ_FILE_SIZE, OverviewOp, PROTOCOL_VERSION, ReadFilesOp,
-    RelativePath, SearchAnswer, SearchOp, Termination, TrackedFilesAnswer, TrackedFilesOp,
-    WorkItem, WorkLimits, WorkOutcome, WorkSpec,
+    EntryKind, ExploreOp, FileContent, FileListAnswer, FileRange, FileRead, GitSummary,
+    ListFilesOp, MAX_ANSWER_BYTES, MAX_READ_BYTES_PER_CALL, MAX_READ_BYTES_PER_FILE,
+    MAX_READ_FILE_SIZE, OpErrorKind, OverviewOp, PROTOCOL_VERSION, ReadFilesOp, RelativePath,
+    SearchAnswer, SearchOp, Termination, TrackedFilesAnswer, TrackedFilesOp, WorkAnswer, WorkItem,
+    WorkLimits, WorkOutcome, WorkSpec,
 };
 
 /// How long an operation may take before the test calls it a hang (a FIFO opened for reading
@@ -144,7 +144,7 @@ async fn run(p: &Project, op: ExploreOp) -> WorkOutcome {
 }
 
 /// The answer of an operation that must succeed.
-async fn answer(p: &Project, op: ExploreOp) -> ExploreAnswer {
+async fn answer(p: &Project, op: ExploreOp) -> WorkAnswer {
     let outcome = run(p, op).await;
     assert_eq!(
         (outcome.termination, outcome.exit_code),
@@ -159,7 +159,7 @@ async fn answer(p: &Project, op: ExploreOp) -> ExploreAnswer {
 }
 
 /// The kind and message of an operation that must be refused.
-async fn refused(p: &Project, op: ExploreOp) -> (ExploreErrorKind, String) {
+async fn refused(p: &Project, op: ExploreOp) -> (OpErrorKind, String) {
     let outcome = run(p, op).await;
     assert_eq!(outcome.termination, Termination::Rejected, "{outcome:?}");
     assert_eq!(outcome.answer, None);
@@ -184,7 +184,7 @@ fn read(files: &[(&str, Option<u64>, Option<u64>)]) -> ExploreOp {
 
 async fn read_files(p: &Project, files: &[(&str, Option<u64>, Option<u64>)]) -> Vec<FileRead> {
     match answer(p, read(files)).await {
-        ExploreAnswer::ReadFiles(r) => r.files,
+        WorkAnswer::ReadFiles(r) => r.files,
         other => panic!("{other:?}"),
     }
 }
@@ -316,7 +316,7 @@ async fn a_file_over_the_size_bound_is_refused_before_it_is_read() {
     let sparse = std::fs::File::create(p.root.join("huge.bin")).unwrap();
     sparse.set_len(MAX_READ_FILE_SIZE + 1).unwrap();
     let (kind, why) = refused(&p, read(&[("huge.bin", None, None)])).await;
-    assert_eq!(kind, ExploreErrorKind::FileTooLarge);
+    assert_eq!(kind, OpErrorKind::FileTooLarge);
     assert!(why.contains("`huge.bin`"), "{why}");
 }
 
@@ -324,14 +324,14 @@ async fn a_file_over_the_size_bound_is_refused_before_it_is_read() {
 async fn every_bad_path_is_refused_with_its_kind_naming_the_path() {
     let p = project();
     let cases = [
-        ("escape/secret.txt", ExploreErrorKind::PathOutsideRoot),
-        ("escape-file", ExploreErrorKind::PathOutsideRoot),
-        ("absolute-link", ExploreErrorKind::PathOutsideRoot),
-        ("missing.rs", ExploreErrorKind::NotFound),
-        ("src", ExploreErrorKind::NotAFile),
-        ("fifo", ExploreErrorKind::SpecialFile),
-        ("sock", ExploreErrorKind::SpecialFile),
-        ("AGENTS.md/x", ExploreErrorKind::NotADirectory),
+        ("escape/secret.txt", OpErrorKind::PathOutsideRoot),
+        ("escape-file", OpErrorKind::PathOutsideRoot),
+        ("absolute-link", OpErrorKind::PathOutsideRoot),
+        ("missing.rs", OpErrorKind::NotFound),
+        ("src", OpErrorKind::NotAFile),
+        ("fifo", OpErrorKind::SpecialFile),
+        ("sock", OpErrorKind::SpecialFile),
+        ("AGENTS.md/x", OpErrorKind::NotADirectory),
     ];
     for (bad, expect) in cases {
         // The good file first: one bad path refuses the whole read.
@@ -344,14 +344,11 @@ async fn every_bad_path_is_refused_with_its_kind_naming_the_path() {
     let mut elsewhere = work(read(&[("src/lib.rs", None, None)]));
     elsewhere.project = "api".into();
     let outcome = run_item(&p, &elsewhere).await;
-    assert_eq!(
-        outcome.error_kind,
-        Some(ExploreErrorKind::ProjectUnavailable)
-    );
+    assert_eq!(outcome.error_kind, Some(OpErrorKind::ProjectUnavailable));
     let mut with_cwd = work(read(&[("src/lib.rs", None, None)]));
     with_cwd.cwd = Some(path("src"));
     let outcome = run_item(&p, &with_cwd).await;
-    assert_eq!(outcome.error_kind, Some(ExploreErrorKind::InvalidRequest));
+    assert_eq!(outcome.error_kind, Some(OpErrorKind::InvalidRequest));
     assert!(outcome.error.unwrap().contains("no cwd"));
 }
 
@@ -367,7 +364,7 @@ fn list(path_: Option<&str>, glob: Option<&str>, hidden: bool, limit: u32) -> Li
 
 async fn list_page(p: &Project, op: ListFilesOp) -> FileListAnswer {
     match answer(p, ExploreOp::ListFiles(op)).await {
-        ExploreAnswer::ListFiles(l) => l,
+        WorkAnswer::ListFiles(l) => l,
         other => panic!("{other:?}"),
     }
 }
@@ -449,26 +446,26 @@ async fn listing_refusals_are_typed() {
     let cases = [
         (
             list(Some("AGENTS.md"), None, false, 10),
-            ExploreErrorKind::NotADirectory,
+            OpErrorKind::NotADirectory,
         ),
         (
             list(Some("escape"), None, false, 10),
-            ExploreErrorKind::PathOutsideRoot,
+            OpErrorKind::PathOutsideRoot,
         ),
         (
             list(Some("nowhere"), None, false, 10),
-            ExploreErrorKind::NotFound,
+            OpErrorKind::NotFound,
         ),
         (
             list(None, Some("src/[a"), false, 10),
-            ExploreErrorKind::InvalidGlob,
+            OpErrorKind::InvalidGlob,
         ),
         (
             ListFilesOp {
                 cursor: Some("bm90LWEtY3Vyc29y".into()),
                 ..list(None, None, false, 10)
             },
-            ExploreErrorKind::InvalidCursor,
+            OpErrorKind::InvalidCursor,
         ),
     ];
     for (op, expect) in cases {
@@ -492,7 +489,7 @@ async fn listing_refusals_are_typed() {
         }),
     )
     .await;
-    assert_eq!(kind, ExploreErrorKind::InvalidCursor);
+    assert_eq!(kind, OpErrorKind::InvalidCursor);
 }
 
 #[tokio::test]
@@ -528,7 +525,7 @@ async fn list_pages_continue_each_other_exactly() {
 
 async fn search_page(p: &Project, op: SearchOp) -> SearchAnswer {
     match answer(p, ExploreOp::Search(op)).await {
-        ExploreAnswer::Search(s) => s,
+        WorkAnswer::Search(s) => s,
         other => panic!("{other:?}"),
     }
 }
@@ -739,7 +736,7 @@ async fn a_search_over_many_files_keeps_the_walk_order_across_pages() {
 async fn bad_patterns_and_globs_are_refused_naming_the_problem() {
     let p = project();
     let (kind, why) = refused(&p, ExploreOp::Search(SearchOp::new("fn ("))).await;
-    assert_eq!(kind, ExploreErrorKind::InvalidRegex);
+    assert_eq!(kind, OpErrorKind::InvalidRegex);
     assert!(why.contains("regular expression"), "{why}");
     let cases = [
         (
@@ -747,21 +744,21 @@ async fn bad_patterns_and_globs_are_refused_naming_the_problem() {
                 glob: Some("[".into()),
                 ..SearchOp::new("x")
             },
-            ExploreErrorKind::InvalidGlob,
+            OpErrorKind::InvalidGlob,
         ),
         (
             SearchOp {
                 path: Some(path("escape")),
                 ..SearchOp::new("secret")
             },
-            ExploreErrorKind::PathOutsideRoot,
+            OpErrorKind::PathOutsideRoot,
         ),
         (
             SearchOp {
                 path: Some(path("fifo")),
                 ..SearchOp::new("x")
             },
-            ExploreErrorKind::SpecialFile,
+            OpErrorKind::SpecialFile,
         ),
     ];
     for (op, expect) in cases {
@@ -780,7 +777,7 @@ fn tracked(path_: Option<&str>, limit: u32, cursor: Option<String>) -> ExploreOp
 
 async fn tracked_page(p: &Project, op: ExploreOp) -> TrackedFilesAnswer {
     match answer(p, op).await {
-        ExploreAnswer::TrackedFiles(t) => t,
+        WorkAnswer::TrackedFiles(t) => t,
         other => panic!("{other:?}"),
     }
 }
@@ -838,9 +835,9 @@ async fn tracked_files_are_gits_index_in_pages() {
 async fn a_root_outside_git_has_no_tracked_files_and_an_overview_says_so() {
     let p = project();
     let (kind, _) = refused(&p, tracked(None, 10, None)).await;
-    assert_eq!(kind, ExploreErrorKind::NotARepository);
+    assert_eq!(kind, OpErrorKind::NotARepository);
     match answer(&p, ExploreOp::Overview(OverviewOp {})).await {
-        ExploreAnswer::Overview(o) => assert_eq!(o.git, GitSummary::NotARepository),
+        WorkAnswer::Overview(o) => assert_eq!(o.git, GitSummary::NotARepository),
         other => panic!("{other:?}"),
     }
 }
@@ -849,7 +846,7 @@ async fn a_root_outside_git_has_no_tracked_files_and_an_overview_says_so() {
 async fn an_overview_names_the_project_its_languages_manifests_instructions_tree_and_git_state() {
     let p = repository();
     let o = match answer(&p, ExploreOp::Overview(OverviewOp {})).await {
-        ExploreAnswer::Overview(o) => o,
+        WorkAnswer::Overview(o) => o,
         other => panic!("{other:?}"),
     };
     assert_eq!(o.root_name, "root");
@@ -904,7 +901,7 @@ async fn an_overview_names_the_project_its_languages_manifests_instructions_tree
     );
     std::fs::write(p.root.join("src/main.rs"), "fn main() {}\n").unwrap();
     match answer(&p, ExploreOp::Overview(OverviewOp {})).await {
-        ExploreAnswer::Overview(o) => {
+        WorkAnswer::Overview(o) => {
             assert!(
                 matches!(o.git, GitSummary::Repository { dirty: true, .. }),
                 "{:?}",

@@ -3,14 +3,14 @@
 //!
 //! Every path is a [`RelativePath`] under the project root; every page, text and list is
 //! bounded by the constants of `bounds.rs`, and an answer's JSON never exceeds
-//! [`MAX_ANSWER_BYTES`]. A refusal is a [`ExploreErrorKind`] with words in the outcome's `error`.
+//! [`MAX_ANSWER_BYTES`]. A refusal is a [`OpErrorKind`] with words in the outcome's `error`.
 
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    DEFAULT_LIST_FILES, DEFAULT_SEARCH_MATCHES, MAX_ANSWER_BYTES, MAX_CONTEXT_LINES,
-    MAX_CURSOR_BYTES, MAX_GLOB_BYTES, MAX_LIST_FILES, MAX_PATTERN_BYTES, MAX_READ_FILES,
-    MAX_SEARCH_MATCHES, ProtocolError, RelativePath, refuse,
+    DEFAULT_LIST_FILES, DEFAULT_SEARCH_MATCHES, MAX_CONTEXT_LINES, MAX_CURSOR_BYTES,
+    MAX_GLOB_BYTES, MAX_LIST_FILES, MAX_PATTERN_BYTES, MAX_READ_FILES, MAX_SEARCH_MATCHES,
+    ProtocolError, RelativePath, refuse,
 };
 
 /// One explore operation, tagged by `op` inside the work spec:
@@ -248,102 +248,6 @@ fn check_cursor(cursor: Option<&str>) -> Result<(), ProtocolError> {
             ))
         }
         _ => Ok(()),
-    }
-}
-
-/// Why an explore operation was refused: a closed set the functions map to typed tool errors.
-/// The outcome's `error` says the same in words, naming the path or pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExploreErrorKind {
-    /// The work item broke a bound or form of the protocol.
-    InvalidRequest,
-    /// The project is not served by this runner, or its root cannot be opened.
-    ProjectUnavailable,
-    /// The path leads outside the project root (through a symlink, or an absolute symlink).
-    PathOutsideRoot,
-    /// Nothing exists at the path.
-    NotFound,
-    /// The path is a directory where a file was expected.
-    NotAFile,
-    /// The path (or one of its parents) is not a directory where one was expected.
-    NotADirectory,
-    /// A device, FIFO or socket: never opened for reading.
-    SpecialFile,
-    /// The file is larger than [`crate::MAX_READ_FILE_SIZE`].
-    FileTooLarge,
-    /// The file or directory cannot be read (permissions, a loop of symlinks, an I/O error).
-    Unreadable,
-    /// The search pattern is not a valid regular expression (or too large once compiled).
-    InvalidRegex,
-    /// The glob is not valid glob syntax.
-    InvalidGlob,
-    /// The cursor is not one this runner hands out for this operation.
-    InvalidCursor,
-    /// The project root is not inside a Git repository.
-    NotARepository,
-    /// Git could not be run, or failed.
-    GitUnavailable,
-}
-
-impl ExploreErrorKind {
-    /// The wire string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExploreErrorKind::InvalidRequest => "invalid_request",
-            ExploreErrorKind::ProjectUnavailable => "project_unavailable",
-            ExploreErrorKind::PathOutsideRoot => "path_outside_root",
-            ExploreErrorKind::NotFound => "not_found",
-            ExploreErrorKind::NotAFile => "not_a_file",
-            ExploreErrorKind::NotADirectory => "not_a_directory",
-            ExploreErrorKind::SpecialFile => "special_file",
-            ExploreErrorKind::FileTooLarge => "file_too_large",
-            ExploreErrorKind::Unreadable => "unreadable",
-            ExploreErrorKind::InvalidRegex => "invalid_regex",
-            ExploreErrorKind::InvalidGlob => "invalid_glob",
-            ExploreErrorKind::InvalidCursor => "invalid_cursor",
-            ExploreErrorKind::NotARepository => "not_a_repository",
-            ExploreErrorKind::GitUnavailable => "git_unavailable",
-        }
-    }
-}
-
-/// The typed answer of a successful explore operation, tagged by the same `op`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum ExploreAnswer {
-    /// Answer to [`ExploreOp::Overview`].
-    Overview(OverviewAnswer),
-    /// Answer to [`ExploreOp::ListFiles`].
-    ListFiles(FileListAnswer),
-    /// Answer to [`ExploreOp::TrackedFiles`].
-    TrackedFiles(TrackedFilesAnswer),
-    /// Answer to [`ExploreOp::ReadFiles`].
-    ReadFiles(ReadFilesAnswer),
-    /// Answer to [`ExploreOp::Search`].
-    Search(SearchAnswer),
-}
-
-impl ExploreAnswer {
-    /// The name of the operation this answers, as [`ExploreOp::name`] gives it.
-    pub fn op(&self) -> &'static str {
-        match self {
-            ExploreAnswer::Overview(_) => "overview",
-            ExploreAnswer::ListFiles(_) => "list_files",
-            ExploreAnswer::TrackedFiles(_) => "tracked_files",
-            ExploreAnswer::ReadFiles(_) => "read_files",
-            ExploreAnswer::Search(_) => "search",
-        }
-    }
-
-    /// Checks the one bound every answer keeps: its JSON is at most [`MAX_ANSWER_BYTES`].
-    pub fn validate(&self) -> Result<(), ProtocolError> {
-        let bytes = serde_json::to_vec(self)
-            .map_err(|e| ProtocolError(format!("answer does not serialize: {e}")))?;
-        if bytes.len() > MAX_ANSWER_BYTES {
-            return refuse(format!("answer is over {MAX_ANSWER_BYTES} bytes of JSON"));
-        }
-        Ok(())
     }
 }
 

@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 mod bounds;
 pub use bounds::*;
+mod answer;
+pub use answer::*;
 mod explore;
 pub use explore::*;
 
@@ -568,14 +570,14 @@ pub struct WorkOutcome {
     pub stdout_truncated: bool,
     /// More stderr was written than kept.
     pub stderr_truncated: bool,
-    /// The answer of explore work that succeeded (`exited`, exit code 0); its JSON is at most
-    /// [`MAX_ANSWER_BYTES`]. Absent for every other outcome.
+    /// The answer of work the runner executes itself (explore, edit, Git) that succeeded
+    /// (`exited`, exit code 0); its JSON is at most [`MAX_ANSWER_BYTES`]. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<ExploreAnswer>,
-    /// Why explore work was `rejected`, as a stable kind; `error` says it in words. Absent for
+    pub answer: Option<WorkAnswer>,
+    /// Why such work was `rejected`, as a stable kind; `error` says it in words. Absent for
     /// every other outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_kind: Option<ExploreErrorKind>,
+    pub error_kind: Option<OpErrorKind>,
 }
 
 impl WorkOutcome {
@@ -1120,7 +1122,7 @@ mod tests {
             truncated: false,
         };
         let answers = [
-            ExploreAnswer::Overview(OverviewAnswer {
+            WorkAnswer::Overview(OverviewAnswer {
                 root_name: "web".into(),
                 languages: vec![LanguageCount {
                     language: "Rust".into(),
@@ -1143,7 +1145,7 @@ mod tests {
                     dirty: true,
                 },
             }),
-            ExploreAnswer::ListFiles(FileListAnswer {
+            WorkAnswer::ListFiles(FileListAnswer {
                 files: vec![ListedFile {
                     path: path("src/a.rs"),
                     kind: EntryKind::Symlink,
@@ -1152,13 +1154,13 @@ mod tests {
                 next_cursor: Some("c".into()),
                 unlisted: 1,
             }),
-            ExploreAnswer::TrackedFiles(TrackedFilesAnswer {
+            WorkAnswer::TrackedFiles(TrackedFilesAnswer {
                 files: vec![path("a")],
                 next_cursor: None,
                 unlisted: 0,
                 truncated: false,
             }),
-            ExploreAnswer::ReadFiles(ReadFilesAnswer {
+            WorkAnswer::ReadFiles(ReadFilesAnswer {
                 files: vec![
                     FileRead {
                         path: path("a"),
@@ -1181,7 +1183,7 @@ mod tests {
                     },
                 ],
             }),
-            ExploreAnswer::Search(SearchAnswer {
+            WorkAnswer::Search(SearchAnswer {
                 matches: vec![SearchMatch {
                     path: path("a"),
                     line: line(2, "x"),
@@ -1207,15 +1209,12 @@ mod tests {
             termination: Termination::Rejected,
             exit_code: None,
             error: Some("`out`: the path leads outside the project root".into()),
-            error_kind: Some(ExploreErrorKind::PathOutsideRoot),
+            error_kind: Some(OpErrorKind::PathOutsideRoot),
             ..outcome()
         };
         let json = serde_json::to_value(&refused).unwrap();
         assert_eq!(json["error_kind"], "path_outside_root");
-        assert_eq!(
-            json["error_kind"],
-            ExploreErrorKind::PathOutsideRoot.as_str()
-        );
+        assert_eq!(json["error_kind"], OpErrorKind::PathOutsideRoot.as_str());
         assert_eq!(
             serde_json::from_value::<WorkOutcome>(json).unwrap(),
             refused
@@ -1225,7 +1224,7 @@ mod tests {
 
     #[test]
     fn an_answer_over_its_bound_is_refused() {
-        let big = ExploreAnswer::TrackedFiles(TrackedFilesAnswer {
+        let big = WorkAnswer::TrackedFiles(TrackedFilesAnswer {
             files: vec![path(&"a".repeat(1000)); MAX_ANSWER_BYTES / 1000],
             next_cursor: None,
             unlisted: 0,

@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
-use wc_runner_protocol::{EntryKind, ExploreErrorKind, RelativePath};
+use wc_runner_protocol::{EntryKind, OpErrorKind, RelativePath};
 
 use super::Refusal;
 
@@ -160,20 +160,17 @@ impl Refusal {
         let errno = e.raw_os_error().map(Errno::from_raw_os_error);
         let (kind, what) = match errno {
             Some(Errno::XDEV) => (
-                ExploreErrorKind::PathOutsideRoot,
+                OpErrorKind::PathOutsideRoot,
                 "leads outside the project root (through a symlink; an absolute symlink always \
                  counts as leaving it)"
                     .to_owned(),
             ),
-            Some(Errno::NOENT) => (ExploreErrorKind::NotFound, "does not exist".to_owned()),
+            Some(Errno::NOENT) => (OpErrorKind::NotFound, "does not exist".to_owned()),
             Some(Errno::NOTDIR) => (
-                ExploreErrorKind::NotADirectory,
+                OpErrorKind::NotADirectory,
                 "has a parent that is not a directory".to_owned(),
             ),
-            _ => (
-                ExploreErrorKind::Unreadable,
-                format!("cannot be opened: {e}"),
-            ),
+            _ => (OpErrorKind::Unreadable, format!("cannot be opened: {e}")),
         };
         Refusal::at(kind, rel, &what)
     }

@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use wc_runner_protocol::{
-    EntryKind, ExploreAnswer, GitSummary, LanguageCount, MAX_OVERVIEW_ENTRIES,
-    MAX_OVERVIEW_MANIFESTS, MAX_OVERVIEW_SCAN_FILES, Manifest, OverviewAnswer, RelativePath,
-    TreeEntry,
+    EntryKind, GitSummary, LanguageCount, MAX_OVERVIEW_ENTRIES, MAX_OVERVIEW_MANIFESTS,
+    MAX_OVERVIEW_SCAN_FILES, Manifest, OverviewAnswer, RelativePath, TreeEntry, WorkAnswer,
 };
 
 use super::beneath::Root;
@@ -23,11 +22,11 @@ const STATUS_BYTES: u64 = 64 * 1024;
 /// Longest branch name reported, in bytes.
 const MAX_BRANCH_BYTES: usize = 256;
 
-pub(super) async fn run(ctx: &Ctx<'_>) -> Result<ExploreAnswer, Ended> {
+pub(super) async fn run(ctx: &Ctx<'_>) -> Result<WorkAnswer, Ended> {
     let (scanned, git) = tokio::join!(ctx.blocking(scan), git_summary(ctx));
     let mut answer = scanned?;
     answer.git = git?;
-    Ok(ExploreAnswer::Overview(answer))
+    Ok(WorkAnswer::Overview(answer))
 }
 
 fn scan(root: &Root, stop: &Stop) -> Result<OverviewAnswer, Failure> {

@@ -11,8 +11,8 @@ use std::io::Read as _;
 
 use sha2::{Digest as _, Sha256};
 use wc_runner_protocol::{
-    BINARY_PROBE_BYTES, EntryKind, ExploreAnswer, ExploreErrorKind, FileContent, FileRange,
-    FileRead, MAX_READ_BYTES_PER_CALL, MAX_READ_BYTES_PER_FILE, MAX_READ_FILE_SIZE, ReadFilesOp,
+    BINARY_PROBE_BYTES, EntryKind, FileContent, FileRange, FileRead, MAX_READ_BYTES_PER_CALL,
+    MAX_READ_BYTES_PER_FILE, MAX_READ_FILE_SIZE, OpErrorKind, ReadFilesOp, WorkAnswer,
 };
 
 use super::beneath::Root;
@@ -21,7 +21,7 @@ use super::{Failure, Refusal, Stop};
 /// Bytes read at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
-pub(super) fn run(root: &Root, op: &ReadFilesOp, stop: &Stop) -> Result<ExploreAnswer, Failure> {
+pub(super) fn run(root: &Root, op: &ReadFilesOp, stop: &Stop) -> Result<WorkAnswer, Failure> {
     let mut room = MAX_READ_BYTES_PER_CALL;
     let mut files = Vec::with_capacity(op.files.len());
     for range in &op.files {
@@ -32,9 +32,9 @@ pub(super) fn run(root: &Root, op: &ReadFilesOp, stop: &Stop) -> Result<ExploreA
         }
         files.push(read);
     }
-    Ok(ExploreAnswer::ReadFiles(
-        wc_runner_protocol::ReadFilesAnswer { files },
-    ))
+    Ok(WorkAnswer::ReadFiles(wc_runner_protocol::ReadFilesAnswer {
+        files,
+    }))
 }
 
 fn read_one(root: &Root, range: &FileRange, room: usize, stop: &Stop) -> Result<FileRead, Failure> {
@@ -43,11 +43,11 @@ fn read_one(root: &Root, range: &FileRange, room: usize, stop: &Stop) -> Result<
     match opened.kind() {
         EntryKind::File => {}
         EntryKind::Directory => {
-            return Err(Refusal::at(ExploreErrorKind::NotAFile, path, "is a directory").into());
+            return Err(Refusal::at(OpErrorKind::NotAFile, path, "is a directory").into());
         }
         _ => {
             return Err(Refusal::at(
-                ExploreErrorKind::SpecialFile,
+                OpErrorKind::SpecialFile,
                 path,
                 "is a device, FIFO or socket; it is never opened",
             )
@@ -56,7 +56,7 @@ fn read_one(root: &Root, range: &FileRange, room: usize, stop: &Stop) -> Result<
     }
     if opened.size() > MAX_READ_FILE_SIZE {
         return Err(Refusal::at(
-            ExploreErrorKind::FileTooLarge,
+            OpErrorKind::FileTooLarge,
             path,
             &format!(
                 "is {} bytes; files of at most {MAX_READ_FILE_SIZE} bytes are read",
@@ -67,7 +67,7 @@ fn read_one(root: &Root, range: &FileRange, room: usize, stop: &Stop) -> Result<
     }
     let unreadable = |e: std::io::Error| {
         Refusal::at(
-            ExploreErrorKind::Unreadable,
+            OpErrorKind::Unreadable,
             path,
             &format!("cannot be read: {e}"),
         )
@@ -90,7 +90,7 @@ fn read_one(root: &Root, range: &FileRange, room: usize, stop: &Stop) -> Result<
         // The size was checked when the file was opened; a file growing since is read up to it.
         if scan.size > MAX_READ_FILE_SIZE {
             return Err(Refusal::at(
-                ExploreErrorKind::FileTooLarge,
+                OpErrorKind::FileTooLarge,
                 path,
                 &format!("grew past {MAX_READ_FILE_SIZE} bytes while it was read"),
             )

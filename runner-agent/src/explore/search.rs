@@ -19,8 +19,8 @@ use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
 use wc_runner_protocol::{
-    EntryKind, ExploreAnswer, ExploreErrorKind, MAX_SEARCH_LINE_BYTES, RelativePath, SearchAnswer,
-    SearchLine, SearchMatch, SearchOp,
+    EntryKind, MAX_SEARCH_LINE_BYTES, OpErrorKind, RelativePath, SearchAnswer, SearchLine,
+    SearchMatch, SearchOp, WorkAnswer,
 };
 
 use super::beneath::Root;
@@ -32,7 +32,7 @@ const SEARCH_HEAP_BYTES: usize = 16 * 1024 * 1024;
 /// Compiled size a pattern may reach.
 const REGEX_SIZE_BYTES: usize = 10 * 1024 * 1024;
 
-pub(super) fn run(root: &Root, op: &SearchOp, stop: &Stop) -> Result<ExploreAnswer, Failure> {
+pub(super) fn run(root: &Root, op: &SearchOp, stop: &Stop) -> Result<WorkAnswer, Failure> {
     const OP: &str = "search";
     let after = decode_cursor(OP, op.cursor.as_deref())?;
     let target = resolve_target(root, op.path.as_ref(), false)?;
@@ -49,7 +49,7 @@ pub(super) fn run(root: &Root, op: &SearchOp, stop: &Stop) -> Result<ExploreAnsw
         .dfa_size_limit(REGEX_SIZE_BYTES)
         .build(&op.pattern)
         .map_err(|e| {
-            let kind = ExploreErrorKind::InvalidRegex;
+            let kind = OpErrorKind::InvalidRegex;
             Refusal::new(
                 kind,
                 format!("the pattern is not a valid regular expression: {e}"),
@@ -167,7 +167,7 @@ pub(super) fn run(root: &Root, op: &SearchOp, stop: &Stop) -> Result<ExploreAnsw
         Some(last) if page.full => Some(encode_cursor(OP, &last.path, Some(last.line.number))),
         _ => None,
     };
-    Ok(ExploreAnswer::Search(SearchAnswer {
+    Ok(WorkAnswer::Search(SearchAnswer {
         matches: page.matches,
         files_searched: page.files_searched,
         files_skipped: page.files_skipped,

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use ignore::WalkBuilder;
 use ignore::overrides::{Override, OverrideBuilder};
-use wc_runner_protocol::{EntryKind, ExploreErrorKind};
+use wc_runner_protocol::{EntryKind, OpErrorKind};
 
 use super::beneath::Root;
 use super::{Failure, Refusal, Stop};
@@ -61,7 +61,7 @@ pub(crate) fn glob(root: &Root, glob: &str) -> Result<Override, Refusal> {
     builder
         .add(glob)
         .and_then(|b| b.build())
-        .map_err(|e| Refusal::new(ExploreErrorKind::InvalidGlob, format!("glob {glob:?}: {e}")))
+        .map_err(|e| Refusal::new(OpErrorKind::InvalidGlob, format!("glob {glob:?}: {e}")))
 }
 
 /// Whether `glob` admits the file at `path`.

@@ -1,0 +1,105 @@
+//! What a runner answers for work it executes itself (explore, edit and Git operations): the
+//! typed answer of a success, tagged by the operation, and the closed set of refusal kinds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    FileListAnswer, MAX_ANSWER_BYTES, OverviewAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
+    TrackedFilesAnswer, refuse,
+};
+
+/// Why an operation on project files was refused: a closed set the functions map to typed tool errors.
+/// The outcome's `error` says the same in words, naming the path or pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpErrorKind {
+    /// The work item broke a bound or form of the protocol.
+    InvalidRequest,
+    /// The project is not served by this runner, or its root cannot be opened.
+    ProjectUnavailable,
+    /// The path leads outside the project root (through a symlink, or an absolute symlink).
+    PathOutsideRoot,
+    /// Nothing exists at the path.
+    NotFound,
+    /// The path is a directory where a file was expected.
+    NotAFile,
+    /// The path (or one of its parents) is not a directory where one was expected.
+    NotADirectory,
+    /// A device, FIFO or socket: never opened for reading.
+    SpecialFile,
+    /// The file is larger than [`crate::MAX_READ_FILE_SIZE`].
+    FileTooLarge,
+    /// The file or directory cannot be read (permissions, a loop of symlinks, an I/O error).
+    Unreadable,
+    /// The search pattern is not a valid regular expression (or too large once compiled).
+    InvalidRegex,
+    /// The glob is not valid glob syntax.
+    InvalidGlob,
+    /// The cursor is not one this runner hands out for this operation.
+    InvalidCursor,
+    /// The project root is not inside a Git repository.
+    NotARepository,
+    /// Git could not be run, or failed.
+    GitUnavailable,
+}
+
+impl OpErrorKind {
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpErrorKind::InvalidRequest => "invalid_request",
+            OpErrorKind::ProjectUnavailable => "project_unavailable",
+            OpErrorKind::PathOutsideRoot => "path_outside_root",
+            OpErrorKind::NotFound => "not_found",
+            OpErrorKind::NotAFile => "not_a_file",
+            OpErrorKind::NotADirectory => "not_a_directory",
+            OpErrorKind::SpecialFile => "special_file",
+            OpErrorKind::FileTooLarge => "file_too_large",
+            OpErrorKind::Unreadable => "unreadable",
+            OpErrorKind::InvalidRegex => "invalid_regex",
+            OpErrorKind::InvalidGlob => "invalid_glob",
+            OpErrorKind::InvalidCursor => "invalid_cursor",
+            OpErrorKind::NotARepository => "not_a_repository",
+            OpErrorKind::GitUnavailable => "git_unavailable",
+        }
+    }
+}
+
+/// The typed answer of an operation the runner executes itself, tagged by its `op`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum WorkAnswer {
+    /// Answer to [`ExploreOp::Overview`].
+    Overview(OverviewAnswer),
+    /// Answer to [`ExploreOp::ListFiles`].
+    ListFiles(FileListAnswer),
+    /// Answer to [`ExploreOp::TrackedFiles`].
+    TrackedFiles(TrackedFilesAnswer),
+    /// Answer to [`ExploreOp::ReadFiles`].
+    ReadFiles(ReadFilesAnswer),
+    /// Answer to [`ExploreOp::Search`].
+    Search(SearchAnswer),
+}
+
+impl WorkAnswer {
+    /// The name of the operation this answers, as [`ExploreOp::name`] gives it.
+    pub fn op(&self) -> &'static str {
+        match self {
+            WorkAnswer::Overview(_) => "overview",
+            WorkAnswer::ListFiles(_) => "list_files",
+            WorkAnswer::TrackedFiles(_) => "tracked_files",
+            WorkAnswer::ReadFiles(_) => "read_files",
+            WorkAnswer::Search(_) => "search",
+        }
+    }
+
+    /// Checks the one bound every answer keeps: its JSON is at most [`MAX_ANSWER_BYTES`].
+    pub fn validate(&self) -> Result<(), ProtocolError> {
+        let bytes = serde_json::to_vec(self)
+            .map_err(|e| ProtocolError(format!("answer does not serialize: {e}")))?;
+        if bytes.len() > MAX_ANSWER_BYTES {
+            return refuse(format!("answer is over {MAX_ANSWER_BYTES} bytes of JSON"));
+        }
+        Ok(())
+    }
+}
