@@ -73,6 +73,28 @@ pub enum ErrorKind {
     /// The runner stopped reporting while the execution was in its hands; the outcome is
     /// unknown and it is never run again by itself.
     Lost,
+    /// The path leads outside the project root (through a symlink, or an absolute
+    /// symlink); nothing outside the root is ever read or written.
+    PathOutsideRoot,
+    /// Nothing exists at the project path named in `path`.
+    PathNotFound,
+    /// The path is a directory (or symlink) where a regular file was expected.
+    NotAFile,
+    /// The path, or one of its parents, is not a directory where one was expected.
+    NotADirectory,
+    /// The path is a device, FIFO or socket: never opened.
+    SpecialFile,
+    /// The file is larger than the tool reads or edits (the limit is in the message).
+    FileTooLarge,
+    /// The file or directory cannot be read on the build host (permissions, a loop of
+    /// symlinks, an I/O error).
+    Unreadable,
+    /// The cursor is not a `next_cursor` this tool handed out for these arguments.
+    InvalidCursor,
+    /// The project root is not inside a Git work tree.
+    NotARepository,
+    /// Git could not be run on the build host, or failed (its words are in the message).
+    GitUnavailable,
     /// The caller (its authority group) already has as much queued and running work as it
     /// may; nothing was queued. Retry after `retry_after_ms`, once some of it has ended.
     RateLimited,
@@ -116,6 +138,16 @@ impl ErrorKind {
             ErrorKind::Lost => "lost",
             ErrorKind::RateLimited => "rate_limited",
             ErrorKind::QueueFull => "queue_full",
+            ErrorKind::PathOutsideRoot => "path_outside_root",
+            ErrorKind::PathNotFound => "path_not_found",
+            ErrorKind::NotAFile => "not_a_file",
+            ErrorKind::NotADirectory => "not_a_directory",
+            ErrorKind::SpecialFile => "special_file",
+            ErrorKind::FileTooLarge => "file_too_large",
+            ErrorKind::Unreadable => "unreadable",
+            ErrorKind::InvalidCursor => "invalid_cursor",
+            ErrorKind::NotARepository => "not_a_repository",
+            ErrorKind::GitUnavailable => "git_unavailable",
         }
     }
 
@@ -163,6 +195,16 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Lost => "outcome_unknown",
             ErrorKind::RateLimited | ErrorKind::QueueFull => "limited",
+            ErrorKind::PathOutsideRoot => "invalid_request",
+            ErrorKind::PathNotFound => "not_found",
+            ErrorKind::NotAFile => "invalid_request",
+            ErrorKind::NotADirectory => "invalid_request",
+            ErrorKind::SpecialFile => "invalid_request",
+            ErrorKind::FileTooLarge => "invalid_request",
+            ErrorKind::Unreadable => "invalid_state",
+            ErrorKind::InvalidCursor => "invalid_request",
+            ErrorKind::NotARepository => "invalid_state",
+            ErrorKind::GitUnavailable => "unavailable",
         }
     }
 
@@ -194,6 +236,16 @@ impl ErrorKind {
             ErrorKind::Cancelled => "check_state",
             ErrorKind::Lost => "check_state",
             ErrorKind::RateLimited | ErrorKind::QueueFull => "retry_later",
+            ErrorKind::PathOutsideRoot => "fix_arguments",
+            ErrorKind::PathNotFound => "check_target",
+            ErrorKind::NotAFile => "fix_arguments",
+            ErrorKind::NotADirectory => "fix_arguments",
+            ErrorKind::SpecialFile => "fix_arguments",
+            ErrorKind::FileTooLarge => "fix_arguments",
+            ErrorKind::Unreadable => "check_target",
+            ErrorKind::InvalidCursor => "restart_listing",
+            ErrorKind::NotARepository => "check_target",
+            ErrorKind::GitUnavailable => "retry",
         }
     }
 
@@ -230,11 +282,21 @@ impl ErrorKind {
             | ErrorKind::Lost => 200,
             ErrorKind::RateLimited => 429,
             ErrorKind::QueueFull => 429,
+            ErrorKind::PathOutsideRoot => 400,
+            ErrorKind::PathNotFound => 404,
+            ErrorKind::NotAFile => 400,
+            ErrorKind::NotADirectory => 400,
+            ErrorKind::SpecialFile => 400,
+            ErrorKind::FileTooLarge => 400,
+            ErrorKind::Unreadable => 422,
+            ErrorKind::InvalidCursor => 400,
+            ErrorKind::NotARepository => 409,
+            ErrorKind::GitUnavailable => 503,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 31] = [
+    pub const ALL: [ErrorKind; 41] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -266,6 +328,16 @@ impl ErrorKind {
         ErrorKind::Lost,
         ErrorKind::RateLimited,
         ErrorKind::QueueFull,
+        ErrorKind::PathOutsideRoot,
+        ErrorKind::PathNotFound,
+        ErrorKind::NotAFile,
+        ErrorKind::NotADirectory,
+        ErrorKind::SpecialFile,
+        ErrorKind::FileTooLarge,
+        ErrorKind::Unreadable,
+        ErrorKind::InvalidCursor,
+        ErrorKind::NotARepository,
+        ErrorKind::GitUnavailable,
     ];
 }
 

@@ -32,18 +32,21 @@ pub struct Runner {
     pub max_concurrency: Option<i32>,
     /// Runner-local project ids it announced.
     pub projects: Vec<String>,
+    /// Kinds of work its instance announced (`process`, `explore`, …); `None` when it
+    /// registered before instances announced them.
+    pub work_kinds: Option<Vec<String>>,
     /// Work it holds leases on now: all of it, or only one owner's ([`list`]).
     pub work_in_flight: i64,
 }
 
 const COLUMNS: &str = "r.client_id, r.label, r.created_at, r.revoked_at, r.instance_id, \
-     r.instance_started_at, r.last_seen_at, r.agent_version, r.queue, r.max_concurrency, r.projects, \
+     r.instance_started_at, r.last_seen_at, r.agent_version, r.queue, r.max_concurrency, r.projects, r.work_kinds, \
      (SELECT count(*) FROM runner_work w WHERE w.client_id = r.client_id AND w.state = 'leased') AS in_flight";
 
 /// [`COLUMNS`] with the work in flight counted only for the owner fingerprint in `$3` (every
 /// owner's when it is null).
 const COLUMNS_FOR_OWNER: &str = "r.client_id, r.label, r.created_at, r.revoked_at, r.instance_id, \
-     r.instance_started_at, r.last_seen_at, r.agent_version, r.queue, r.max_concurrency, r.projects, \
+     r.instance_started_at, r.last_seen_at, r.agent_version, r.queue, r.max_concurrency, r.projects, r.work_kinds, \
      CASE WHEN $3::text IS NULL \
        THEN (SELECT count(*) FROM runner_work w WHERE w.client_id = r.client_id AND w.state = 'leased') \
        ELSE (SELECT count(*) FROM runner_work w WHERE w.owner_authority_fingerprint = $3::text \
@@ -62,6 +65,7 @@ fn from_row(r: &Row) -> Runner {
         queue: r.get("queue"),
         max_concurrency: r.get("max_concurrency"),
         projects: r.get("projects"),
+        work_kinds: r.get("work_kinds"),
         work_in_flight: r.get("in_flight"),
     }
 }
@@ -182,6 +186,8 @@ pub struct Registration<'a> {
     pub max_concurrency: i32,
     /// Runner-local project ids (registered as `agent:<client_id>:<id>`).
     pub projects: &'a [String],
+    /// Kinds of work the instance executes.
+    pub work_kinds: &'a [String],
 }
 
 /// What registration did.
@@ -253,7 +259,7 @@ pub async fn register(
         "UPDATE runners SET instance_id = $2, \
              instance_started_at = CASE WHEN instance_id = $2 THEN instance_started_at ELSE now() END, \
              last_seen_at = now(), agent_version = $3, queue = $4, max_concurrency = $5, \
-             projects = $6, version = version + 1 \
+             projects = $6, work_kinds = $7::text[], version = version + 1 \
          WHERE client_id = $1",
         &[
             &reg.client_id,
@@ -262,6 +268,7 @@ pub async fn register(
             &reg.queue,
             &reg.max_concurrency,
             &reg.projects,
+            &reg.work_kinds,
         ],
     )
     .await?;

@@ -676,8 +676,27 @@ pub async fn append_output(
     })
 }
 
-/// Ends leased work with the runner's outcome (`state` is the terminal state it implies),
-/// stores its remaining chunks and appends the work's `execution_finished` (as `evidence`
+/// The work and, once it has ended, the answer the runner gave (work it executes itself
+/// answers; every other work has none). Read only by the call that waits for the answer.
+pub async fn get_answered(
+    client: &impl GenericClient,
+    id: Uuid,
+) -> Result<Option<(WorkRow, Option<Value>)>, StoreError> {
+    let stmt = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS}, answer, \
+                 coalesce(state = 'leased' AND lease_expires_at <= now(), false) AS expired \
+             FROM runner_work WHERE id = $1"
+        ))
+        .await?;
+    Ok(client
+        .query_opt(&stmt, &[&id])
+        .await?
+        .map(|r| (as_read(&r), r.get("answer"))))
+}
+
+/// Ends leased work with the runner's outcome (`state` is the terminal state it implies) and
+/// the answer of work the runner executes itself, stores its remaining chunks and appends the work's `execution_finished` (as `evidence`
 /// makes it from the ended row) to its session, under the live lease, in one transaction.
 /// When the runner has queued work, the freed slot is announced (`wc_work`): an owner held
 /// back by [`SlotSharing`] may now claim. A repeated identical report of the same lease is
@@ -691,6 +710,7 @@ pub async fn finish(
     lease_token: Uuid,
     state: WorkState,
     outcome: &Value,
+    answer: Option<&Value>,
     chunks: &[Chunk],
     evidence: EvidenceOf<'_>,
 ) -> Result<Report, StoreError> {
@@ -698,12 +718,13 @@ pub async fn finish(
     let tx = client.transaction().await?;
     let stmt = tx
         .prepare_cached(&format!(
-            "WITH cur AS (SELECT state, lease_token, outcome, \
+            "WITH cur AS (SELECT state, lease_token, outcome, answer, \
                              (item->'limits'->>'output_bytes_per_stream')::bigint AS lim \
                           FROM runner_work WHERE id = $1 AND client_id = $2), \
              c AS (SELECT * FROM unnest($7::text[], $8::bigint[], $9::bytea[]) AS c(s, o, d)), \
              over AS (SELECT count(*) AS n FROM c, cur WHERE c.o + octet_length(c.d) > cur.lim), \
-             upd AS (UPDATE runner_work SET state = $5::text, outcome = $6::jsonb, finished_at = now(), \
+             upd AS (UPDATE runner_work SET state = $5::text, outcome = $6::jsonb, answer = $10::jsonb, \
+                         finished_at = now(), \
                          lease_expires_at = NULL, version = version + 1 \
                      WHERE id = $1 AND client_id = $2 AND instance_id = $3 AND lease_token = $4 \
                        AND state = 'leased' AND lease_expires_at > now() \
@@ -715,7 +736,8 @@ pub async fn finish(
              ins AS (INSERT INTO runner_work_output (work_id, stream, byte_offset, data) \
                      SELECT upd.id, c.s, c.o, c.d FROM upd, c ON CONFLICT DO NOTHING RETURNING 1) \
              SELECT {written}, (SELECT state FROM cur) AS current_state, \
-                    (SELECT lease_token = $4 AND outcome = $6 FROM cur) AS replay, \
+                    (SELECT lease_token = $4 AND outcome = $6 \
+                            AND answer IS NOT DISTINCT FROM $10::jsonb FROM cur) AS replay, \
                     (SELECT n FROM over) AS over \
              FROM (SELECT 1) AS one LEFT JOIN upd ON true",
             written = prefixed("upd"),
@@ -734,6 +756,7 @@ pub async fn finish(
                 &streams,
                 &offsets,
                 &data,
+                &answer,
             ],
         )
         .await?;

@@ -221,6 +221,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
         token,
         WorkState::Succeeded,
         &outcome,
+        None,
         &[out(5, b"!")],
         &no_evidence,
     )
@@ -235,6 +236,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
         token,
         WorkState::Succeeded,
         &outcome,
+        None,
         &[out(5, b"!")],
         &no_evidence,
     )
@@ -255,6 +257,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
             token,
             WorkState::Failed,
             &other,
+            None,
             &[],
             &no_evidence
         )
@@ -353,6 +356,7 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
             lease.lease_token.unwrap(),
             WorkState::Succeeded,
             &outcome,
+            None,
             &[],
             &no_evidence,
         )
@@ -369,6 +373,7 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
             queue: "api_poll",
             max_concurrency: 1,
             projects: &[],
+            work_kinds: &[],
         },
         &no_evidence,
     )
@@ -387,6 +392,7 @@ async fn register_as(db: &TestDatabase, instance: Uuid) -> Registered {
             queue: "api_poll",
             max_concurrency: 1,
             projects: &[],
+            work_kinds: &[],
         },
         &no_evidence,
     )
@@ -611,6 +617,7 @@ async fn an_owner_never_fills_the_reserved_slot_and_another_owner_takes_it() {
         done.lease_token.unwrap(),
         WorkState::Succeeded,
         &json!({"termination": "exited", "exit_code": 0}),
+        None,
         &[],
         &no_evidence,
     )
@@ -735,6 +742,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
         lease.lease_token.unwrap(),
         WorkState::Succeeded,
         &json!({"termination": "exited", "exit_code": 0}),
+        None,
         &[],
         &no_evidence,
     )
@@ -816,6 +824,7 @@ async fn every_transition_that_ends_work_appends_its_evidence_once_in_the_same_t
             lease.lease_token.unwrap(),
             WorkState::Succeeded,
             &outcome,
+            None,
             &[],
             marker,
         )
@@ -855,6 +864,7 @@ async fn every_transition_that_ends_work_appends_its_evidence_once_in_the_same_t
             queue: "api_poll",
             max_concurrency: 4,
             projects: &[],
+            work_kinds: &[],
         },
         marker,
     )
@@ -919,6 +929,7 @@ async fn work_of_a_closed_session_still_ends_and_its_ledger_takes_nothing() {
         lease.lease_token.unwrap(),
         WorkState::Failed,
         &json!({"termination": "exited", "exit_code": 1}),
+        None,
         &[],
         &wc_store::testing::runner_work::marker_evidence,
     )

@@ -8,6 +8,7 @@
 //! the execution state and exit code are never rewritten by it.
 
 pub mod classify;
+pub mod operation;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use wc_domain::{
     EndReason, EventRole, ProjectId, RelativePath, SessionId, WorkId, WorkMode, WorkQueue,
 };
 use wc_runner_protocol::{
-    PROTOCOL_VERSION, Termination, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
+    PROTOCOL_VERSION, Termination, WorkItem, WorkKind, WorkLimits, WorkOutcome, WorkSpec,
 };
 use wc_store::sessions::{NewEvent, SessionRow};
 use wc_store::work::{self, Enqueued, Evidence, NewWork, QueueRoute, WorkRow};
@@ -103,6 +104,8 @@ pub struct Target {
     pub client_id: String,
     /// The runner-local project id.
     pub local: String,
+    /// The kinds of work its runner's instance executes.
+    pub work_kinds: Vec<WorkKind>,
 }
 
 fn unknown_project(project: &ProjectId) -> ToolError {
@@ -123,21 +126,36 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
     let Some(p) = wc_store::projects::get(&client, project).await? else {
         return Err(unknown_project(project));
     };
-    let runner = wc_store::runners::get(&client, &p.client_id).await?;
-    let online = runner.as_ref().is_some_and(|r| is_online(ctx, r));
-    if !online {
+    let runner = wc_store::runners::get(&client, &p.client_id)
+        .await?
+        .filter(|r| is_online(ctx, r));
+    let Some(runner) = runner else {
         return Err(ToolError::new(
             ErrorKind::RunnerUnavailable,
             "no runner serving this project is connected; nothing was started",
         )
         .with("project", project.as_str())
         .with("runner", p.client_id.clone()));
-    }
+    };
     Ok(Target {
         project_id: p.id,
         client_id: p.client_id,
         local: p.name,
+        work_kinds: announced_kinds(runner.work_kinds.as_deref()),
     })
+}
+
+/// The kinds a runner's instance announced (those this build knows); an instance that
+/// registered before runners announced kinds executes processes, shells and scripts.
+fn announced_kinds(names: Option<&[String]>) -> Vec<WorkKind> {
+    match names {
+        None => WorkKind::UNANNOUNCED.to_vec(),
+        Some(names) => WorkKind::ALL
+            .iter()
+            .copied()
+            .filter(|k| names.iter().any(|n| n == k.as_str()))
+            .collect(),
+    }
 }
 
 /// Whether a runner counts as connected: registered, not revoked, seen within a lease.
@@ -306,6 +324,17 @@ async fn submit_as(
             },
         },
     };
+    if !target.work_kinds.contains(&req.spec.kind()) {
+        return Err(ToolError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the runner serving this project does not execute {} work (it is older than this server, or cannot confine it on its host); nothing was queued",
+                req.spec.kind().as_str()
+            ),
+        )
+        .with("project", target.project_id.as_str())
+        .with("work_kind", req.spec.kind().as_str()));
+    }
     item.validate().map_err(|e| {
         ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("rule", "runner_protocol")
     })?;
@@ -457,31 +486,32 @@ pub async fn wait_terminal(
     wait: Duration,
 ) -> Result<WorkRow, ToolError> {
     let waiter = ctx.deps.wake.on_done(id);
-    wait_with(ctx, id, waiter, wait, false).await
+    Ok(wait_with(ctx, id, waiter, wait, false).await?.0)
 }
 
 /// The wait of [`wait_terminal`] with a waiter registered before the work was queued, so the
 /// first read can wait for a hint (`settle_first`): the work cannot have ended unannounced.
+/// Returns the row and the runner's answer (only work the runner executes itself has one).
 async fn wait_with(
     ctx: &ToolContext,
     id: Uuid,
     mut waiter: crate::wake::Waiter,
     wait: Duration,
     settle_first: bool,
-) -> Result<WorkRow, ToolError> {
+) -> Result<(WorkRow, Option<Value>), ToolError> {
     let deadline = Instant::now() + wait;
     if settle_first {
         waiter.wait(wait).await;
     }
     loop {
-        let row = {
+        let (row, answer) = {
             let client = ctx.deps.client().await?;
-            work::get(&client, id).await?
+            work::get_answered(&client, id).await?
         }
         .ok_or_else(|| ToolError::internal("queued work vanished"))?;
         let left = deadline.saturating_duration_since(Instant::now());
         if row.is_terminal() || left.is_zero() {
-            return Ok(row);
+            return Ok((row, answer));
         }
         waiter.wait(left).await;
     }
@@ -921,7 +951,7 @@ pub async fn run_sync(
     // Registered before the work exists: its end cannot be announced before we listen.
     let waiter = ctx.deps.wake.on_done(id);
     submit_as(ctx, id, target, session, req).await?;
-    let row = wait_with(ctx, id, waiter, ctx.deps.config.exec_wait, true).await?;
+    let (row, _) = wait_with(ctx, id, waiter, ctx.deps.config.exec_wait, true).await?;
     settle(view(ctx, &row, row.is_terminal()).await?)
 }
 

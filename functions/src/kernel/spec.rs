@@ -22,6 +22,8 @@ pub enum Category {
     Session,
     /// Running processes, shells, scripts and jobs on build hosts.
     Execution,
+    /// Reading, searching and editing project files, and Git, on build hosts.
+    Files,
     /// Fixtures of the MCP conformance suite (test-only mode).
     Conformance,
 }
@@ -33,6 +35,7 @@ impl Category {
             Category::Discovery => "discovery",
             Category::Session => "session",
             Category::Execution => "execution",
+            Category::Files => "files",
             Category::Conformance => "conformance",
         }
     }
@@ -132,6 +135,9 @@ pub struct ToolSpec {
     pub input_schema: Arc<Map<String, Value>>,
     /// JSON Schema of the `output` field of a successful result.
     pub output_schema: Arc<Map<String, Value>>,
+    /// Facts a successful call adds to its `tool_call_finished` events, derived from its
+    /// output ([`Self::with_ledger_facts`]).
+    pub ledger_facts: Option<LedgerFacts>,
     /// The compiled input schema, built on the tool's first call (compiling every tool's
     /// schema at start-up would delay every cold start for tools the instance may never run).
     validator: std::sync::OnceLock<jsonschema::Validator>,
@@ -139,6 +145,11 @@ pub struct ToolSpec {
     pub(super) input_schema_value: Value,
     pub(super) handler: Handler,
 }
+
+/// Derives, from a successful call's output, the bounded fields its `tool_call_finished`
+/// events carry (exploration paths, changed paths). It must copy no content, pattern or
+/// preview: only validated, bounded facts.
+pub type LedgerFacts = fn(&Value) -> Map<String, Value>;
 
 impl std::fmt::Debug for ToolSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -366,6 +377,7 @@ impl ToolSpec {
             input_schema_value: Value::Object(input_schema.clone()),
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
+            ledger_facts: None,
             validator: std::sync::OnceLock::new(),
             handler: erased,
         }
@@ -418,6 +430,12 @@ impl ToolSpec {
             self.meta.name
         );
         self.business_pair = pair;
+        self
+    }
+
+    /// Declares the facts a successful call records in the ledger besides its outcome.
+    pub fn with_ledger_facts(mut self, facts: LedgerFacts) -> ToolSpec {
+        self.ledger_facts = Some(facts);
         self
     }
 

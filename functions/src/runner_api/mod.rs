@@ -145,6 +145,11 @@ async fn register(
         proto::QueueKind::ApiPoll => "api_poll",
         proto::QueueKind::Sqs => "sqs",
     };
+    let work_kinds: Vec<String> = req
+        .work_kinds
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .collect();
     let got = runners::register(
         &state.deps.pool,
         &Registration {
@@ -154,6 +159,7 @@ async fn register(
             queue,
             max_concurrency: req.max_concurrency as i32,
             projects: &req.projects,
+            work_kinds: &work_kinds,
         },
         &execution::terminal_evidence,
     )
@@ -439,7 +445,25 @@ async fn result(
         return Err(invalid("outcome.error must be at most 1000 bytes"));
     }
     let terminal = req.outcome.state();
-    let outcome = serde_json::to_value(&req.outcome).map_err(ApiError::internal)?;
+    let mut outcome = req.outcome;
+    // The answer is stored apart from the outcome (which stays small for every other read).
+    let answer = outcome.answer.take();
+    if let Some(answer) = &answer {
+        if terminal != wc_domain::WorkState::Succeeded {
+            return Err(invalid("only work that succeeded carries an answer"));
+        }
+        answer
+            .validate()
+            .map_err(|e| invalid(format!("outcome.answer: {e}")))?;
+    }
+    if outcome.error_kind.is_some() && outcome.termination != proto::Termination::Rejected {
+        return Err(invalid("only rejected work carries an error_kind"));
+    }
+    let answer = answer
+        .map(|a| serde_json::to_value(&a))
+        .transpose()
+        .map_err(ApiError::internal)?;
+    let outcome = serde_json::to_value(&outcome).map_err(ApiError::internal)?;
     let mut client = state.deps.client().await?;
     report(
         work::finish(
@@ -450,6 +474,7 @@ async fn result(
             req.lease.lease_token,
             terminal,
             &outcome,
+            answer.as_ref(),
             &chunks,
             &execution::terminal_evidence,
         )

@@ -7,18 +7,23 @@ mod get_session_assignment;
 mod job_log;
 mod job_status;
 mod list_jobs;
+mod list_project_files;
+mod list_project_tracked_files;
 mod list_projects;
 pub mod list_runners;
 mod list_session_messages;
 mod list_tools;
 mod observe_session_messages;
 mod post_session_message;
+mod project_overview;
+mod read_files;
 mod resolve_session_message;
 mod run_job;
 mod run_process;
 mod run_script;
 mod run_shell;
 mod runtime_status;
+mod search_project_texts;
 mod session_handoff_summary;
 mod session_summary;
 mod start_session;
@@ -49,6 +54,11 @@ pub fn all() -> Vec<ToolSpec> {
         job_log::spec(),
         stop_job::spec(),
         list_jobs::spec(),
+        project_overview::spec(),
+        list_project_files::spec(),
+        list_project_tracked_files::spec(),
+        read_files::spec(),
+        search_project_texts::spec(),
         list_runners::spec(),
         post_session_message::spec(),
         list_session_messages::spec(),

@@ -1,7 +1,7 @@
 //! Loading a session's evidence once, consistently, and turning it into the projections the
 //! session tools return (continuation feedback, the handoff brief).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use uuid::Uuid;
 use wc_store::sessions::{EventRow, SessionRow};
 
@@ -142,6 +142,29 @@ fn recent_files(ledger: &[LedgerEvent<'_>]) -> Vec<String> {
         .flatten()
         .filter_map(|p| p.as_str().map(str::to_owned))
         .collect()
+}
+
+/// Most exploration paths one call records.
+pub const MAX_EXPLORATION_PATHS_PER_CALL: usize = 32;
+
+/// The exploration evidence of a successful focused read or search, as `tool_call_finished`
+/// fields: `{"exploration_paths": [...]}` — the first [`MAX_EXPLORATION_PATHS_PER_CALL`]
+/// distinct values that are valid project-relative paths and that redaction leaves as they are
+/// (a path that looks like a secret is not evidence). Nothing else of the call is kept.
+pub fn exploration_facts<'a>(paths: impl Iterator<Item = &'a Value>) -> Map<String, Value> {
+    let mut kept: Vec<&str> = Vec::new();
+    for path in paths.filter_map(Value::as_str) {
+        if kept.len() == MAX_EXPLORATION_PATHS_PER_CALL {
+            break;
+        }
+        let valid = wc_domain::RelativePath::parse(path).is_ok_and(|p| !p.is_root());
+        if valid && crate::redaction::redact(path) == path && !kept.contains(&path) {
+            kept.push(path);
+        }
+    }
+    let mut facts = Map::new();
+    facts.insert("exploration_paths".into(), Value::from(kept));
+    facts
 }
 
 /// Workspace and validation evidence until a runner can observe them: requested ones are

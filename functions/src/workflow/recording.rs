@@ -260,6 +260,12 @@ fn finished_event(call: &CallFacts<'_>, pair: &Pair, done: &Outcome<'_>) -> NewE
     if let Some(e) = &done.result.error {
         payload["error_kind"] = json!(e.kind.as_str());
     }
+    if done.result.success
+        && let (Some(facts), Some(output), Value::Object(fields)) =
+            (spec.ledger_facts, &done.result.output, &mut payload)
+    {
+        fields.extend(facts(output));
+    }
     NewEvent {
         kind: "tool_call_finished".into(),
         call_id: pair.call_id,

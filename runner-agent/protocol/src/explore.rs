@@ -253,6 +253,7 @@ fn check_cursor(cursor: Option<&str>) -> Result<(), ProtocolError> {
 
 /// What a path in a listing is. Symlinks are reported, never followed by a walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
     /// A regular file.
@@ -267,6 +268,7 @@ pub enum EntryKind {
 
 /// Answer to [`ExploreOp::Overview`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OverviewAnswer {
     /// The root directory's name.
@@ -291,6 +293,7 @@ pub struct OverviewAnswer {
 
 /// Files of one language.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LanguageCount {
     /// The language (`Rust`, `Python`, …).
@@ -301,6 +304,7 @@ pub struct LanguageCount {
 
 /// A build manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     /// Where it is.
@@ -311,6 +315,7 @@ pub struct Manifest {
 
 /// One entry of an overview's tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TreeEntry {
     /// The path.
@@ -321,6 +326,7 @@ pub struct TreeEntry {
 
 /// The Git state of a project root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
 pub enum GitSummary {
     /// The root is inside a Git work tree.
@@ -343,6 +349,7 @@ pub enum GitSummary {
 
 /// Answer to [`ExploreOp::ListFiles`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FileListAnswer {
     /// The files of this page (directories are implied by their paths), in path order.
@@ -356,6 +363,7 @@ pub struct FileListAnswer {
 
 /// One listed file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ListedFile {
     /// The path.
@@ -368,6 +376,7 @@ pub struct ListedFile {
 
 /// Answer to [`ExploreOp::TrackedFiles`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TrackedFilesAnswer {
     /// The tracked paths of this page, relative to the project root, in Git's order.
@@ -383,6 +392,7 @@ pub struct TrackedFilesAnswer {
 
 /// Answer to [`ExploreOp::ReadFiles`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadFilesAnswer {
     /// One entry per requested file, in request order.
@@ -391,6 +401,7 @@ pub struct ReadFilesAnswer {
 
 /// One file read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FileRead {
     /// The path as requested.
@@ -407,6 +418,7 @@ pub struct FileRead {
 
 /// What a read returns of a file's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FileContent {
     /// UTF-8 text: lines `start_line..=end_line` exactly as in the file (newlines included).
@@ -429,6 +441,7 @@ pub enum FileContent {
 
 /// Answer to [`ExploreOp::Search`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SearchAnswer {
     /// The matches of this page, in path order then line order.
@@ -444,6 +457,7 @@ pub struct SearchAnswer {
 
 /// One matching line and its context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SearchMatch {
     /// The file.
@@ -458,6 +472,7 @@ pub struct SearchMatch {
 
 /// One line of a search answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SearchLine {
     /// 1-based line number.

@@ -439,6 +439,7 @@ pub mod runner_work {
                 queue: "api_poll",
                 max_concurrency: 4,
                 projects: &["web".to_owned()],
+                work_kinds: &[],
             },
             &no_evidence,
         )

@@ -1,0 +1,237 @@
+//! Operations the runner executes itself (explore, edit and Git work): queued like every work
+//! item (the project's runner, the owner's open-work limits, the same queue and leases),
+//! waited for synchronously, and answered with the runner's typed answer or a typed refusal.
+//!
+//! An operation leaves no `execution_queued`/`execution_finished` events: the call's recorder
+//! pair is its evidence, with the facts its tool declares ([`crate::kernel::spec::LedgerFacts`]).
+//! One that has not ended when the wait is over is stopped, never left running unseen.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+use wc_domain::{ProjectId, SessionId, WorkMode};
+use wc_runner_protocol::{OpErrorKind, WorkAnswer, WorkOutcome, WorkSpec};
+use wc_store::sessions::SessionRow;
+use wc_store::work::{self, WorkRow};
+
+use super::{ExecState, Request, ResultExpectation, Target, execution_state};
+use crate::kernel::context::ToolContext;
+use crate::result::{ErrorKind, ToolError};
+
+/// Where an operation runs: the session it names (authorized by the kernel) and the project
+/// (the argument, else the session's) with its connected runner.
+pub async fn target(
+    ctx: &ToolContext,
+    project: Option<&ProjectId>,
+    session_id: Option<&SessionId>,
+) -> Result<(Option<Arc<SessionRow>>, Target), ToolError> {
+    let session = session_id.map(|id| ctx.business_session(id)).transpose()?;
+    let project = super::request_project(project, session.as_ref())?;
+    let target = super::resolve_target(ctx, &project).await?;
+    Ok((session, target))
+}
+
+/// Runs `spec` on the target's runner and returns its answer. The runner's limit is the
+/// synchronous wait (`exec_wait`); the call waits a little longer for the report, within the
+/// dispatch deadline, and stops the work if it has still not ended.
+pub async fn run(
+    ctx: &ToolContext,
+    target: &Target,
+    tool: &'static str,
+    spec: WorkSpec,
+) -> Result<WorkAnswer, ToolError> {
+    let limit = ctx.deps.config.exec_wait;
+    let wait = (limit + Duration::from_secs(2))
+        .min(ctx.dispatch_deadline.saturating_sub(Duration::from_secs(1)));
+    let op = op_name(&spec);
+    let req = Request {
+        tool,
+        mode: WorkMode::Sync,
+        spec,
+        cwd: None,
+        stdin: None,
+        timeout_ms: u64::try_from(limit.as_millis()).unwrap_or(u64::MAX).max(1),
+        expectation: ResultExpectation::default(),
+        accepted_exit_codes: Default::default(),
+        purpose: None,
+    };
+    let id = Uuid::now_v7();
+    let waiter = ctx.deps.wake.on_done(id);
+    super::submit_as(ctx, id, target, None, req).await?;
+    let (row, answer) = super::wait_with(ctx, id, waiter, wait, true).await?;
+    if !row.is_terminal() {
+        let mut client = ctx.deps.client().await?;
+        work::request_cancel(&mut client, id, &super::terminal_evidence).await?;
+        return Err(ToolError::new(
+            ErrorKind::TimedOut,
+            format!(
+                "the build host did not answer within {} s (its runner may be busy); the operation was stopped — retry, or narrow it",
+                wait.as_secs()
+            ),
+        )
+        .with("job_id", id.to_string()));
+    }
+    answered(&row, answer, op)
+}
+
+/// The failure of a tool given an answer to another operation than it asked for ([`run`]
+/// checks the tag, so this names a broken invariant).
+pub fn mismatched(answer: &WorkAnswer) -> ToolError {
+    ToolError::internal(format!("unexpected {} answer", answer.op()))
+}
+
+/// The name of the operation `spec` asks for (the `op` its answer is tagged with).
+fn op_name(spec: &WorkSpec) -> Option<&'static str> {
+    match spec {
+        WorkSpec::Explore(op) => Some(op.name()),
+        WorkSpec::Process { .. } | WorkSpec::Shell { .. } | WorkSpec::Script { .. } => None,
+    }
+}
+
+/// The answer of ended work, or the typed failure its outcome says.
+fn answered(
+    row: &WorkRow,
+    answer: Option<Value>,
+    op: Option<&str>,
+) -> Result<WorkAnswer, ToolError> {
+    let outcome: Option<WorkOutcome> = row
+        .outcome
+        .as_ref()
+        .and_then(|o| serde_json::from_value(o.clone()).ok());
+    match execution_state(row, outcome.as_ref()) {
+        ExecState::Succeeded => {
+            let answer: WorkAnswer = answer
+                .ok_or_else(|| ToolError::internal("the runner reported success without an answer"))
+                .and_then(|a| serde_json::from_value(a).map_err(ToolError::internal))?;
+            if Some(answer.op()) != op {
+                return Err(ToolError::internal(format!(
+                    "the runner answered {} to {op:?}",
+                    answer.op()
+                )));
+            }
+            Ok(answer)
+        }
+        state => Err(refusal(state, outcome.as_ref()).with("job_id", row.id.to_string())),
+    }
+}
+
+/// The typed failure of an operation that did not succeed.
+fn refusal(state: ExecState, outcome: Option<&WorkOutcome>) -> ToolError {
+    let words = outcome
+        .and_then(|o| o.error.clone())
+        .unwrap_or_else(|| "no reason was reported".to_owned());
+    match (state, outcome.and_then(|o| o.error_kind)) {
+        (ExecState::Rejected, Some(kind)) => refused(kind, words),
+        (ExecState::Rejected, None) => ToolError::new(
+            ErrorKind::ExecutionRejected,
+            format!("the runner refused the operation: {words}"),
+        ),
+        (ExecState::TimedOut, _) => ToolError::new(
+            ErrorKind::TimedOut,
+            "the operation ran past its time limit on the build host and was stopped; narrow it (a path, a glob, a smaller limit)",
+        ),
+        (ExecState::Cancelled, _) => ToolError::new(
+            ErrorKind::Cancelled,
+            "the operation was stopped before it ended",
+        ),
+        (ExecState::Lost, _) => ToolError::new(
+            ErrorKind::Lost,
+            "the runner stopped reporting while it held the operation; its outcome is unknown",
+        ),
+        (ExecState::SpawnFailed, _) => ToolError::new(
+            ErrorKind::SpawnFailed,
+            format!("the runner could not run the operation: {words}"),
+        ),
+        (state, _) => ToolError::internal(format!(
+            "an operation ended as {} ({words})",
+            state.as_str()
+        )),
+    }
+}
+
+/// A runner's typed refusal as the tool error of the same meaning, with the runner's words
+/// (which name the path or pattern).
+fn refused(kind: OpErrorKind, words: String) -> ToolError {
+    let invalid = |pointer: &str, rule: &str| {
+        ToolError::new(ErrorKind::InvalidArguments, words.clone())
+            .with("pointer", pointer.to_owned())
+            .with("rule", rule.to_owned())
+    };
+    let kind = match kind {
+        OpErrorKind::InvalidRequest => return invalid("", "runner_protocol"),
+        OpErrorKind::InvalidRegex => return invalid("/pattern", "regex"),
+        OpErrorKind::InvalidGlob => return invalid("/glob", "glob"),
+        OpErrorKind::ProjectUnavailable => ErrorKind::RunnerUnavailable,
+        OpErrorKind::PathOutsideRoot => ErrorKind::PathOutsideRoot,
+        OpErrorKind::NotFound => ErrorKind::PathNotFound,
+        OpErrorKind::NotAFile => ErrorKind::NotAFile,
+        OpErrorKind::NotADirectory => ErrorKind::NotADirectory,
+        OpErrorKind::SpecialFile => ErrorKind::SpecialFile,
+        OpErrorKind::FileTooLarge => ErrorKind::FileTooLarge,
+        OpErrorKind::Unreadable => ErrorKind::Unreadable,
+        OpErrorKind::InvalidCursor => ErrorKind::InvalidCursor,
+        OpErrorKind::NotARepository => ErrorKind::NotARepository,
+        OpErrorKind::GitUnavailable => ErrorKind::GitUnavailable,
+    };
+    ToolError::new(kind, words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wc_runner_protocol::Termination;
+
+    #[test]
+    fn every_runner_refusal_has_a_typed_tool_error_naming_it() {
+        let kinds = [
+            OpErrorKind::InvalidRequest,
+            OpErrorKind::ProjectUnavailable,
+            OpErrorKind::PathOutsideRoot,
+            OpErrorKind::NotFound,
+            OpErrorKind::NotAFile,
+            OpErrorKind::NotADirectory,
+            OpErrorKind::SpecialFile,
+            OpErrorKind::FileTooLarge,
+            OpErrorKind::Unreadable,
+            OpErrorKind::InvalidRegex,
+            OpErrorKind::InvalidGlob,
+            OpErrorKind::InvalidCursor,
+            OpErrorKind::NotARepository,
+            OpErrorKind::GitUnavailable,
+        ];
+        for kind in kinds {
+            let e = refused(kind, format!("words about {}", kind.as_str()));
+            assert_ne!(e.kind, ErrorKind::Internal, "{kind:?}");
+            assert_eq!(e.message, format!("words about {}", kind.as_str()));
+        }
+        let e = refused(OpErrorKind::InvalidRegex, "unclosed group".into());
+        assert_eq!(e.kind, ErrorKind::InvalidArguments);
+        assert_eq!(e.details["pointer"], "/pattern");
+        let e = refused(OpErrorKind::PathOutsideRoot, "src/out leads outside".into());
+        assert_eq!(e.kind.as_str(), "path_outside_root");
+    }
+
+    #[test]
+    fn an_outcome_that_is_not_success_is_never_an_answer() {
+        let outcome = WorkOutcome {
+            termination: Termination::Rejected,
+            exit_code: None,
+            signal: None,
+            error: Some("src/missing.rs: no such file".into()),
+            duration_ms: 1,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            answer: None,
+            error_kind: Some(OpErrorKind::NotFound),
+        };
+        let e = refusal(ExecState::Rejected, Some(&outcome));
+        assert_eq!(e.kind, ErrorKind::PathNotFound);
+        assert!(e.message.contains("src/missing.rs"));
+        let e = refusal(ExecState::TimedOut, Some(&outcome));
+        assert_eq!(e.kind, ErrorKind::TimedOut);
+    }
+}

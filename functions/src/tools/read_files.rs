@@ -1,0 +1,127 @@
+//! `read_files`: line ranges of up to eight project files, read by the project's runner, with
+//! sizes, line counts and SHA-256 of each whole file.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use wc_domain::{ProjectId, RelativePath, SessionId};
+use wc_runner_protocol::{
+    ExploreOp, FileRange, FileRead, MAX_READ_FILES, ReadFilesOp, WorkAnswer, WorkSpec,
+};
+
+use crate::auth::Scope;
+use crate::execution::operation;
+use crate::kernel::context::ToolContext;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
+use crate::workflow::evidence;
+
+/// Arguments of `read_files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [
+    {"required": ["project"], "properties": {"project": {"type": "string"}}},
+    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
+]))]
+pub struct Args {
+    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    pub project: Option<ProjectId>,
+    /// The files, answered in this order (1-8).
+    #[schemars(length(min = 1, max = 8))]
+    pub files: Vec<FileArg>,
+    /// Workflow Session this read belongs to: its ledger records the paths read (never their
+    /// content).
+    pub session_id: Option<SessionId>,
+}
+
+/// One file to read and the lines wanted (1-based, inclusive).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileArg {
+    /// Path relative to the project root.
+    pub path: RelativePath,
+    /// First line (default 1).
+    #[schemars(range(min = 1))]
+    pub start_line: Option<u64>,
+    /// Last line (default: the end of the file).
+    #[schemars(range(min = 1))]
+    pub end_line: Option<u64>,
+}
+
+/// What `read_files` returns.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The project read.
+    pub project: ProjectId,
+    /// One entry per requested file, in request order.
+    pub files: Vec<FileRead>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "read_files",
+            title: "Read files",
+            description: "Read line ranges of 1-8 project files on the build host. Each file comes with its size, line count and sha256 (pass it to apply_text_edits as expected_sha256); text is cut at 64 KiB per file and 256 KiB per call (truncated: true; read the rest with start_line). Binary and non-UTF-8 files are reported, not shown. Paths are relative to the project root and never leave it (symlinks out of the root are refused).",
+            category: Category::Files,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Works)
+    .with_ledger_facts(facts)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let (_, target) =
+        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+    if args.files.len() > MAX_READ_FILES {
+        return Err(crate::execution::invalid(
+            "/files",
+            "maxItems",
+            format!("read_files reads at most {MAX_READ_FILES} files per call"),
+        ));
+    }
+    for (i, f) in args.files.iter().enumerate() {
+        if let (Some(start), Some(end)) = (f.start_line, f.end_line)
+            && end < start
+        {
+            return Err(crate::execution::invalid(
+                &format!("/files/{i}/end_line"),
+                "range",
+                format!("files[{i}].end_line ({end}) is before start_line ({start})"),
+            ));
+        }
+    }
+    let files = args
+        .files
+        .into_iter()
+        .map(|f| FileRange {
+            path: f.path,
+            start_line: f.start_line,
+            end_line: f.end_line,
+        })
+        .collect();
+    let spec = WorkSpec::Explore(ExploreOp::ReadFiles(ReadFilesOp { files }));
+    match operation::run(&ctx, &target, "read_files", spec).await? {
+        WorkAnswer::ReadFiles(answer) => Ok(Output {
+            project: target.project_id,
+            files: answer.files,
+        }),
+        other => Err(operation::mismatched(&other)),
+    }
+}
+
+/// The exploration evidence of a read: the paths whose text was returned.
+fn facts(output: &Value) -> Map<String, Value> {
+    let read = output["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["content"]["kind"] == "text");
+    evidence::exploration_facts(read.map(|f| &f["path"]))
+}
