@@ -148,6 +148,20 @@ fn unreadable(rel: &RelativePath, e: io::Error) -> Refusal {
     )
 }
 
+/// The refusal making the directories of `rel` failed with: where they lead, or why they
+/// cannot be written.
+pub(super) fn dir_refusal(rel: &RelativePath, e: io::Error) -> Refusal {
+    use rustix::io::Errno;
+    match e.raw_os_error().map(Errno::from_raw_os_error) {
+        Some(Errno::XDEV | Errno::NOENT | Errno::NOTDIR) => Refusal::from_open(rel, e),
+        _ => Refusal::at(
+            OpErrorKind::Unwritable,
+            rel,
+            &format!("cannot have its directory made: {e}"),
+        ),
+    }
+}
+
 pub(super) fn unwritable(rel: &RelativePath, e: io::Error) -> Refusal {
     Refusal::at(
         OpErrorKind::Unwritable,

@@ -157,6 +157,7 @@ fn git_part<'p>(lines: &[&'p str], i: &mut usize) -> Result<FilePatch<'p>, Unrea
         let line = bare(lines[*i]);
         let at = *i as u64 + 1;
         if line.starts_with("index ") {
+            // Blob ids: the hunks themselves are checked against the file.
         } else if let Some(mode) = line.strip_prefix("new file mode ") {
             created = true;
             executable = match mode {
@@ -210,9 +211,9 @@ fn git_part<'p>(lines: &[&'p str], i: &mut usize) -> Result<FilePatch<'p>, Unrea
         plain_part(lines, i)?
     } else if created || deleted {
         // An empty file: Git writes no hunks, and the path only in the section header.
-        let path = same_paths(&paths)
-            .ok_or(())
-            .or_else(|()| unreadable(header_line, "cannot tell the path of the empty file"))?;
+        let Some(path) = same_paths(&paths) else {
+            return unreadable(header_line, "cannot tell the path of the empty file");
+        };
         FilePatch {
             path: parse_path(&path, header_line)?,
             change: if created {
@@ -757,7 +758,7 @@ fn write(root: &Root, planned: &[(&FilePatch<'_>, Plan)]) -> Result<(), Refusal>
         let s = match plan {
             Plan::Add(new) => {
                 let dir = root.make_dirs(file::split(path).0).map_err(|e| {
-                    Refusal::from_open(path, e).conflict(|c| c.path = Some(path.clone()))
+                    file::dir_refusal(path, e).conflict(|c| c.path = Some(path.clone()))
                 })?;
                 Staged::write(
                     &dir,

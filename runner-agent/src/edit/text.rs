@@ -105,7 +105,7 @@ fn create(
     let (dir_path, name) = file::split(&op.path);
     let dir = root
         .make_dirs(dir_path)
-        .map_err(|e| Refusal::from_open(&op.path, e))?;
+        .map_err(|e| file::dir_refusal(&op.path, e))?;
     let mut staged = Staged::write(&dir, content.as_bytes(), None, file::new_file_mode(false))
         .map_err(|e| file::unwritable(&op.path, e))?;
     match staged.create(name) {

@@ -10,6 +10,10 @@
 //! Walks start at the root's `/proc/self/fd` path (the opened directory itself, whatever happens
 //! to the root's name meanwhile), and whatever they yield is opened through here again before
 //! it is reported or read.
+//!
+//! Edits work through a [`Dir`]: a directory opened beneath the root (or made there, one
+//! component at a time), in which a file is then found, created, renamed or removed by its
+//! single name with the `*at` calls, never by a path that could be resolved again.
 
 use std::fs::File;
 use std::io;
