@@ -24,6 +24,7 @@ use wc_runner_protocol::{
 
 use crate::client::{Api, ApiFailure};
 use crate::config::{QueueBackend, RunnerConfig};
+use crate::edit;
 use crate::exec::{self, OutputPiece, StopPolicy};
 use crate::explore;
 use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
@@ -174,12 +175,13 @@ impl Shared {
     }
 }
 
-/// The kinds of work this host executes: explore work only where it can be confined.
+/// The kinds of work this host executes: explore and edit work only where they can be confined.
 fn work_kinds() -> Vec<proto::WorkKind> {
+    let confined = crate::explore::supported();
     proto::WorkKind::ALL
         .iter()
         .copied()
-        .filter(|k| *k != proto::WorkKind::Explore || crate::explore::supported())
+        .filter(|k| !matches!(k, proto::WorkKind::Explore | proto::WorkKind::Edit) || confined)
         .collect()
 }
 
@@ -602,6 +604,10 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
                     drop(out_tx);
                     explore::execute(&item, &host, cancel_rx, &policy).await
                 }
+                WorkSpec::Edit(_) => {
+                    drop(out_tx);
+                    edit::execute(&item, &host, cancel_rx).await
+                }
                 _ => exec::execute(&item, &host, cancel_rx, out_tx, &policy).await,
             }
         })
@@ -640,6 +646,7 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
             stderr_truncated: false,
             answer: None,
             error_kind: None,
+            conflict: None,
         },
     };
     // Everything but the last request's worth goes out as output first.

@@ -197,11 +197,14 @@ async fn run(
             script_file = Some(file);
             (interpreter, find(interpreter), all)
         }
-        WorkSpec::Explore(_) => {
+        WorkSpec::Explore(_) | WorkSpec::Edit(_) => {
             return not_started(
                 started,
                 Termination::Rejected,
-                Some("explore work is answered by the runner itself, not run as a job".into()),
+                Some(format!(
+                    "{} work is executed by the runner itself, not run as a job",
+                    item.spec.kind().as_str()
+                )),
             );
         }
     };
@@ -308,6 +311,7 @@ async fn run(
         stderr_truncated: err.truncated(),
         answer: None,
         error_kind: None,
+        conflict: None,
     }
 }
 
@@ -540,6 +544,7 @@ pub(crate) fn not_started(
         stderr_truncated: false,
         answer: None,
         error_kind: None,
+        conflict: None,
     }
 }
 

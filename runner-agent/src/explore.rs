@@ -17,7 +17,7 @@
 //! - an answer's JSON stays within [`MAX_ANSWER_BYTES`]: pages end early with a cursor, texts
 //!   are cut and flagged.
 
-mod beneath;
+pub(crate) mod beneath;
 mod overview;
 mod read;
 mod search;
@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 use wc_runner_protocol::{
-    EntryKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile, MAX_ANSWER_BYTES,
+    EditConflict, EntryKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile, MAX_ANSWER_BYTES,
     MAX_OUTPUT_BYTES_PER_STREAM, OpErrorKind, PROTOCOL_VERSION, RelativePath, Stream, Termination,
     TrackedFilesAnswer, TrackedFilesOp, WorkAnswer, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
 };
@@ -91,17 +91,9 @@ async fn run(
         let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not explore work");
         return rejected(started, refusal);
     };
-    let root = confine::resolve_cwd(&host.projects, &item.project, None)
-        .map_err(|e| e.to_string())
-        .and_then(|path| {
-            Root::open(&path).map_err(|e| format!("the project root cannot be opened: {e}"))
-        });
-    let root = match root {
-        Ok(root) => Arc::new(root),
-        Err(e) => {
-            let refusal = Refusal::new(OpErrorKind::ProjectUnavailable, e);
-            return rejected(started, refusal);
-        }
+    let root = match open_root(host, &item.project) {
+        Ok(root) => root,
+        Err(refusal) => return rejected(started, refusal),
     };
     if *cancel.borrow() {
         return exec::not_started(started, Termination::Cancelled, None);
@@ -142,7 +134,18 @@ async fn run(
     }
 }
 
-fn answered(started: Instant, answer: WorkAnswer) -> WorkOutcome {
+/// Opens the canonical root of `project` on this host.
+pub(crate) fn open_root(host: &Host, project: &str) -> Result<Arc<Root>, Refusal> {
+    confine::resolve_cwd(&host.projects, project, None)
+        .map_err(|e| e.to_string())
+        .and_then(|path| {
+            Root::open(&path).map_err(|e| format!("the project root cannot be opened: {e}"))
+        })
+        .map(Arc::new)
+        .map_err(|e| Refusal::new(OpErrorKind::ProjectUnavailable, e))
+}
+
+pub(crate) fn answered(started: Instant, answer: WorkAnswer) -> WorkOutcome {
     // Every answer is built within the bound; a bug that breaks it must not reach the wire.
     if let Err(e) = answer.validate() {
         return exec::not_started(started, Termination::SpawnFailed, Some(e.to_string()));
@@ -154,30 +157,34 @@ fn answered(started: Instant, answer: WorkAnswer) -> WorkOutcome {
     }
 }
 
-fn rejected(started: Instant, refusal: Refusal) -> WorkOutcome {
+pub(crate) fn rejected(started: Instant, refusal: Refusal) -> WorkOutcome {
     WorkOutcome {
         error_kind: Some(refusal.kind),
+        conflict: refusal.conflict.map(|c| *c),
         ..exec::not_started(started, Termination::Rejected, Some(refusal.message))
     }
 }
 
-/// Why an explore operation was refused: a stable kind and words naming the problem.
+/// Why an operation on project files was refused: a stable kind and words naming the problem,
+/// and for an edit the facts of the conflict.
 #[derive(Debug)]
 pub(crate) struct Refusal {
-    kind: OpErrorKind,
-    message: String,
+    pub(crate) kind: OpErrorKind,
+    pub(crate) message: String,
+    pub(crate) conflict: Option<Box<EditConflict>>,
 }
 
 impl Refusal {
-    fn new(kind: OpErrorKind, message: impl Into<String>) -> Refusal {
+    pub(crate) fn new(kind: OpErrorKind, message: impl Into<String>) -> Refusal {
         Refusal {
             kind,
             message: message.into(),
+            conflict: None,
         }
     }
 
     /// A refusal about the path `rel`: "`src/x` does not exist".
-    fn at(kind: OpErrorKind, rel: &RelativePath, what: &str) -> Refusal {
+    pub(crate) fn at(kind: OpErrorKind, rel: &RelativePath, what: &str) -> Refusal {
         let name = if rel.is_root() {
             "the project root".to_owned()
         } else {
@@ -221,11 +228,11 @@ impl From<Refusal> for Ended {
 pub(crate) struct Stop(Arc<AtomicBool>);
 
 impl Stop {
-    fn set(&self) {
+    pub(crate) fn set(&self) {
         self.0.store(true, Ordering::Relaxed);
     }
 
-    fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 

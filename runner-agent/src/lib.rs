@@ -9,6 +9,7 @@ pub mod agent;
 pub mod client;
 pub mod config;
 pub mod confine;
+pub mod edit;
 pub mod exec;
 pub mod explore;
 pub mod program;

@@ -89,6 +89,7 @@ mod tests {
             stderr_truncated: false,
             answer: None,
             error_kind: None,
+            conflict: None,
         }
     }
 

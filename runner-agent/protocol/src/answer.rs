@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    FileListAnswer, MAX_ANSWER_BYTES, OverviewAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
-    TrackedFilesAnswer, refuse,
+    FileListAnswer, MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer,
+    SearchAnswer, TextEditsAnswer, TrackedFilesAnswer, refuse,
 };
 
 /// Why an operation on project files was refused: a closed set the functions map to typed tool errors.
@@ -27,7 +27,8 @@ pub enum OpErrorKind {
     NotADirectory,
     /// A device, FIFO or socket: never opened for reading.
     SpecialFile,
-    /// The file is larger than [`crate::MAX_READ_FILE_SIZE`].
+    /// The file is larger than [`crate::MAX_READ_FILE_SIZE`] (a read) or
+    /// [`crate::MAX_EDIT_FILE_SIZE`] (an edit, before or after it).
     FileTooLarge,
     /// The file or directory cannot be read (permissions, a loop of symlinks, an I/O error).
     Unreadable,
@@ -41,6 +42,32 @@ pub enum OpErrorKind {
     NotARepository,
     /// Git could not be run, or failed.
     GitUnavailable,
+    /// An edit's `old_text` matches more than once and names no `occurrence`.
+    MultipleMatches,
+    /// An edit's `old_text` does not match.
+    MatchNotFound,
+    /// An edit's `occurrence` is past the number of matches.
+    OccurrenceOutOfRange,
+    /// Two edits' matched texts overlap.
+    OverlappingEdits,
+    /// The file's content is not the one `expected_sha256` names.
+    Sha256Mismatch,
+    /// A patch hunk's lines are not in the file where the patch puts them (nor near), or a
+    /// file to create exists, or a file to delete holds more than the patch removes.
+    PatchDoesNotApply,
+    /// The patch cannot be read, or uses a Git feature not applied here (renames, copies,
+    /// mode changes, binary diffs).
+    InvalidPatch,
+    /// The file to create exists.
+    AlreadyExists,
+    /// The file is not text: a NUL byte in its first [`crate::BINARY_PROBE_BYTES`], or not
+    /// UTF-8.
+    NotText,
+    /// The path names a symbolic link: an edit never writes through one.
+    Symlink,
+    /// The file or its directory cannot be written (permissions, a read-only or full file
+    /// system, an I/O error).
+    Unwritable,
 }
 
 impl OpErrorKind {
@@ -61,6 +88,17 @@ impl OpErrorKind {
             OpErrorKind::InvalidCursor => "invalid_cursor",
             OpErrorKind::NotARepository => "not_a_repository",
             OpErrorKind::GitUnavailable => "git_unavailable",
+            OpErrorKind::MultipleMatches => "multiple_matches",
+            OpErrorKind::MatchNotFound => "match_not_found",
+            OpErrorKind::OccurrenceOutOfRange => "occurrence_out_of_range",
+            OpErrorKind::OverlappingEdits => "overlapping_edits",
+            OpErrorKind::Sha256Mismatch => "sha256_mismatch",
+            OpErrorKind::PatchDoesNotApply => "patch_does_not_apply",
+            OpErrorKind::InvalidPatch => "invalid_patch",
+            OpErrorKind::AlreadyExists => "already_exists",
+            OpErrorKind::NotText => "not_text",
+            OpErrorKind::Symlink => "symlink",
+            OpErrorKind::Unwritable => "unwritable",
         }
     }
 }
@@ -79,10 +117,15 @@ pub enum WorkAnswer {
     ReadFiles(ReadFilesAnswer),
     /// Answer to [`ExploreOp::Search`].
     Search(SearchAnswer),
+    /// Answer to [`crate::EditOp::TextEdits`].
+    TextEdits(TextEditsAnswer),
+    /// Answer to [`crate::EditOp::Patch`].
+    Patch(PatchAnswer),
 }
 
 impl WorkAnswer {
-    /// The name of the operation this answers, as [`ExploreOp::name`] gives it.
+    /// The name of the operation this answers, as [`ExploreOp::name`] or [`crate::EditOp::name`]
+    /// gives it.
     pub fn op(&self) -> &'static str {
         match self {
             WorkAnswer::Overview(_) => "overview",
@@ -90,6 +133,8 @@ impl WorkAnswer {
             WorkAnswer::TrackedFiles(_) => "tracked_files",
             WorkAnswer::ReadFiles(_) => "read_files",
             WorkAnswer::Search(_) => "search",
+            WorkAnswer::TextEdits(_) => "text_edits",
+            WorkAnswer::Patch(_) => "patch",
         }
     }
 

@@ -76,3 +76,19 @@ pub const MAX_OVERVIEW_SCAN_FILES: usize = 20_000;
 pub const MAX_OVERVIEW_MANIFESTS: usize = 64;
 /// Work kinds one registration may name (unknown ones included).
 pub const MAX_WORK_KINDS: usize = 32;
+
+/// Edits in one `text_edits` operation.
+pub const MAX_EDITS: usize = 64;
+/// The `old_text` and `new_text` of all edits of one `text_edits` operation, together.
+pub const MAX_EDIT_TEXT_BYTES: usize = 256 * 1024;
+/// The diff text of one `patch` operation.
+pub const MAX_PATCH_BYTES: usize = 512 * 1024;
+/// Files one `patch` operation changes.
+pub const MAX_PATCH_FILES: usize = 64;
+/// Largest file an edit reads or writes; a larger one is refused `file_too_large`.
+pub const MAX_EDIT_FILE_SIZE: u64 = 8 * 1024 * 1024;
+/// The diff an edit answers with; a longer one is cut after a whole line and flagged.
+pub const MAX_EDIT_DIFF_BYTES: usize = 64 * 1024;
+/// How many lines away from where its header puts it a patch hunk may be found (the file
+/// changed above it since the diff was made); a hunk found nowhere within it does not apply.
+pub const MAX_HUNK_OFFSET_LINES: usize = 200;

@@ -496,6 +496,8 @@ pub enum WorkKind {
     Script,
     /// [`crate::WorkSpec::Explore`].
     Explore,
+    /// [`crate::WorkSpec::Edit`].
+    Edit,
 }
 
 impl WorkKind {
@@ -505,6 +507,7 @@ impl WorkKind {
         WorkKind::Shell,
         WorkKind::Script,
         WorkKind::Explore,
+        WorkKind::Edit,
     ];
 
     /// What a runner that announces no kinds executes: the kinds that existed before runners
@@ -519,6 +522,7 @@ impl WorkKind {
             WorkKind::Shell => "shell",
             WorkKind::Script => "script",
             WorkKind::Explore => "explore",
+            WorkKind::Edit => "edit",
         }
     }
 

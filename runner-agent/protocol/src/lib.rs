@@ -14,6 +14,8 @@ mod answer;
 pub use answer::*;
 mod explore;
 pub use explore::*;
+mod edit;
+pub use edit::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -86,6 +88,9 @@ pub enum WorkSpec {
     /// A read-only question about the project's files, answered by the runner itself
     /// ([`WorkOutcome::answer`]); only runners that announce [`WorkKind::Explore`] receive it.
     Explore(ExploreOp),
+    /// A change to the project's files, made by the runner itself ([`WorkOutcome::answer`]);
+    /// only runners that announce [`WorkKind::Edit`] receive it.
+    Edit(EditOp),
 }
 
 impl WorkSpec {
@@ -96,6 +101,7 @@ impl WorkSpec {
             WorkSpec::Shell { .. } => WorkKind::Shell,
             WorkSpec::Script { .. } => WorkKind::Script,
             WorkSpec::Explore(_) => WorkKind::Explore,
+            WorkSpec::Edit(_) => WorkKind::Edit,
         }
     }
 }
@@ -199,8 +205,18 @@ impl WorkItem {
                 }
                 op.validate()?;
             }
+            WorkSpec::Edit(op) => {
+                // Like explore work: paths from the root, nothing started to read input.
+                if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
+                    return refuse("edit work takes no cwd, stdin or env");
+                }
+                op.validate()?;
+            }
         }
-        if !matches!(self.spec, WorkSpec::Script { .. }) && wire > MAX_WIRE_COMMAND_BYTES {
+        // Scripts and edits are bounded by their own limits, not by the command envelope.
+        if !matches!(self.spec, WorkSpec::Script { .. } | WorkSpec::Edit(_))
+            && wire > MAX_WIRE_COMMAND_BYTES
+        {
             return refuse(format!(
                 "the command is over the {MAX_WIRE_COMMAND_BYTES}-byte wire envelope"
             ));
@@ -578,6 +594,10 @@ pub struct WorkOutcome {
     /// every other outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<OpErrorKind>,
+    /// Facts about a `rejected` edit (which edit or hunk, the file's current SHA-256). Absent
+    /// for every other outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<EditConflict>,
 }
 
 impl WorkOutcome {
@@ -1105,6 +1125,7 @@ mod tests {
             stderr_truncated: false,
             answer: None,
             error_kind: None,
+            conflict: None,
         }
     }
 
@@ -1238,12 +1259,12 @@ mod tests {
         let mut json = serde_json::to_value(registration(Uuid::now_v7())).unwrap();
         assert_eq!(
             json["work_kinds"],
-            serde_json::json!(["process", "shell", "script", "explore"])
+            serde_json::json!(["process", "shell", "script", "explore", "edit"])
         );
         json.as_object_mut().unwrap().remove("work_kinds");
         let older: RegisterRequest = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(older.work_kinds, WorkKind::UNANNOUNCED);
-        json["work_kinds"] = serde_json::json!(["explore", "edit", "process", "explore"]);
+        json["work_kinds"] = serde_json::json!(["explore", "teleport", "process", "explore"]);
         let newer: RegisterRequest = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(newer.work_kinds, [WorkKind::Process, WorkKind::Explore]);
         json["work_kinds"] = serde_json::json!(vec!["x"; MAX_WORK_KINDS + 1]);

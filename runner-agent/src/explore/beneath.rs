@@ -10,6 +10,10 @@
 //! Walks start at the root's `/proc/self/fd` path (the opened directory itself, whatever happens
 //! to the root's name meanwhile), and whatever they yield is opened through here again before
 //! it is reported or read.
+//!
+//! Edits work through a [`Dir`]: a directory opened beneath the root (or made there, one
+//! component at a time), in which a file is then found, created, renamed or removed by its
+//! single name with the `*at` calls, never by a path that could be resolved again.
 
 use std::fs::File;
 use std::io;
@@ -17,7 +21,7 @@ use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat};
 use wc_runner_protocol::{EntryKind, OpErrorKind, RelativePath};
 
 use super::Refusal;
@@ -52,7 +56,36 @@ impl Opened {
     pub(crate) fn size(&self) -> u64 {
         u64::try_from(self.stat.st_size).unwrap_or(0)
     }
+
+    /// Which file it is: its device and inode.
+    pub(crate) fn identity(&self) -> (u64, u64) {
+        identity(&self.stat)
+    }
+
+    /// Its permission bits (with set-id and sticky bits).
+    pub(crate) fn mode(&self) -> u32 {
+        self.stat.st_mode & 0o7777
+    }
+
+    /// Its owner and group.
+    pub(crate) fn owner(&self) -> (u32, u32) {
+        (self.stat.st_uid, self.stat.st_gid)
+    }
 }
+
+fn identity(stat: &Stat) -> (u64, u64) {
+    (stat.st_dev, stat.st_ino)
+}
+
+/// A directory beneath the root, held open for reading (so that it can be synced). Edits find,
+/// create, replace and remove their files through it, one name at a time, never by a path that
+/// could be resolved again through a symlink.
+pub(crate) struct Dir {
+    fd: OwnedFd,
+}
+
+/// Prefix of the temporary files edits write beside their targets.
+pub(crate) const TEMP_PREFIX: &str = ".wc-edit-";
 
 impl Root {
     /// Opens the canonical project root `path`.
@@ -94,17 +127,56 @@ impl Root {
         if !follow {
             flags |= OFlags::NOFOLLOW;
         }
+        let fd = self.openat2(path, flags)?;
+        let stat = rustix::fs::fstat(&fd)?;
+        Ok(Opened { fd, stat })
+    }
+
+    /// Opens the directory `rel` beneath the root (the root itself when `rel` is empty).
+    pub(crate) fn open_dir(&self, rel: &str) -> io::Result<Dir> {
+        let path = if rel.is_empty() { "." } else { rel };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(Dir {
+            fd: self.openat2(path, flags)?,
+        })
+    }
+
+    /// Opens the directory `rel` beneath the root, creating each missing component in the
+    /// directory opened before it (mode 0777 less the umask, as `mkdir -p` does).
+    pub(crate) fn make_dirs(&self, rel: &str) -> io::Result<Dir> {
+        let mut dir = self.open_dir("")?;
+        let mut prefix = String::new();
+        for segment in rel.split('/').filter(|s| !s.is_empty()) {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(segment);
+            dir = match self.open_dir(&prefix) {
+                Ok(next) => next,
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOENT.raw_os_error()) => {
+                    match rustix::fs::mkdirat(&dir.fd, segment, Mode::from_raw_mode(0o777)) {
+                        // Another writer made it first: as good.
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    self.open_dir(&prefix)?
+                }
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(dir)
+    }
+
+    fn openat2(&self, path: &str, flags: OFlags) -> io::Result<OwnedFd> {
         let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
         // The kernel answers EAGAIN when a rename raced the lookup; a few tries settle it.
         let mut tries = 0;
-        let fd = loop {
+        loop {
             match rustix::fs::openat2(&self.fd, path, flags, Mode::empty(), resolve) {
                 Err(rustix::io::Errno::AGAIN) if tries < 8 => tries += 1,
-                other => break other?,
+                other => return Ok(other?),
             }
-        };
-        let stat = rustix::fs::fstat(&fd)?;
-        Ok(Opened { fd, stat })
+        }
     }
 
     /// Opens an opened regular file for reading: the very file that was checked.
@@ -126,6 +198,76 @@ impl Root {
         let real = std::fs::read_link(proc_path(&opened.fd)).ok()?;
         let rel = real.strip_prefix(&self.real).ok()?;
         RelativePath::parse(std::str::from_utf8(rel.as_os_str().as_bytes()).ok()?).ok()
+    }
+}
+
+impl Dir {
+    /// Another handle on the same open directory.
+    pub(crate) fn try_clone(&self) -> io::Result<Dir> {
+        Ok(Dir {
+            fd: self.fd.try_clone()?,
+        })
+    }
+
+    /// Opens the entry `name` of this directory (`O_PATH`), not following a symlink.
+    pub(crate) fn open_entry(&self, name: &str) -> io::Result<Opened> {
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::empty())?;
+        let stat = rustix::fs::fstat(&fd)?;
+        Ok(Opened { fd, stat })
+    }
+
+    /// Which file the entry `name` is now (not following a symlink); `None` when it is gone.
+    pub(crate) fn identity_of(&self, name: &str) -> io::Result<Option<(u64, u64)>> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(identity(&stat))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates a new temporary file with a random name in this directory (`O_EXCL`, mode
+    /// `mode` less the umask), for writing.
+    pub(crate) fn create_temp(&self, mode: u32) -> io::Result<(String, File)> {
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut tries = 0;
+        loop {
+            let name = format!("{TEMP_PREFIX}{}.tmp", uuid::Uuid::new_v4().simple());
+            match rustix::fs::openat(&self.fd, &name, flags, Mode::from_raw_mode(mode)) {
+                Ok(fd) => return Ok((name, File::from(fd))),
+                Err(rustix::io::Errno::EXIST) if tries < 8 => tries += 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Renames the entry `from` over `to` (atomically replacing it).
+    pub(crate) fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        Ok(rustix::fs::renameat(&self.fd, from, &self.fd, to)?)
+    }
+
+    /// Renames the entry `from` to `to` only if `to` does not exist (`EEXIST` otherwise), in
+    /// one step. Where the file system has no `RENAME_NOREPLACE`, a hard link does the same.
+    pub(crate) fn rename_new(&self, from: &str, to: &str) -> io::Result<()> {
+        match rustix::fs::renameat_with(&self.fd, from, &self.fd, to, RenameFlags::NOREPLACE) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                rustix::fs::linkat(&self.fd, from, &self.fd, to, AtFlags::empty())?;
+                self.remove(from)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes the entry `name` (not a directory).
+    pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
+        Ok(rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?)
+    }
+
+    /// Makes this directory's entries durable (after a rename or removal).
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        Ok(rustix::fs::fsync(&self.fd)?)
     }
 }
 

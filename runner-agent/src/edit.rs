@@ -1,0 +1,132 @@
+//! Edit work: changes to a project's files ([`EditOp`]), made in the runner's own process and
+//! answered with a typed [`WorkAnswer`].
+//!
+//! [`execute`] runs one edit work item under the same lease, timeout, stop and result path as
+//! a job and always ends with a [`WorkOutcome`]: `exited` with exit code 0 and the answer, or
+//! `rejected` with an [`OpErrorKind`], words naming the path, edit or hunk, and the
+//! [`EditConflict`] facts, or `timed_out` / `cancelled` (then nothing was written). Invariants:
+//!
+//! - every file is found through a directory opened beneath the canonical project root
+//!   ([`Root`], `openat2` with `RESOLVE_BENEATH`), by its name in that directory: a symlink
+//!   out of the root is refused at any parent, a symlink as the target itself is never written
+//!   through, and only regular UTF-8 text files are edited ([`file`]);
+//! - an edit is all-or-nothing: every check passes before the first byte is written; new
+//!   content goes to a temporary file beside its target, made durable, then renamed over it
+//!   ([`file::Staged`]), so a reader sees the old file or the new one, never a mix, and a
+//!   failed edit leaves no temporary file behind;
+//! - edits of one file serialize: each holds an advisory lock (`flock`) on the file from before
+//!   it reads until after it renames, and rechecks after locking that the name still leads to
+//!   the locked file, so no update is lost between runner tasks or runner processes;
+//! - a stop or timeout is honoured until the first rename; from then on the edit finishes and
+//!   reports what it wrote.
+
+mod diff;
+mod file;
+mod patch;
+mod text;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tracing::Instrument as _;
+use wc_runner_protocol::{
+    EditConflict, EditOp, OpErrorKind, Termination, WorkAnswer, WorkItem, WorkOutcome, WorkSpec,
+};
+
+use crate::exec::{self, Host};
+use crate::explore::beneath::Root;
+use crate::explore::{self, Ended, Failure, Refusal, Stop};
+
+/// Makes one edit work item's change. `cancel` turning `true` stops it before it writes; its
+/// timeout is the item's. Never fails: a refusal is [`Termination::Rejected`] with an
+/// [`OpErrorKind`] and, about a file's content, an [`EditConflict`].
+pub async fn execute(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> WorkOutcome {
+    let span = tracing::info_span!("edit", work_id = %item.work_id, project = %item.project);
+    let outcome = run(item, host, cancel).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            termination = ?outcome.termination,
+            error_kind = outcome.error_kind.map(OpErrorKind::as_str),
+            error = outcome.error.as_deref(),
+            duration_ms = outcome.duration_ms,
+            "edit work ended"
+        );
+    });
+    outcome
+}
+
+async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> WorkOutcome {
+    let started = Instant::now();
+    if let Err(e) = item.validate() {
+        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
+        return explore::rejected(started, refusal);
+    }
+    let WorkSpec::Edit(op) = &item.spec else {
+        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not edit work");
+        return explore::rejected(started, refusal);
+    };
+    let root = match explore::open_root(host, &item.project) {
+        Ok(root) => root,
+        Err(refusal) => return explore::rejected(started, refusal),
+    };
+    if *cancel.borrow() {
+        return exec::not_started(started, Termination::Cancelled, None);
+    }
+    let deadline = started + Duration::from_millis(item.limits.timeout_ms);
+    let op = op.clone();
+    let ended = blocking(root, deadline, cancel, move |root, stop| match &op {
+        EditOp::TextEdits(op) => text::run(root, op, stop),
+        EditOp::Patch(op) => patch::run(root, op, stop),
+    })
+    .await;
+    match ended {
+        Ok(answer) => explore::answered(started, answer),
+        Err(Ended::Refused(refusal)) => explore::rejected(started, refusal),
+        Err(Ended::TimedOut) => exec::not_started(started, Termination::TimedOut, None),
+        Err(Ended::Cancelled) => exec::not_started(started, Termination::Cancelled, None),
+        Err(Ended::Failed(e)) => exec::not_started(started, Termination::SpawnFailed, Some(e)),
+    }
+}
+
+/// Runs the edit `f` on a blocking thread. When the deadline passes or a stop is asked first,
+/// the stop flag is set: an edit that has not begun writing stops at its next check, and one
+/// that has finishes. Either way this waits for it, so the outcome tells what happened to the
+/// files.
+async fn blocking(
+    root: Arc<Root>,
+    deadline: Instant,
+    mut cancel: watch::Receiver<bool>,
+    f: impl FnOnce(&Root, &Stop) -> Result<WorkAnswer, Failure> + Send + 'static,
+) -> Result<WorkAnswer, Ended> {
+    let stop = Stop::default();
+    let flag = stop.clone();
+    let mut task = tokio::task::spawn_blocking(move || f(&root, &flag));
+    let interrupted = tokio::select! {
+        joined = &mut task => return ended(joined, Ended::Cancelled),
+        () = tokio::time::sleep_until(deadline.into()) => Ended::TimedOut,
+        () = exec::stop_requested(&mut cancel) => Ended::Cancelled,
+    };
+    stop.set();
+    ended(task.await, interrupted)
+}
+
+fn ended(
+    joined: Result<Result<WorkAnswer, Failure>, tokio::task::JoinError>,
+    interrupted: Ended,
+) -> Result<WorkAnswer, Ended> {
+    match joined {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(Failure::Refused(refusal))) => Err(Ended::Refused(refusal)),
+        Ok(Err(Failure::Stopped)) => Err(interrupted),
+        Err(e) => Err(Ended::Failed(format!("the edit operation failed: {e}"))),
+    }
+}
+
+impl Refusal {
+    /// This refusal with `fill` applied to its conflict facts (made empty first if none).
+    pub(crate) fn conflict(mut self, fill: impl FnOnce(&mut EditConflict)) -> Refusal {
+        fill(self.conflict.get_or_insert_with(Box::default));
+        self
+    }
+}
