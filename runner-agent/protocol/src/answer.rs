@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    FileListAnswer, MAX_ANSWER_BYTES, OverviewAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
+    FileListAnswer, GitCommitAnswer, GitDiffAnswer, GitLogAnswer, GitStatusAnswer,
+    MAX_ANSWER_BYTES, OverviewAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
     TrackedFilesAnswer, refuse,
 };
 
@@ -41,6 +42,14 @@ pub enum OpErrorKind {
     NotARepository,
     /// Git could not be run, or failed.
     GitUnavailable,
+    /// A commit would record no change.
+    NothingToCommit,
+    /// Unmerged files (conflicts) must be resolved before a commit.
+    UnmergedPaths,
+    /// A merge is in progress: only a commit of every change concludes it.
+    MergeInProgress,
+    /// A hook of the repository (`pre-commit`, `commit-msg`) refused the commit.
+    HookRejected,
 }
 
 impl OpErrorKind {
@@ -61,6 +70,10 @@ impl OpErrorKind {
             OpErrorKind::InvalidCursor => "invalid_cursor",
             OpErrorKind::NotARepository => "not_a_repository",
             OpErrorKind::GitUnavailable => "git_unavailable",
+            OpErrorKind::NothingToCommit => "nothing_to_commit",
+            OpErrorKind::UnmergedPaths => "unmerged_paths",
+            OpErrorKind::MergeInProgress => "merge_in_progress",
+            OpErrorKind::HookRejected => "hook_rejected",
         }
     }
 }
@@ -79,10 +92,19 @@ pub enum WorkAnswer {
     ReadFiles(ReadFilesAnswer),
     /// Answer to [`ExploreOp::Search`].
     Search(SearchAnswer),
+    /// Answer to [`crate::GitOp::GitStatus`].
+    GitStatus(GitStatusAnswer),
+    /// Answer to [`crate::GitOp::GitDiff`].
+    GitDiff(GitDiffAnswer),
+    /// Answer to [`crate::GitOp::GitLog`].
+    GitLog(GitLogAnswer),
+    /// Answer to [`crate::GitOp::GitCommit`].
+    GitCommit(GitCommitAnswer),
 }
 
 impl WorkAnswer {
-    /// The name of the operation this answers, as [`ExploreOp::name`] gives it.
+    /// The name of the operation this answers, as [`ExploreOp::name`] or [`crate::GitOp::name`]
+    /// gives it.
     pub fn op(&self) -> &'static str {
         match self {
             WorkAnswer::Overview(_) => "overview",
@@ -90,6 +112,10 @@ impl WorkAnswer {
             WorkAnswer::TrackedFiles(_) => "tracked_files",
             WorkAnswer::ReadFiles(_) => "read_files",
             WorkAnswer::Search(_) => "search",
+            WorkAnswer::GitStatus(_) => "git_status",
+            WorkAnswer::GitDiff(_) => "git_diff",
+            WorkAnswer::GitLog(_) => "git_log",
+            WorkAnswer::GitCommit(_) => "git_commit",
         }
     }
 

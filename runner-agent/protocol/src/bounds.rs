@@ -76,3 +76,27 @@ pub const MAX_OVERVIEW_SCAN_FILES: usize = 20_000;
 pub const MAX_OVERVIEW_MANIFESTS: usize = 64;
 /// Work kinds one registration may name (unknown ones included).
 pub const MAX_WORK_KINDS: usize = 32;
+
+/// Paths named by one `git_diff` or `git_commit` operation.
+pub const MAX_GIT_PATHS: usize = 100;
+/// A `git_commit` message.
+pub const MAX_COMMIT_MESSAGE_BYTES: usize = 16 * 1024;
+/// Lines of context around each change of a `git_diff`.
+pub const MAX_DIFF_CONTEXT_LINES: u32 = 20;
+/// Lines of context of a `git_diff` when the caller names none.
+pub const DEFAULT_DIFF_CONTEXT_LINES: u32 = 3;
+/// Bytes of diff text one `git_diff` returns at most (its `limit_bytes`).
+pub const MAX_DIFF_BYTES: u32 = 1024 * 1024;
+/// Bytes of diff text of a `git_diff` when the caller names no limit.
+pub const DEFAULT_DIFF_BYTES: u32 = 64 * 1024;
+/// Changed files one `git_diff` lists with their line counts.
+pub const MAX_DIFF_FILES: usize = 1000;
+/// Commits one `git_log` returns at most (its `limit`).
+pub const MAX_LOG_COMMITS: u32 = 200;
+/// Commits of a `git_log` when the caller names no limit.
+pub const DEFAULT_LOG_COMMITS: u32 = 20;
+/// Files one `git_status` lists.
+pub const MAX_STATUS_ENTRIES: usize = 1000;
+/// A name, email, subject, branch or summary Git reports; a longer one is cut on a character
+/// boundary.
+pub const MAX_GIT_TEXT_BYTES: usize = 1024;

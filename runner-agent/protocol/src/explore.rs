@@ -481,6 +481,8 @@ pub enum WorkKind {
     Script,
     /// [`crate::WorkSpec::Explore`].
     Explore,
+    /// [`crate::WorkSpec::Git`].
+    Git,
 }
 
 impl WorkKind {
@@ -490,6 +492,7 @@ impl WorkKind {
         WorkKind::Shell,
         WorkKind::Script,
         WorkKind::Explore,
+        WorkKind::Git,
     ];
 
     /// What a runner that announces no kinds executes: the kinds that existed before runners
@@ -504,6 +507,7 @@ impl WorkKind {
             WorkKind::Shell => "shell",
             WorkKind::Script => "script",
             WorkKind::Explore => "explore",
+            WorkKind::Git => "git",
         }
     }
 

@@ -14,6 +14,8 @@ mod answer;
 pub use answer::*;
 mod explore;
 pub use explore::*;
+mod git;
+pub use git::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -86,6 +88,9 @@ pub enum WorkSpec {
     /// A read-only question about the project's files, answered by the runner itself
     /// ([`WorkOutcome::answer`]); only runners that announce [`WorkKind::Explore`] receive it.
     Explore(ExploreOp),
+    /// A Git operation on the project's repository, answered by the runner
+    /// ([`WorkOutcome::answer`]); only runners that announce [`WorkKind::Git`] receive it.
+    Git(GitOp),
 }
 
 impl WorkSpec {
@@ -96,6 +101,7 @@ impl WorkSpec {
             WorkSpec::Shell { .. } => WorkKind::Shell,
             WorkSpec::Script { .. } => WorkKind::Script,
             WorkSpec::Explore(_) => WorkKind::Explore,
+            WorkSpec::Git(_) => WorkKind::Git,
         }
     }
 }
@@ -196,6 +202,13 @@ impl WorkItem {
                 // Explore paths are relative to the root and nothing is started to read input.
                 if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
                     return refuse("explore work takes no cwd, stdin or env");
+                }
+                op.validate()?;
+            }
+            WorkSpec::Git(op) => {
+                // Git work runs in the project root and takes its input from its op.
+                if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
+                    return refuse("git work takes no cwd, stdin or env");
                 }
                 op.validate()?;
             }
@@ -1238,7 +1251,7 @@ mod tests {
         let mut json = serde_json::to_value(registration(Uuid::now_v7())).unwrap();
         assert_eq!(
             json["work_kinds"],
-            serde_json::json!(["process", "shell", "script", "explore"])
+            serde_json::json!(["process", "shell", "script", "explore", "git"])
         );
         json.as_object_mut().unwrap().remove("work_kinds");
         let older: RegisterRequest = serde_json::from_value(json.clone()).unwrap();
