@@ -26,6 +26,7 @@ use crate::client::{Api, ApiFailure};
 use crate::config::{QueueBackend, RunnerConfig};
 use crate::exec::{self, OutputPiece, StopPolicy};
 use crate::explore;
+use crate::git;
 use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
 
 /// How far the agent is asked to stop.
@@ -174,12 +175,14 @@ impl Shared {
     }
 }
 
-/// The kinds of work this host executes: explore work only where it can be confined.
+/// The kinds of work this host executes: explore work only where it can be confined, Git
+/// work only where it can be confined and `git` is found.
 fn work_kinds() -> Vec<proto::WorkKind> {
     proto::WorkKind::ALL
         .iter()
         .copied()
         .filter(|k| *k != proto::WorkKind::Explore || crate::explore::supported())
+        .filter(|k| *k != proto::WorkKind::Git || crate::git::supported())
         .collect()
 }
 
@@ -593,6 +596,7 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
     let exec = {
         let item = lease.work.clone();
         let host = shared.host.clone();
+        let identity = shared.cfg.git.clone();
         let policy = shared.opts.stop_policy;
         // On a runtime worker: the unsandboxed child's death signal follows the spawning thread.
         tokio::spawn(async move {
@@ -601,6 +605,10 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
                 WorkSpec::Explore(_) => {
                     drop(out_tx);
                     explore::execute(&item, &host, cancel_rx, &policy).await
+                }
+                WorkSpec::Git(_) => {
+                    drop(out_tx);
+                    git::execute(&item, &host, &identity, cancel_rx, &policy).await
                 }
                 _ => exec::execute(&item, &host, cancel_rx, out_tx, &policy).await,
             }

@@ -79,6 +79,9 @@ pub const MAX_WORK_KINDS: usize = 32;
 
 /// Paths named by one `git_diff` or `git_commit` operation.
 pub const MAX_GIT_PATHS: usize = 100;
+/// Bytes of the paths one Git operation names, together: they reach Git as arguments, within
+/// the command wire envelope.
+pub const MAX_GIT_PATHS_BYTES: usize = 32 * 1024;
 /// A `git_commit` message.
 pub const MAX_COMMIT_MESSAGE_BYTES: usize = 16 * 1024;
 /// Lines of context around each change of a `git_diff`.

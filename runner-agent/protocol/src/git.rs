@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, DEFAULT_LOG_COMMITS, MAX_COMMIT_MESSAGE_BYTES,
-    MAX_DIFF_BYTES, MAX_DIFF_CONTEXT_LINES, MAX_GIT_PATHS, MAX_LOG_COMMITS, ProtocolError,
-    RelativePath, refuse,
+    MAX_DIFF_BYTES, MAX_DIFF_CONTEXT_LINES, MAX_GIT_PATHS, MAX_GIT_PATHS_BYTES, MAX_LOG_COMMITS,
+    ProtocolError, RelativePath, refuse,
 };
 
 /// One Git operation, tagged by `op` inside the work spec:
@@ -42,7 +42,8 @@ pub struct GitStatusOp {}
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GitDiffOp {
-    /// Only these files or directories (at most [`MAX_GIT_PATHS`]); empty is the whole project.
+    /// Only these files or directories (at most [`MAX_GIT_PATHS`], [`MAX_GIT_PATHS_BYTES`]
+    /// together); empty is the whole project.
     #[serde(default)]
     pub paths: Vec<RelativePath>,
     /// The index against HEAD (what a commit would record) instead of the work tree against
@@ -97,7 +98,8 @@ pub struct GitCommitOp {
     /// The commit message (1..=[`MAX_COMMIT_MESSAGE_BYTES`], not only whitespace, no NUL).
     pub message: String,
     /// Exactly these files or directories, their new, changed and deleted files alike (at most
-    /// [`MAX_GIT_PATHS`]); empty commits every change of the project, untracked files included.
+    /// [`MAX_GIT_PATHS`], [`MAX_GIT_PATHS_BYTES`] together); empty commits every change of the
+    /// project, untracked files included.
     #[serde(default)]
     pub paths: Vec<RelativePath>,
 }
@@ -171,6 +173,12 @@ impl GitOp {
 fn check_paths(paths: &[RelativePath]) -> Result<(), ProtocolError> {
     if paths.len() > MAX_GIT_PATHS {
         return refuse(format!("paths names more than {MAX_GIT_PATHS} paths"));
+    }
+    let bytes: usize = paths.iter().map(|p| p.as_str().len()).sum();
+    if bytes > MAX_GIT_PATHS_BYTES {
+        return refuse(format!(
+            "paths are over {MAX_GIT_PATHS_BYTES} bytes together"
+        ));
     }
     Ok(())
 }
@@ -490,6 +498,13 @@ mod tests {
                     paths: many,
                 }),
                 "paths",
+            ),
+            (
+                GitOp::GitCommit(GitCommitOp {
+                    message: "m".into(),
+                    paths: vec![path(&"a".repeat(1000)); MAX_GIT_PATHS_BYTES / 1000 + 1],
+                }),
+                "together",
             ),
         ];
         for (op, expect) in cases {
