@@ -13,7 +13,8 @@
 //!   yield is opened beneath the root again before it is reported or read;
 //! - Git is asked through the `git` binary run as a job ([`exec::execute`]: the sandbox, the
 //!   allow-list environment, bounded output), never in the runner's own process, because a
-//!   repository's configuration can name programs for Git to run;
+//!   repository's configuration can name programs for Git to run; Git work ([`crate::git`])
+//!   runs it the same way, and the overview reads `git status` with its parser;
 //! - an answer's JSON stays within [`MAX_ANSWER_BYTES`]: pages end early with a cursor, texts
 //!   are cut and flagged.
 
