@@ -95,6 +95,39 @@ pub enum ErrorKind {
     NotARepository,
     /// Git could not be run on the build host, or failed (its words are in the message).
     GitUnavailable,
+    /// An edit's `old_text` matches more than once and names no `occurrence`; nothing
+    /// was written (`edit_index`, `matches`, `current_sha256` say which and where).
+    MultipleMatches,
+    /// An edit's `old_text` is not in the file; nothing was written. Re-read the file
+    /// (`current_sha256`) and retry with its current text.
+    MatchNotFound,
+    /// An edit's `occurrence` is past the number of matches (`matches`); nothing was written.
+    OccurrenceOutOfRange,
+    /// Two edits' matched texts overlap; nothing was written.
+    OverlappingEdits,
+    /// The file is no longer the content `expected_sha256` names (it changed since it was
+    /// read); nothing was written. Re-read it (`current_sha256`) and retry.
+    Sha256Mismatch,
+    /// A hunk of the patch does not match the file (`path`, `hunk`); no file was written.
+    PatchDoesNotApply,
+    /// The file to create exists; nothing was written.
+    AlreadyExists,
+    /// The file is binary or not UTF-8 text; edits change text files only.
+    NotText,
+    /// The path names a symbolic link; an edit never writes through one (edit its target).
+    PathIsSymlink,
+    /// The file or its directory cannot be written on the build host (permissions, a
+    /// read-only or full file system); nothing was written.
+    Unwritable,
+    /// There is no change to commit (in the named paths); no commit was made.
+    NothingToCommit,
+    /// Conflicted files must be resolved before a commit; the message names them.
+    UnmergedPaths,
+    /// A merge is in progress: only a commit of every change (no `paths`) concludes it.
+    MergeInProgress,
+    /// A hook of the repository refused the commit; the message carries what it printed.
+    /// The changes stay staged.
+    HookRejected,
     /// The caller (its authority group) already has as much queued and running work as it
     /// may; nothing was queued. Retry after `retry_after_ms`, once some of it has ended.
     RateLimited,
@@ -148,6 +181,20 @@ impl ErrorKind {
             ErrorKind::InvalidCursor => "invalid_cursor",
             ErrorKind::NotARepository => "not_a_repository",
             ErrorKind::GitUnavailable => "git_unavailable",
+            ErrorKind::MultipleMatches => "multiple_matches",
+            ErrorKind::MatchNotFound => "match_not_found",
+            ErrorKind::OccurrenceOutOfRange => "occurrence_out_of_range",
+            ErrorKind::OverlappingEdits => "overlapping_edits",
+            ErrorKind::Sha256Mismatch => "sha256_mismatch",
+            ErrorKind::PatchDoesNotApply => "patch_does_not_apply",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::NotText => "not_text",
+            ErrorKind::PathIsSymlink => "path_is_symlink",
+            ErrorKind::Unwritable => "unwritable",
+            ErrorKind::NothingToCommit => "nothing_to_commit",
+            ErrorKind::UnmergedPaths => "unmerged_paths",
+            ErrorKind::MergeInProgress => "merge_in_progress",
+            ErrorKind::HookRejected => "hook_rejected",
         }
     }
 
@@ -205,6 +252,20 @@ impl ErrorKind {
             ErrorKind::InvalidCursor => "invalid_request",
             ErrorKind::NotARepository => "invalid_state",
             ErrorKind::GitUnavailable => "unavailable",
+            ErrorKind::MultipleMatches => "conflict",
+            ErrorKind::MatchNotFound => "conflict",
+            ErrorKind::OccurrenceOutOfRange => "conflict",
+            ErrorKind::OverlappingEdits => "conflict",
+            ErrorKind::Sha256Mismatch => "conflict",
+            ErrorKind::PatchDoesNotApply => "conflict",
+            ErrorKind::AlreadyExists => "conflict",
+            ErrorKind::NotText => "invalid_request",
+            ErrorKind::PathIsSymlink => "invalid_request",
+            ErrorKind::Unwritable => "invalid_state",
+            ErrorKind::NothingToCommit => "invalid_state",
+            ErrorKind::UnmergedPaths => "invalid_state",
+            ErrorKind::MergeInProgress => "invalid_state",
+            ErrorKind::HookRejected => "invalid_state",
         }
     }
 
@@ -246,6 +307,20 @@ impl ErrorKind {
             ErrorKind::InvalidCursor => "restart_listing",
             ErrorKind::NotARepository => "check_target",
             ErrorKind::GitUnavailable => "retry",
+            ErrorKind::MultipleMatches => "fix_arguments",
+            ErrorKind::MatchNotFound => "reread_and_retry",
+            ErrorKind::OccurrenceOutOfRange => "fix_arguments",
+            ErrorKind::OverlappingEdits => "fix_arguments",
+            ErrorKind::Sha256Mismatch => "reread_and_retry",
+            ErrorKind::PatchDoesNotApply => "reread_and_retry",
+            ErrorKind::AlreadyExists => "check_target",
+            ErrorKind::NotText => "fix_arguments",
+            ErrorKind::PathIsSymlink => "fix_arguments",
+            ErrorKind::Unwritable => "check_target",
+            ErrorKind::NothingToCommit => "check_state",
+            ErrorKind::UnmergedPaths => "resolve_conflicts",
+            ErrorKind::MergeInProgress => "fix_arguments",
+            ErrorKind::HookRejected => "read_output",
         }
     }
 
@@ -292,11 +367,25 @@ impl ErrorKind {
             ErrorKind::InvalidCursor => 400,
             ErrorKind::NotARepository => 409,
             ErrorKind::GitUnavailable => 503,
+            ErrorKind::MultipleMatches => 409,
+            ErrorKind::MatchNotFound => 409,
+            ErrorKind::OccurrenceOutOfRange => 409,
+            ErrorKind::OverlappingEdits => 409,
+            ErrorKind::Sha256Mismatch => 409,
+            ErrorKind::PatchDoesNotApply => 409,
+            ErrorKind::AlreadyExists => 409,
+            ErrorKind::NotText => 400,
+            ErrorKind::PathIsSymlink => 400,
+            ErrorKind::Unwritable => 422,
+            ErrorKind::NothingToCommit => 409,
+            ErrorKind::UnmergedPaths => 409,
+            ErrorKind::MergeInProgress => 409,
+            ErrorKind::HookRejected => 409,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 41] = [
+    pub const ALL: [ErrorKind; 55] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -338,6 +427,20 @@ impl ErrorKind {
         ErrorKind::InvalidCursor,
         ErrorKind::NotARepository,
         ErrorKind::GitUnavailable,
+        ErrorKind::MultipleMatches,
+        ErrorKind::MatchNotFound,
+        ErrorKind::OccurrenceOutOfRange,
+        ErrorKind::OverlappingEdits,
+        ErrorKind::Sha256Mismatch,
+        ErrorKind::PatchDoesNotApply,
+        ErrorKind::AlreadyExists,
+        ErrorKind::NotText,
+        ErrorKind::PathIsSymlink,
+        ErrorKind::Unwritable,
+        ErrorKind::NothingToCommit,
+        ErrorKind::UnmergedPaths,
+        ErrorKind::MergeInProgress,
+        ErrorKind::HookRejected,
     ];
 }
 

@@ -27,6 +27,7 @@ use crate::config::{QueueBackend, RunnerConfig};
 use crate::edit;
 use crate::exec::{self, OutputPiece, StopPolicy};
 use crate::explore;
+use crate::git;
 use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
 
 /// How far the agent is asked to stop.
@@ -175,13 +176,15 @@ impl Shared {
     }
 }
 
-/// The kinds of work this host executes: explore and edit work only where they can be confined.
+/// The kinds of work this host executes: explore and edit work only where they can be
+/// confined, Git work only where it can be confined and `git` is found.
 fn work_kinds() -> Vec<proto::WorkKind> {
     let confined = crate::explore::supported();
     proto::WorkKind::ALL
         .iter()
         .copied()
         .filter(|k| !matches!(k, proto::WorkKind::Explore | proto::WorkKind::Edit) || confined)
+        .filter(|k| *k != proto::WorkKind::Git || crate::git::supported())
         .collect()
 }
 
@@ -595,6 +598,7 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
     let exec = {
         let item = lease.work.clone();
         let host = shared.host.clone();
+        let identity = shared.cfg.git.clone();
         let policy = shared.opts.stop_policy;
         // On a runtime worker: the unsandboxed child's death signal follows the spawning thread.
         tokio::spawn(async move {
@@ -607,6 +611,10 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
                 WorkSpec::Edit(_) => {
                     drop(out_tx);
                     edit::execute(&item, &host, cancel_rx).await
+                }
+                WorkSpec::Git(_) => {
+                    drop(out_tx);
+                    git::execute(&item, &host, &identity, cancel_rx, &policy).await
                 }
                 _ => exec::execute(&item, &host, cancel_rx, out_tx, &policy).await,
             }

@@ -76,6 +76,73 @@ impl Default for Limits {
     }
 }
 
+/// The `[git]` table as written: who the runner's commits are by.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitSettings {
+    /// Author and committer name; absent: `wc-runner`.
+    pub author_name: Option<String>,
+    /// Author and committer email; absent: `wc-runner@<client_id>`.
+    pub author_email: Option<String>,
+}
+
+/// Who the commits of Git work are by, as author and committer: the runner's own identity,
+/// never the host user's Git configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitIdentity {
+    name: String,
+    email: String,
+}
+
+impl GitIdentity {
+    /// Longest name or email, in bytes.
+    const MAX_BYTES: usize = 256;
+
+    /// Checks `name` and `email`: 1-256 bytes without control characters, `<` or `>` (which
+    /// would break the identity line of a commit), and an email without spaces.
+    pub fn new(name: &str, email: &str) -> anyhow::Result<Self> {
+        let well_formed = |s: &str| {
+            (1..=Self::MAX_BYTES).contains(&s.len())
+                && !s.chars().any(|c| c.is_control() || c == '<' || c == '>')
+        };
+        if !well_formed(name) || name.trim() != name {
+            bail!(
+                "git.author_name must be 1-256 bytes without control characters, `<`, `>` or \
+                 surrounding spaces"
+            );
+        }
+        if !well_formed(email) || email.contains(char::is_whitespace) {
+            bail!(
+                "git.author_email must be 1-256 bytes without spaces, control characters, `<` or `>`"
+            );
+        }
+        Ok(GitIdentity {
+            name: name.to_owned(),
+            email: email.to_owned(),
+        })
+    }
+
+    /// The identity `settings` name, with the defaults of a runner called `client_id`.
+    pub fn from_settings(settings: &GitSettings, client_id: &str) -> anyhow::Result<Self> {
+        let name = settings.author_name.as_deref().unwrap_or("wc-runner");
+        let email = match &settings.author_email {
+            Some(email) => email.clone(),
+            None => format!("wc-runner@{client_id}"),
+        };
+        Self::new(name, &email)
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The email.
+    pub fn email(&self) -> &str {
+        &self.email
+    }
+}
+
 /// The name of an environment variable the runner passes on to a project's jobs: a shell-style
 /// name (`[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes) that is not one of the runner's own
 /// settings (`WC_…`).
@@ -151,6 +218,8 @@ struct RawConfig {
     limits: Limits,
     #[serde(default)]
     sandbox: SandboxSettings,
+    #[serde(default)]
+    git: GitSettings,
 }
 
 fn default_queue() -> QueueBackend {
@@ -184,6 +253,8 @@ pub struct RunnerConfig {
     pub limits: Limits,
     /// How jobs are confined.
     pub sandbox: Sandbox,
+    /// Who Git work commits as.
+    pub git: GitIdentity,
 }
 
 fn valid_id(s: &str) -> bool {
@@ -259,6 +330,7 @@ impl RunnerConfig {
                     .collect(),
                 limits,
                 sandbox: SandboxSettings::default(),
+                git: GitSettings::default(),
             },
             None,
             None,
@@ -396,6 +468,7 @@ impl RunnerConfig {
             projects.insert(id, canon);
         }
         let sandbox = Sandbox::from_settings(&raw.sandbox, always_hidden)?;
+        let git = GitIdentity::from_settings(&raw.git, &raw.client_id)?;
         Ok(RunnerConfig {
             server_url: raw.server_url.trim_end_matches('/').to_owned(),
             client_id: raw.client_id,
@@ -408,6 +481,7 @@ impl RunnerConfig {
             env_pass,
             limits: raw.limits,
             sandbox,
+            git,
         })
     }
 }
@@ -607,11 +681,45 @@ mod tests {
     }
 
     #[test]
+    fn commits_are_by_the_runner_unless_the_git_table_names_someone() {
+        let base = "server_url = \"http://x\"\nclient_id = \"host-1\"\ntoken = \"t\"\n";
+        let cfg = parse(base).unwrap();
+        assert_eq!(
+            (cfg.git.name(), cfg.git.email()),
+            ("wc-runner", "wc-runner@host-1")
+        );
+        let cfg = parse(&format!(
+            "{base}[git]\nauthor_name = \"Build Bot\"\nauthor_email = \"bot@example.com\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            (cfg.git.name(), cfg.git.email()),
+            ("Build Bot", "bot@example.com")
+        );
+        for (table, expect) in [
+            ("author_name = \"\"", "git.author_name"),
+            ("author_name = \"A <b>\"", "git.author_name"),
+            ("author_name = \"a\\nb\"", "git.author_name"),
+            ("author_email = \"a b@c\"", "git.author_email"),
+            ("author_email = \"<a@b>\"", "git.author_email"),
+            ("committer = \"x\"", "unknown field"),
+        ] {
+            let err = format!(
+                "{:#}",
+                parse(&format!("{base}[git]\n{table}\n")).unwrap_err()
+            );
+            assert!(err.contains(expect), "{table}: {err}");
+        }
+    }
+
+    #[test]
     fn the_sample_configuration_has_the_shape_the_runner_reads() {
         let sample = include_str!("../../infra/runner/runner.toml.sample");
         let raw: RawConfig = toml::from_str(sample).unwrap();
         assert_eq!(raw.sandbox.mode, Some(SandboxMode::Bubblewrap));
         assert!(matches!(raw.projects["api"], RawProject::Table(_)));
         assert!(matches!(raw.projects["webapp"], RawProject::Root(_)));
+        let identity = GitIdentity::from_settings(&raw.git, &raw.client_id).unwrap();
+        assert_eq!(identity.name(), "wc-runner");
     }
 }

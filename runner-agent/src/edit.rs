@@ -34,9 +34,10 @@ use wc_runner_protocol::{
     EditConflict, EditOp, OpErrorKind, Termination, WorkAnswer, WorkItem, WorkOutcome, WorkSpec,
 };
 
+use crate::answer::{self, Ended, Refusal, rejected};
 use crate::exec::{self, Host};
 use crate::explore::beneath::Root;
-use crate::explore::{self, Ended, Failure, Refusal, Stop};
+use crate::explore::{self, Failure, Stop};
 
 /// Makes one edit work item's change. `cancel` turning `true` stops it before it writes; its
 /// timeout is the item's. Never fails: a refusal is [`Termination::Rejected`] with an
@@ -60,15 +61,15 @@ async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> Wor
     let started = Instant::now();
     if let Err(e) = item.validate() {
         let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
-        return explore::rejected(started, refusal);
+        return rejected(started, refusal);
     }
     let WorkSpec::Edit(op) = &item.spec else {
         let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not edit work");
-        return explore::rejected(started, refusal);
+        return rejected(started, refusal);
     };
     let root = match explore::open_root(host, &item.project) {
         Ok(root) => root,
-        Err(refusal) => return explore::rejected(started, refusal),
+        Err(refusal) => return rejected(started, refusal),
     };
     if *cancel.borrow() {
         return exec::not_started(started, Termination::Cancelled, None);
@@ -80,13 +81,7 @@ async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> Wor
         EditOp::Patch(op) => patch::run(root, op, stop),
     })
     .await;
-    match ended {
-        Ok(answer) => explore::answered(started, answer),
-        Err(Ended::Refused(refusal)) => explore::rejected(started, refusal),
-        Err(Ended::TimedOut) => exec::not_started(started, Termination::TimedOut, None),
-        Err(Ended::Cancelled) => exec::not_started(started, Termination::Cancelled, None),
-        Err(Ended::Failed(e)) => exec::not_started(started, Termination::SpawnFailed, Some(e)),
-    }
+    answer::outcome(started, ended)
 }
 
 /// Runs the edit `f` on a blocking thread. When the deadline passes or a stop is asked first,

@@ -207,6 +207,13 @@ async fn run(
                 )),
             );
         }
+        WorkSpec::Git(_) => {
+            return not_started(
+                started,
+                Termination::Rejected,
+                Some("git work is answered by the runner itself, not run as a job".into()),
+            );
+        }
     };
 
     let sandboxed = host.sandbox.mode() == SandboxMode::Bubblewrap;

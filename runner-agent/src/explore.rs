@@ -13,7 +13,8 @@
 //!   yield is opened beneath the root again before it is reported or read;
 //! - Git is asked through the `git` binary run as a job ([`exec::execute`]: the sandbox, the
 //!   allow-list environment, bounded output), never in the runner's own process, because a
-//!   repository's configuration can name programs for Git to run;
+//!   repository's configuration can name programs for Git to run; Git work ([`crate::git`])
+//!   runs it the same way, and the overview reads `git status` with its parser;
 //! - an answer's JSON stays within [`MAX_ANSWER_BYTES`]: pages end early with a cursor, texts
 //!   are cut and flagged.
 
@@ -23,7 +24,6 @@ mod read;
 mod search;
 mod walk;
 
-use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -33,16 +33,19 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::Instrument as _;
 use wc_runner_protocol::{
-    EditConflict, EntryKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile, MAX_ANSWER_BYTES,
-    MAX_OUTPUT_BYTES_PER_STREAM, OpErrorKind, PROTOCOL_VERSION, RelativePath, Stream, Termination,
-    TrackedFilesAnswer, TrackedFilesOp, WorkAnswer, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
+    EntryKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile, MAX_OUTPUT_BYTES_PER_STREAM,
+    OpErrorKind, RelativePath, Termination, TrackedFilesAnswer, TrackedFilesOp, WorkAnswer,
+    WorkItem, WorkOutcome, WorkSpec,
 };
 
+use crate::answer::{self, rejected};
+pub(crate) use crate::answer::{Budget, Ended, Refusal};
 use crate::confine;
-use crate::exec::{self, Host, OutputPiece, StopPolicy};
+use crate::exec::{self, Host, StopPolicy};
+use crate::git::job::GitJobs;
 
 use beneath::Root;
 use walk::{Entry, WalkSpec};
@@ -125,13 +128,7 @@ async fn run(
                 .await
         }
     };
-    match ended {
-        Ok(answer) => answered(started, answer),
-        Err(Ended::Refused(refusal)) => rejected(started, refusal),
-        Err(Ended::TimedOut) => exec::not_started(started, Termination::TimedOut, None),
-        Err(Ended::Cancelled) => exec::not_started(started, Termination::Cancelled, None),
-        Err(Ended::Failed(e)) => exec::not_started(started, Termination::SpawnFailed, Some(e)),
-    }
+    answer::outcome(started, ended)
 }
 
 /// Opens the canonical root of `project` on this host.
@@ -145,55 +142,6 @@ pub(crate) fn open_root(host: &Host, project: &str) -> Result<Arc<Root>, Refusal
         .map_err(|e| Refusal::new(OpErrorKind::ProjectUnavailable, e))
 }
 
-pub(crate) fn answered(started: Instant, answer: WorkAnswer) -> WorkOutcome {
-    // Every answer is built within the bound; a bug that breaks it must not reach the wire.
-    if let Err(e) = answer.validate() {
-        return exec::not_started(started, Termination::SpawnFailed, Some(e.to_string()));
-    }
-    WorkOutcome {
-        exit_code: Some(0),
-        answer: Some(answer),
-        ..exec::not_started(started, Termination::Exited, None)
-    }
-}
-
-pub(crate) fn rejected(started: Instant, refusal: Refusal) -> WorkOutcome {
-    WorkOutcome {
-        error_kind: Some(refusal.kind),
-        conflict: refusal.conflict.map(|c| *c),
-        ..exec::not_started(started, Termination::Rejected, Some(refusal.message))
-    }
-}
-
-/// Why an operation on project files was refused: a stable kind and words naming the problem,
-/// and for an edit the facts of the conflict.
-#[derive(Debug)]
-pub(crate) struct Refusal {
-    pub(crate) kind: OpErrorKind,
-    pub(crate) message: String,
-    pub(crate) conflict: Option<Box<EditConflict>>,
-}
-
-impl Refusal {
-    pub(crate) fn new(kind: OpErrorKind, message: impl Into<String>) -> Refusal {
-        Refusal {
-            kind,
-            message: message.into(),
-            conflict: None,
-        }
-    }
-
-    /// A refusal about the path `rel`: "`src/x` does not exist".
-    pub(crate) fn at(kind: OpErrorKind, rel: &RelativePath, what: &str) -> Refusal {
-        let name = if rel.is_root() {
-            "the project root".to_owned()
-        } else {
-            format!("`{rel}`")
-        };
-        Refusal::new(kind, format!("{name} {what}"))
-    }
-}
-
 /// How a blocking part of an operation ends early.
 pub(crate) enum Failure {
     /// Refused.
@@ -205,21 +153,6 @@ pub(crate) enum Failure {
 impl From<Refusal> for Failure {
     fn from(r: Refusal) -> Self {
         Failure::Refused(r)
-    }
-}
-
-/// How an operation ended without an answer.
-pub(crate) enum Ended {
-    Refused(Refusal),
-    TimedOut,
-    Cancelled,
-    /// The runner failed (a panic in an operation): reported, never hidden.
-    Failed(String),
-}
-
-impl From<Refusal> for Ended {
-    fn from(r: Refusal) -> Self {
-        Ended::Refused(r)
     }
 }
 
@@ -265,46 +198,6 @@ impl<R: Read> Read for StopReader<R> {
             return Err(io::Error::other("stopped"));
         }
         self.inner.read(buf)
-    }
-}
-
-/// Room left in an answer's JSON. What a page does not fit ends it (with a cursor) instead.
-pub(crate) struct Budget {
-    left: usize,
-}
-
-/// Bytes of an answer kept for its fixed fields and cursor (a cursor is at most
-/// [`wc_runner_protocol::MAX_CURSOR_BYTES`]).
-const ANSWER_SLACK: usize = 16 * 1024;
-
-impl Budget {
-    pub(crate) fn new() -> Budget {
-        Budget {
-            left: MAX_ANSWER_BYTES - ANSWER_SLACK,
-        }
-    }
-
-    /// Takes room for `value` (and its separator), if there is enough.
-    pub(crate) fn take<T: Serialize>(&mut self, value: &T) -> bool {
-        let mut counter = Counter(1);
-        if serde_json::to_writer(&mut counter, value).is_err() || counter.0 > self.left {
-            return false;
-        }
-        self.left -= counter.0;
-        true
-    }
-}
-
-struct Counter(usize);
-
-impl io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -463,21 +356,12 @@ async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<WorkAnswer, Ended
         target.into_string()
     };
     let listed = ctx
-        .git(
+        .git()
+        .output(
             &["ls-files", "-z", "--", &pathspec],
             MAX_OUTPUT_BYTES_PER_STREAM,
         )
-        .await
-        .map_err(|e| match e {
-            GitError::Interrupted(ended) => ended,
-            GitError::NotARepository => Ended::Refused(Refusal::new(
-                OpErrorKind::NotARepository,
-                "the project root is not inside a Git work tree",
-            )),
-            GitError::Unavailable(why) => {
-                Ended::Refused(Refusal::new(OpErrorKind::GitUnavailable, why))
-            }
-        })?;
+        .await?;
     let mut names: Vec<&[u8]> = listed.stdout.split(|&b| b == 0).collect();
     // The last piece is empty after a complete listing, or cut by the output bound.
     names.pop();
@@ -520,7 +404,7 @@ async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<WorkAnswer, Ended
         files,
         next_cursor,
         unlisted,
-        truncated: listed.truncated,
+        truncated: listed.stdout_truncated,
     }))
 }
 
@@ -535,24 +419,18 @@ pub(crate) struct Ctx<'a> {
     root: Arc<Root>,
 }
 
-/// What a Git command printed.
-pub(crate) struct GitOutput {
-    stdout: Vec<u8>,
-    /// More was printed than kept.
-    truncated: bool,
-}
-
-/// Why a Git command gave no answer.
-pub(crate) enum GitError {
-    Interrupted(Ended),
-    NotARepository,
-    Unavailable(String),
-}
-
-/// Git's error text kept for a message.
-const GIT_STDERR_BYTES: usize = 512;
-
 impl Ctx<'_> {
+    /// Git commands of this operation: run as jobs in the project root, within its time left.
+    fn git(&self) -> GitJobs<'_> {
+        GitJobs {
+            item: self.item,
+            host: self.host,
+            policy: self.policy,
+            cancel: self.cancel.clone(),
+            deadline: self.deadline,
+        }
+    }
+
     /// Runs `f` on a blocking thread until it returns, the deadline passes or a stop is asked;
     /// then the stop flag is set, and `f` stops at its next check.
     async fn blocking<T: Send + 'static>(
@@ -580,85 +458,5 @@ impl Ctx<'_> {
         // The operation only reads; one stuck in the kernel is left to finish on its own.
         let _ = tokio::time::timeout(self.policy.terminate_grace, task).await;
         Err(interrupted)
-    }
-
-    /// Runs `git <args>` in the project root as a job: sandboxed like any job, with the
-    /// allow-list environment, within the work's time left, keeping `stdout_bytes` of output.
-    /// Options keep it from writing the index or starting a file-system monitor, and read
-    /// every path as a literal path; the C locale keeps its messages the ones matched here.
-    async fn git(&self, args: &[&str], stdout_bytes: u64) -> Result<GitOutput, GitError> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        let timeout_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-        if timeout_ms == 0 {
-            return Err(GitError::Interrupted(Ended::TimedOut));
-        }
-        let argv: Vec<String> = [
-            "git",
-            "--no-optional-locks",
-            "--literal-pathspecs",
-            "-c",
-            "core.fsmonitor=false",
-        ]
-        .iter()
-        .chain(args)
-        .map(|a| a.to_string())
-        .collect();
-        let job = WorkItem {
-            protocol_version: PROTOCOL_VERSION,
-            work_id: self.item.work_id,
-            project: self.item.project.clone(),
-            cwd: None,
-            spec: WorkSpec::Process { argv },
-            stdin: None,
-            env: BTreeMap::from([("LC_ALL".to_owned(), "C".to_owned())]),
-            limits: WorkLimits {
-                timeout_ms,
-                output_bytes_per_stream: stdout_bytes,
-            },
-        };
-        let (tx, mut rx) = mpsc::channel::<OutputPiece>(64);
-        let collect = async {
-            let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-            while let Some(piece) = rx.recv().await {
-                match piece.stream {
-                    Stream::Stdout => stdout.extend_from_slice(&piece.data),
-                    Stream::Stderr if stderr.len() < GIT_STDERR_BYTES => {
-                        stderr.extend_from_slice(&piece.data)
-                    }
-                    Stream::Stderr => {}
-                }
-            }
-            (stdout, stderr)
-        };
-        let (outcome, (stdout, stderr)) = tokio::join!(
-            exec::execute(&job, self.host, self.cancel.clone(), tx, self.policy),
-            collect
-        );
-        let said = String::from_utf8_lossy(&stderr[..stderr.len().min(GIT_STDERR_BYTES)])
-            .trim()
-            .to_owned();
-        match outcome.termination {
-            Termination::Exited if outcome.exit_code == Some(0) => Ok(GitOutput {
-                stdout,
-                truncated: outcome.stdout_truncated,
-            }),
-            Termination::Exited if said.contains("not a git repository") => {
-                Err(GitError::NotARepository)
-            }
-            Termination::Exited => Err(GitError::Unavailable(format!(
-                "git exited with {}: {said}",
-                outcome
-                    .exit_code
-                    .map_or("a signal".to_owned(), |c| c.to_string())
-            ))),
-            Termination::TimedOut => Err(GitError::Interrupted(Ended::TimedOut)),
-            Termination::Cancelled => Err(GitError::Interrupted(Ended::Cancelled)),
-            Termination::Rejected | Termination::SpawnFailed => {
-                Err(GitError::Unavailable(format!(
-                    "git cannot be run here: {}",
-                    outcome.error.unwrap_or_default()
-                )))
-            }
-        }
     }
 }

@@ -6,12 +6,14 @@
 //! bubblewrap sandbox by default, and every process a job starts ends with it ([`sandbox`]).
 
 pub mod agent;
+mod answer;
 pub mod client;
 pub mod config;
 pub mod confine;
 pub mod edit;
 pub mod exec;
 pub mod explore;
+pub mod git;
 pub mod program;
 pub mod sandbox;
 pub mod sqs;

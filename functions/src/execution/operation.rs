@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 use wc_domain::{ProjectId, SessionId, WorkMode};
-use wc_runner_protocol::{OpErrorKind, WorkAnswer, WorkOutcome, WorkSpec};
+use wc_runner_protocol::{EditConflict, OpErrorKind, WorkAnswer, WorkOutcome, WorkSpec};
 use wc_store::sessions::SessionRow;
 use wc_store::work::{self, WorkRow};
 
@@ -86,6 +86,8 @@ pub fn mismatched(answer: &WorkAnswer) -> ToolError {
 fn op_name(spec: &WorkSpec) -> Option<&'static str> {
     match spec {
         WorkSpec::Explore(op) => Some(op.name()),
+        WorkSpec::Edit(op) => Some(op.name()),
+        WorkSpec::Git(op) => Some(op.name()),
         WorkSpec::Process { .. } | WorkSpec::Shell { .. } | WorkSpec::Script { .. } => None,
     }
 }
@@ -123,7 +125,10 @@ fn refusal(state: ExecState, outcome: Option<&WorkOutcome>) -> ToolError {
         .and_then(|o| o.error.clone())
         .unwrap_or_else(|| "no reason was reported".to_owned());
     match (state, outcome.and_then(|o| o.error_kind)) {
-        (ExecState::Rejected, Some(kind)) => refused(kind, words),
+        (ExecState::Rejected, Some(kind)) => {
+            let conflict = outcome.and_then(|o| o.conflict.as_ref());
+            with_conflict(refused(kind, words), conflict)
+        }
         (ExecState::Rejected, None) => ToolError::new(
             ErrorKind::ExecutionRejected,
             format!("the runner refused the operation: {words}"),
@@ -163,6 +168,7 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::InvalidRequest => return invalid("", "runner_protocol"),
         OpErrorKind::InvalidRegex => return invalid("/pattern", "regex"),
         OpErrorKind::InvalidGlob => return invalid("/glob", "glob"),
+        OpErrorKind::InvalidPatch => return invalid("/patch", "unified_diff"),
         OpErrorKind::ProjectUnavailable => ErrorKind::RunnerUnavailable,
         OpErrorKind::PathOutsideRoot => ErrorKind::PathOutsideRoot,
         OpErrorKind::NotFound => ErrorKind::PathNotFound,
@@ -174,8 +180,48 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::InvalidCursor => ErrorKind::InvalidCursor,
         OpErrorKind::NotARepository => ErrorKind::NotARepository,
         OpErrorKind::GitUnavailable => ErrorKind::GitUnavailable,
+        OpErrorKind::MultipleMatches => ErrorKind::MultipleMatches,
+        OpErrorKind::MatchNotFound => ErrorKind::MatchNotFound,
+        OpErrorKind::OccurrenceOutOfRange => ErrorKind::OccurrenceOutOfRange,
+        OpErrorKind::OverlappingEdits => ErrorKind::OverlappingEdits,
+        OpErrorKind::Sha256Mismatch => ErrorKind::Sha256Mismatch,
+        OpErrorKind::PatchDoesNotApply => ErrorKind::PatchDoesNotApply,
+        OpErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+        OpErrorKind::NotText => ErrorKind::NotText,
+        OpErrorKind::Symlink => ErrorKind::PathIsSymlink,
+        OpErrorKind::Unwritable => ErrorKind::Unwritable,
+        OpErrorKind::NothingToCommit => ErrorKind::NothingToCommit,
+        OpErrorKind::UnmergedPaths => ErrorKind::UnmergedPaths,
+        OpErrorKind::MergeInProgress => ErrorKind::MergeInProgress,
+        OpErrorKind::HookRejected => ErrorKind::HookRejected,
     };
     ToolError::new(kind, words)
+}
+
+/// `error` with the facts of an edit conflict as details: which edit, how many matches, the
+/// file's current SHA-256 (to re-read it), and for a patch the file, hunk and line.
+fn with_conflict(error: ToolError, conflict: Option<&EditConflict>) -> ToolError {
+    let Some(c) = conflict else { return error };
+    let mut error = error;
+    if let Some(i) = c.edit_index {
+        error = error.with("edit_index", i);
+    }
+    if let Some(n) = c.matches {
+        error = error.with("matches", n);
+    }
+    if let Some(sha) = &c.current_sha256 {
+        error = error.with("current_sha256", sha.clone());
+    }
+    if let Some(path) = &c.path {
+        error = error.with("path", path.as_str());
+    }
+    if let Some(hunk) = c.hunk {
+        error = error.with("hunk", hunk);
+    }
+    if let Some(line) = c.patch_line {
+        error = error.with("patch_line", line);
+    }
+    error
 }
 
 #[cfg(test)]
@@ -200,6 +246,21 @@ mod tests {
             OpErrorKind::InvalidCursor,
             OpErrorKind::NotARepository,
             OpErrorKind::GitUnavailable,
+            OpErrorKind::MultipleMatches,
+            OpErrorKind::MatchNotFound,
+            OpErrorKind::OccurrenceOutOfRange,
+            OpErrorKind::OverlappingEdits,
+            OpErrorKind::Sha256Mismatch,
+            OpErrorKind::PatchDoesNotApply,
+            OpErrorKind::InvalidPatch,
+            OpErrorKind::AlreadyExists,
+            OpErrorKind::NotText,
+            OpErrorKind::Symlink,
+            OpErrorKind::Unwritable,
+            OpErrorKind::NothingToCommit,
+            OpErrorKind::UnmergedPaths,
+            OpErrorKind::MergeInProgress,
+            OpErrorKind::HookRejected,
         ];
         for kind in kinds {
             let e = refused(kind, format!("words about {}", kind.as_str()));
@@ -227,6 +288,7 @@ mod tests {
             stderr_truncated: false,
             answer: None,
             error_kind: Some(OpErrorKind::NotFound),
+            conflict: None,
         };
         let e = refusal(ExecState::Rejected, Some(&outcome));
         assert_eq!(e.kind, ErrorKind::PathNotFound);

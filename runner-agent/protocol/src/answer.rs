@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    FileListAnswer, MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer,
-    SearchAnswer, TextEditsAnswer, TrackedFilesAnswer, refuse,
+    FileListAnswer, GitCommitAnswer, GitDiffAnswer, GitLogAnswer, GitStatusAnswer,
+    MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
+    TextEditsAnswer, TrackedFilesAnswer, refuse,
 };
 
 /// Why an operation on project files was refused: a closed set the functions map to typed tool errors.
@@ -68,6 +69,14 @@ pub enum OpErrorKind {
     /// The file or its directory cannot be written (permissions, a read-only or full file
     /// system, an I/O error).
     Unwritable,
+    /// A commit would record no change.
+    NothingToCommit,
+    /// Unmerged files (conflicts) must be resolved before a commit.
+    UnmergedPaths,
+    /// A merge is in progress: only a commit of every change concludes it.
+    MergeInProgress,
+    /// A hook of the repository (`pre-commit`, `commit-msg`) refused the commit.
+    HookRejected,
 }
 
 impl OpErrorKind {
@@ -99,6 +108,10 @@ impl OpErrorKind {
             OpErrorKind::NotText => "not_text",
             OpErrorKind::Symlink => "symlink",
             OpErrorKind::Unwritable => "unwritable",
+            OpErrorKind::NothingToCommit => "nothing_to_commit",
+            OpErrorKind::UnmergedPaths => "unmerged_paths",
+            OpErrorKind::MergeInProgress => "merge_in_progress",
+            OpErrorKind::HookRejected => "hook_rejected",
         }
     }
 }
@@ -121,11 +134,19 @@ pub enum WorkAnswer {
     TextEdits(TextEditsAnswer),
     /// Answer to [`crate::EditOp::Patch`].
     Patch(PatchAnswer),
+    /// Answer to [`crate::GitOp::GitStatus`].
+    GitStatus(GitStatusAnswer),
+    /// Answer to [`crate::GitOp::GitDiff`].
+    GitDiff(GitDiffAnswer),
+    /// Answer to [`crate::GitOp::GitLog`].
+    GitLog(GitLogAnswer),
+    /// Answer to [`crate::GitOp::GitCommit`].
+    GitCommit(GitCommitAnswer),
 }
 
 impl WorkAnswer {
-    /// The name of the operation this answers, as [`ExploreOp::name`] or [`crate::EditOp::name`]
-    /// gives it.
+    /// The name of the operation this answers, as [`ExploreOp::name`], [`crate::EditOp::name`]
+    /// or [`crate::GitOp::name`] gives it.
     pub fn op(&self) -> &'static str {
         match self {
             WorkAnswer::Overview(_) => "overview",
@@ -135,6 +156,10 @@ impl WorkAnswer {
             WorkAnswer::Search(_) => "search",
             WorkAnswer::TextEdits(_) => "text_edits",
             WorkAnswer::Patch(_) => "patch",
+            WorkAnswer::GitStatus(_) => "git_status",
+            WorkAnswer::GitDiff(_) => "git_diff",
+            WorkAnswer::GitLog(_) => "git_log",
+            WorkAnswer::GitCommit(_) => "git_commit",
         }
     }
 

@@ -92,3 +92,29 @@ pub const MAX_EDIT_DIFF_BYTES: usize = 64 * 1024;
 /// How many lines away from where its header puts it a patch hunk may be found (the file
 /// changed above it since the diff was made); a hunk found nowhere within it does not apply.
 pub const MAX_HUNK_OFFSET_LINES: usize = 200;
+/// Paths named by one `git_diff` or `git_commit` operation.
+pub const MAX_GIT_PATHS: usize = 100;
+/// Bytes of the paths one Git operation names, together: they reach Git as arguments, within
+/// the command wire envelope.
+pub const MAX_GIT_PATHS_BYTES: usize = 32 * 1024;
+/// A `git_commit` message.
+pub const MAX_COMMIT_MESSAGE_BYTES: usize = 16 * 1024;
+/// Lines of context around each change of a `git_diff`.
+pub const MAX_DIFF_CONTEXT_LINES: u32 = 20;
+/// Lines of context of a `git_diff` when the caller names none.
+pub const DEFAULT_DIFF_CONTEXT_LINES: u32 = 3;
+/// Bytes of diff text one `git_diff` returns at most (its `limit_bytes`).
+pub const MAX_DIFF_BYTES: u32 = 1024 * 1024;
+/// Bytes of diff text of a `git_diff` when the caller names no limit.
+pub const DEFAULT_DIFF_BYTES: u32 = 64 * 1024;
+/// Changed files one `git_diff` lists with their line counts.
+pub const MAX_DIFF_FILES: usize = 1000;
+/// Commits one `git_log` returns at most (its `limit`).
+pub const MAX_LOG_COMMITS: u32 = 200;
+/// Commits of a `git_log` when the caller names no limit.
+pub const DEFAULT_LOG_COMMITS: u32 = 20;
+/// Files one `git_status` lists.
+pub const MAX_STATUS_ENTRIES: usize = 1000;
+/// A name, email, subject, branch or summary Git reports; a longer one is cut on a character
+/// boundary.
+pub const MAX_GIT_TEXT_BYTES: usize = 1024;

@@ -498,6 +498,8 @@ pub enum WorkKind {
     Explore,
     /// [`crate::WorkSpec::Edit`].
     Edit,
+    /// [`crate::WorkSpec::Git`].
+    Git,
 }
 
 impl WorkKind {
@@ -508,6 +510,7 @@ impl WorkKind {
         WorkKind::Script,
         WorkKind::Explore,
         WorkKind::Edit,
+        WorkKind::Git,
     ];
 
     /// What a runner that announces no kinds executes: the kinds that existed before runners
@@ -523,6 +526,7 @@ impl WorkKind {
             WorkKind::Script => "script",
             WorkKind::Explore => "explore",
             WorkKind::Edit => "edit",
+            WorkKind::Git => "git",
         }
     }
 

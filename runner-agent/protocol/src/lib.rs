@@ -16,6 +16,8 @@ mod explore;
 pub use explore::*;
 mod edit;
 pub use edit::*;
+mod git;
+pub use git::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -91,6 +93,9 @@ pub enum WorkSpec {
     /// A change to the project's files, made by the runner itself ([`WorkOutcome::answer`]);
     /// only runners that announce [`WorkKind::Edit`] receive it.
     Edit(EditOp),
+    /// A Git operation on the project's repository, answered by the runner
+    /// ([`WorkOutcome::answer`]); only runners that announce [`WorkKind::Git`] receive it.
+    Git(GitOp),
 }
 
 impl WorkSpec {
@@ -102,6 +107,7 @@ impl WorkSpec {
             WorkSpec::Script { .. } => WorkKind::Script,
             WorkSpec::Explore(_) => WorkKind::Explore,
             WorkSpec::Edit(_) => WorkKind::Edit,
+            WorkSpec::Git(_) => WorkKind::Git,
         }
     }
 }
@@ -209,6 +215,13 @@ impl WorkItem {
                 // Like explore work: paths from the root, nothing started to read input.
                 if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
                     return refuse("edit work takes no cwd, stdin or env");
+                }
+                op.validate()?;
+            }
+            WorkSpec::Git(op) => {
+                // Git work runs in the project root and takes its input from its op.
+                if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
+                    return refuse("git work takes no cwd, stdin or env");
                 }
                 op.validate()?;
             }
@@ -1259,7 +1272,7 @@ mod tests {
         let mut json = serde_json::to_value(registration(Uuid::now_v7())).unwrap();
         assert_eq!(
             json["work_kinds"],
-            serde_json::json!(["process", "shell", "script", "explore", "edit"])
+            serde_json::json!(["process", "shell", "script", "explore", "edit", "git"])
         );
         json.as_object_mut().unwrap().remove("work_kinds");
         let older: RegisterRequest = serde_json::from_value(json.clone()).unwrap();

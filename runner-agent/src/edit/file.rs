@@ -18,8 +18,9 @@ use wc_runner_protocol::{
     BINARY_PROBE_BYTES, EntryKind, MAX_EDIT_FILE_SIZE, OpErrorKind, RelativePath,
 };
 
+use crate::answer::Refusal;
 use crate::explore::beneath::{Dir, Opened, Root};
-use crate::explore::{Failure, Refusal, Stop};
+use crate::explore::{Failure, Stop};
 
 /// Longest pause between two tries of a held lock.
 const MAX_LOCK_PAUSE: Duration = Duration::from_millis(20);

@@ -32,8 +32,9 @@ use wc_runner_protocol::{
 use super::diff::BoundedDiff;
 use super::file::{self, Current, Staged};
 use super::text::{to_crlf, uses_crlf};
+use crate::answer::Refusal;
 use crate::explore::beneath::Root;
-use crate::explore::{Failure, Refusal, Stop};
+use crate::explore::{Failure, Stop};
 
 /// One file's part of a patch.
 #[derive(Debug, PartialEq, Eq)]

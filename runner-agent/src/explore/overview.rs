@@ -11,16 +11,15 @@ use wc_runner_protocol::{
 
 use super::beneath::Root;
 use super::walk::{self, Entry, WalkSpec};
-use super::{Ctx, Ended, Failure, GitError, Stop};
+use super::{Ctx, Ended, Failure, Stop};
+use crate::git::job::GitError;
+use crate::git::status;
 
 /// Instruction files for coding agents, looked for at these paths.
 const INSTRUCTION_FILES: [&str; 3] = ["AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md"];
 
 /// Output of `git status` kept: the branch headers come first, and one entry says dirty.
 const STATUS_BYTES: u64 = 64 * 1024;
-
-/// Longest branch name reported, in bytes.
-const MAX_BRANCH_BYTES: usize = 256;
 
 pub(super) async fn run(ctx: &Ctx<'_>) -> Result<WorkAnswer, Ended> {
     let (scanned, git) = tokio::join!(ctx.blocking(scan), git_summary(ctx));
@@ -127,59 +126,13 @@ fn scan(root: &Root, stop: &Stop) -> Result<OverviewAnswer, Failure> {
     })
 }
 
+/// The Git state of the root: the same reading of `git status` as Git work's.
 async fn git_summary(ctx: &Ctx<'_>) -> Result<GitSummary, Ended> {
-    let status = ctx
-        .git(
-            &[
-                "status",
-                "--porcelain=v2",
-                "--branch",
-                "-z",
-                "--untracked-files=normal",
-            ],
-            STATUS_BYTES,
-        )
-        .await;
-    match status {
-        Ok(out) => Ok(parse_status(&out.stdout)),
+    match status::query(&ctx.git(), STATUS_BYTES).await {
+        Ok(out) => Ok(out.parse().summary()),
         Err(GitError::Interrupted(ended)) => Err(ended),
         Err(GitError::NotARepository) => Ok(GitSummary::NotARepository),
         Err(GitError::Unavailable(reason)) => Ok(GitSummary::Unavailable { reason }),
-    }
-}
-
-/// Reads `git status --porcelain=v2 --branch -z`: the branch headers, and whether any entry
-/// (changed, unmerged or untracked) follows them.
-fn parse_status(out: &[u8]) -> GitSummary {
-    let (mut branch, mut head, mut dirty) = (None, None, false);
-    for record in out.split(|&b| b == 0).filter(|r| !r.is_empty()) {
-        let Some(header) = record.strip_prefix(b"# ") else {
-            dirty = true;
-            continue;
-        };
-        if let Some(oid) = header.strip_prefix(b"branch.oid ") {
-            head = std::str::from_utf8(oid)
-                .ok()
-                .filter(|o| o.len() <= 64 && o.bytes().all(|b| b.is_ascii_hexdigit()))
-                .map(str::to_owned);
-        } else if let Some(name) = header.strip_prefix(b"branch.head ")
-            && name != b"(detached)"
-        {
-            let mut name = String::from_utf8_lossy(name).into_owned();
-            if name.len() > MAX_BRANCH_BYTES {
-                let mut end = MAX_BRANCH_BYTES;
-                while !name.is_char_boundary(end) {
-                    end -= 1;
-                }
-                name.truncate(end);
-            }
-            branch = Some(name);
-        }
-    }
-    GitSummary::Repository {
-        branch,
-        head,
-        dirty,
     }
 }
 
@@ -259,28 +212,6 @@ fn ecosystem_of(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn git_status_headers_give_branch_and_head_and_any_entry_makes_it_dirty() {
-        let clean = b"# branch.oid 0123abcd\0# branch.head main\0";
-        assert_eq!(
-            parse_status(clean),
-            GitSummary::Repository {
-                branch: Some("main".into()),
-                head: Some("0123abcd".into()),
-                dirty: false
-            }
-        );
-        let fresh = b"# branch.oid (initial)\0# branch.head (detached)\0? new.txt\0";
-        assert_eq!(
-            parse_status(fresh),
-            GitSummary::Repository {
-                branch: None,
-                head: None,
-                dirty: true
-            }
-        );
-    }
 
     #[test]
     fn languages_and_manifests_are_told_by_name() {

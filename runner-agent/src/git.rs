@@ -1,0 +1,186 @@
+//! Git work: the status, diff and history of the project's repository, and commits of its
+//! changes ([`GitOp`]), answered with a typed [`WorkAnswer`].
+//!
+//! [`execute`] answers one Git work item under the same lease, timeout, stop and result path
+//! as a job, and always ends with a [`WorkOutcome`]: `exited` with exit code 0 and the answer,
+//! `rejected` with an [`OpErrorKind`] and words naming the problem, or `timed_out` /
+//! `cancelled`. Invariants:
+//!
+//! - Git runs only as a job ([`job`]): the `git` binary in the sandbox, with the allow-list
+//!   environment, bounded output and the work's time limit, never in the runner's process
+//!   nor through a library in it, because a repository's configuration and hooks name
+//!   programs for Git to run;
+//! - a path the work names is first opened beneath the project root (explore's
+//!   `beneath::Root`): one that leads out through a symlink is refused before Git sees it;
+//!   Git then reads it as a literal path (`--literal-pathspecs`) after `--`;
+//! - every path of an answer is relative to the project root, also when the root is a
+//!   directory inside a larger repository, and only that directory's files are looked at or
+//!   committed.
+
+mod commit;
+mod diff;
+pub(crate) mod job;
+mod log;
+pub(crate) mod status;
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tracing::Instrument as _;
+use wc_runner_protocol::{
+    GitOp, MAX_OUTPUT_BYTES_PER_STREAM, OpErrorKind, RelativePath, Termination, WorkAnswer,
+    WorkItem, WorkOutcome, WorkSpec,
+};
+
+use crate::answer::{self, Ended, Refusal};
+use crate::config::GitIdentity;
+use crate::confine;
+use crate::exec::{self, Host, StopPolicy};
+use crate::explore::beneath::Root;
+
+use job::GitJobs;
+
+/// Whether this host can run Git work: paths can be confined beneath a root (as for explore
+/// work) and a `git` program is on the runner's `PATH` (which jobs inherit). The agent
+/// announces the kind only then.
+pub fn supported() -> bool {
+    let path = std::env::var_os("PATH");
+    let git = crate::program::program_path("git", std::path::Path::new("/"), path.as_deref());
+    let found = crate::program::is_executable_file(std::path::Path::new(&git));
+    if !found {
+        tracing::warn!("git work is not supported on this host: no `git` on the runner's PATH");
+    }
+    found && crate::explore::supported()
+}
+
+/// Answers one Git work item, committing as `identity`. `cancel` turning `true` stops it; its
+/// timeout is the item's. Never fails: a refusal is [`Termination::Rejected`] with an
+/// [`OpErrorKind`].
+pub async fn execute(
+    item: &WorkItem,
+    host: &Host,
+    identity: &GitIdentity,
+    cancel: watch::Receiver<bool>,
+    policy: &StopPolicy,
+) -> WorkOutcome {
+    let span = tracing::info_span!("git", work_id = %item.work_id, project = %item.project);
+    let outcome = run(item, host, identity, cancel, policy)
+        .instrument(span.clone())
+        .await;
+    span.in_scope(|| {
+        tracing::info!(
+            termination = ?outcome.termination,
+            error_kind = outcome.error_kind.map(OpErrorKind::as_str),
+            error = outcome.error.as_deref(),
+            duration_ms = outcome.duration_ms,
+            "git work ended"
+        );
+    });
+    outcome
+}
+
+async fn run(
+    item: &WorkItem,
+    host: &Host,
+    identity: &GitIdentity,
+    cancel: watch::Receiver<bool>,
+    policy: &StopPolicy,
+) -> WorkOutcome {
+    let started = Instant::now();
+    if let Err(e) = item.validate() {
+        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
+        return answer::rejected(started, refusal);
+    }
+    let WorkSpec::Git(op) = &item.spec else {
+        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not git work");
+        return answer::rejected(started, refusal);
+    };
+    let root = confine::resolve_cwd(&host.projects, &item.project, None)
+        .map_err(|e| e.to_string())
+        .and_then(|path| {
+            Root::open(&path).map_err(|e| format!("the project root cannot be opened: {e}"))
+        });
+    let root = match root {
+        Ok(root) => root,
+        Err(e) => {
+            let refusal = Refusal::new(OpErrorKind::ProjectUnavailable, e);
+            return answer::rejected(started, refusal);
+        }
+    };
+    if *cancel.borrow() {
+        return exec::not_started(started, Termination::Cancelled, None);
+    }
+    let ctx = Ctx {
+        item,
+        host,
+        policy,
+        cancel,
+        deadline: started + Duration::from_millis(item.limits.timeout_ms),
+        root,
+        identity,
+    };
+    let ended = match op {
+        GitOp::GitStatus(_) => git_status(&ctx).await,
+        GitOp::GitDiff(op) => diff::run(&ctx, op).await,
+        GitOp::GitLog(op) => log::run(&ctx, op).await,
+        GitOp::GitCommit(op) => commit::run(&ctx, op).await,
+    };
+    answer::outcome(started, ended)
+}
+
+/// What one Git operation shares: the work, the host, the deadline, the root held open and
+/// the author of commits.
+pub(crate) struct Ctx<'a> {
+    item: &'a WorkItem,
+    host: &'a Host,
+    policy: &'a StopPolicy,
+    cancel: watch::Receiver<bool>,
+    deadline: Instant,
+    root: Root,
+    identity: &'a GitIdentity,
+}
+
+impl Ctx<'_> {
+    /// Git commands of this operation: run as jobs in the project root, within its time left.
+    fn jobs(&self) -> GitJobs<'_> {
+        GitJobs {
+            item: self.item,
+            host: self.host,
+            policy: self.policy,
+            cancel: self.cancel.clone(),
+            deadline: self.deadline,
+        }
+    }
+
+    /// Refuses a named path that leads outside the project root through a symlink. A path
+    /// that does not exist (a deleted file) is Git's to judge.
+    fn check_beneath(&self, paths: &[RelativePath]) -> Result<(), Refusal> {
+        for path in paths {
+            if let Err(refusal) = self.root.open_path(path, true)
+                && refusal.kind == OpErrorKind::PathOutsideRoot
+            {
+                return Err(refusal);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pathspecs of named paths: each project path as Git reads it from the root (`.` for
+/// the root itself).
+fn pathspecs(paths: &[RelativePath]) -> Vec<&str> {
+    paths
+        .iter()
+        .map(|p| if p.is_root() { "." } else { p.as_str() })
+        .collect()
+}
+
+async fn git_status(ctx: &Ctx<'_>) -> Result<WorkAnswer, Ended> {
+    let jobs = ctx.jobs();
+    let (prefix, state) = tokio::join!(
+        jobs.prefix(),
+        status::query(&jobs, MAX_OUTPUT_BYTES_PER_STREAM)
+    );
+    let (prefix, state) = (prefix?, state?);
+    Ok(WorkAnswer::GitStatus(state.parse().answer(&prefix)))
+}
