@@ -12,13 +12,16 @@ use std::time::Duration;
 use serde_json::Value;
 use uuid::Uuid;
 use wc_domain::{ProjectId, SessionId, WorkMode};
-use wc_runner_protocol::{EditConflict, OpErrorKind, WorkAnswer, WorkOutcome, WorkSpec};
+use wc_runner_protocol::{
+    EditConflict, GitOp, GitStatusOp, OpErrorKind, WorkAnswer, WorkOutcome, WorkSpec,
+};
 use wc_store::sessions::SessionRow;
 use wc_store::work::{self, WorkRow};
 
 use super::{ExecState, Request, ResultExpectation, Target, execution_state};
 use crate::kernel::context::ToolContext;
 use crate::result::{ErrorKind, ToolError};
+use crate::workflow::handoff::WorkspaceEvidence;
 
 /// Where an operation runs: the session it names (authorized by the kernel) and the project
 /// (the argument, else the session's) with its connected runner.
@@ -83,6 +86,44 @@ pub async fn run(
         return Err(ToolError::new(ErrorKind::TimedOut, message).with("job_id", id.to_string()));
     }
     answered(&row, answer, op)
+}
+
+/// The Git state of `project` as handoff evidence, asked of its runner now (the caller asked
+/// for it: it is never an implicit query). What cannot be observed is `unavailable` with a
+/// reason code, never an error of the calling tool.
+pub async fn workspace(ctx: &ToolContext, project: &ProjectId) -> WorkspaceEvidence {
+    let observed = match super::resolve_target(ctx, project).await {
+        Ok(target) => {
+            let spec = WorkSpec::Git(GitOp::GitStatus(GitStatusOp {}));
+            run(ctx, &target, "git_status", spec).await
+        }
+        Err(e) => Err(e),
+    };
+    match observed {
+        Ok(WorkAnswer::GitStatus(status)) => WorkspaceEvidence::Available {
+            changed_paths: status
+                .entries
+                .iter()
+                .map(|e| e.path.as_str().to_owned())
+                .collect(),
+            conflict: status.conflicts > 0,
+            dirty: status.dirty,
+        },
+        Ok(other) => {
+            tracing::error!(op = other.op(), "a status observation got another answer");
+            WorkspaceEvidence::Unavailable { reason: "failed" }
+        }
+        Err(e) => WorkspaceEvidence::Unavailable {
+            reason: match e.kind {
+                ErrorKind::RunnerUnavailable | ErrorKind::UnknownProject => "runner_unavailable",
+                ErrorKind::Unsupported => "unsupported",
+                ErrorKind::NotARepository => "not_a_repository",
+                ErrorKind::GitUnavailable => "git_unavailable",
+                ErrorKind::TimedOut => "timed_out",
+                _ => "failed",
+            },
+        },
+    }
 }
 
 /// The failure of a tool given an answer to another operation than it asked for ([`run`]

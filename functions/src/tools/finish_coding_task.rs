@@ -57,7 +57,7 @@ pub fn spec() -> ToolSpec {
         ToolMeta {
             name: "finish_coding_task",
             title: "Finish coding task",
-            description: "Finish a Workflow Session's task: the session becomes finished and refuses further changes; returns its handoff brief and continuation feedback.",
+            description: "Finish a Workflow Session's task: the session becomes finished and refuses further changes; returns its handoff brief and continuation feedback, with the project's Git state (changed paths, conflicts) observed on its build host.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
             read_only: false,
@@ -71,6 +71,8 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
+    // The workspace as it is handed over, observed before the session ends.
+    let workspace = crate::execution::operation::workspace(&ctx, &session.project).await;
     let summary = args.summary.as_deref().map(|s| {
         let mut e = excerpt(s, MAX_SUMMARY_CHARS);
         shrink_to_bytes(&mut e, STORED_SUMMARY_BYTES);
@@ -99,7 +101,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     })
     .await?;
     let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
-    let (workspace, validation) = evidence::unobserved(true, true);
+    let (_, validation) = evidence::unobserved(false, true);
     Ok(Output {
         session_id: session.id.clone(),
         project: session.project.clone(),

@@ -13,6 +13,7 @@ use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec
 use crate::result::ToolError;
 use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::feedback::ExplorationLimit;
+use crate::workflow::handoff::WorkspaceEvidence;
 
 /// Arguments of `session_handoff_summary`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -74,10 +75,12 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         session.message_observation_revision,
     );
     let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
-    let (workspace, validation) = evidence::unobserved(
-        args.include_workspace.unwrap_or(true),
-        args.include_validation.unwrap_or(true),
-    );
+    let (_, validation) = evidence::unobserved(false, args.include_validation.unwrap_or(true));
+    let workspace = if args.include_workspace.unwrap_or(true) {
+        crate::execution::operation::workspace(&ctx, &session.project).await
+    } else {
+        WorkspaceEvidence::NotRequested
+    };
     let after = {
         let client = ctx.deps.client().await?;
         sessions::get(&client, &session.id).await?

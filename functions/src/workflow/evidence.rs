@@ -181,7 +181,9 @@ pub fn unobserved(
 ) -> (WorkspaceEvidence, ValidationEvidence) {
     (
         if include_workspace {
-            WorkspaceEvidence::Unavailable
+            WorkspaceEvidence::Unavailable {
+                reason: "not_observed",
+            }
         } else {
             WorkspaceEvidence::NotRequested
         },

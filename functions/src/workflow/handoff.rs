@@ -84,8 +84,13 @@ pub const NEXT_ACTIONS_MAX: usize = 5;
 pub enum WorkspaceEvidence {
     /// The caller was asked not to look (`include_workspace=false`); never an implicit query.
     NotRequested,
-    /// The caller looked and could not observe it.
-    Unavailable,
+    /// The caller looked and could not observe it, for the reason given (a closed code:
+    /// `runner_unavailable`, `unsupported`, `not_a_repository`, `git_unavailable`,
+    /// `timed_out`, `failed`, or `not_observed` where nothing looks).
+    Unavailable {
+        /// Why, as a code.
+        reason: &'static str,
+    },
     /// Observed workspace state.
     Available {
         /// Changed paths, in the caller's order.
@@ -307,7 +312,7 @@ impl Basis {
         let mut codes = BTreeSet::new();
         match workspace {
             WorkspaceEvidence::NotRequested => codes.insert(ReasonCode::WorkspaceNotRequested),
-            WorkspaceEvidence::Unavailable => codes.insert(ReasonCode::WorkspaceUnavailable),
+            WorkspaceEvidence::Unavailable { .. } => codes.insert(ReasonCode::WorkspaceUnavailable),
             WorkspaceEvidence::Available { .. } => false,
         };
         match validation {
@@ -332,14 +337,16 @@ pub(super) enum WorkspaceView {
         changed_paths: BoundedList<String>,
     },
     NotRequested,
-    Unavailable,
+    Unavailable {
+        reason: &'static str,
+    },
 }
 
 impl WorkspaceView {
     pub(super) fn new(evidence: &WorkspaceEvidence, max_paths: usize) -> Self {
         match evidence {
             WorkspaceEvidence::NotRequested => Self::NotRequested,
-            WorkspaceEvidence::Unavailable => Self::Unavailable,
+            WorkspaceEvidence::Unavailable { reason } => Self::Unavailable { reason },
             WorkspaceEvidence::Available {
                 changed_paths,
                 conflict,
@@ -423,7 +430,7 @@ impl Facts<'_> {
     }
 
     fn evidence_missing(&self) -> bool {
-        matches!(self.workspace, WorkspaceEvidence::Unavailable)
+        matches!(self.workspace, WorkspaceEvidence::Unavailable { .. })
             || matches!(self.validation, ValidationEvidence::Unavailable)
             || self.attempt_boundary_evicted
     }
@@ -481,7 +488,7 @@ impl Facts<'_> {
                 NextAction::new(ActionKind::RunValidation),
             ),
             (
-                matches!(self.workspace, WorkspaceEvidence::Unavailable),
+                matches!(self.workspace, WorkspaceEvidence::Unavailable { .. }),
                 NextAction::new(ActionKind::InspectWorkspace),
             ),
             (
@@ -897,7 +904,9 @@ mod tests {
     #[test]
     fn blocked_outranks_insufficient_evidence() {
         let mut i = input(
-            &WorkspaceEvidence::Unavailable,
+            &WorkspaceEvidence::Unavailable {
+                reason: "timed_out",
+            },
             &ValidationEvidence::Unavailable,
         );
         i.open_risks = 1;
@@ -928,7 +937,9 @@ mod tests {
     #[test]
     fn missing_critical_evidence_is_insufficient() {
         let ws = clean_workspace();
-        let unavailable_ws = WorkspaceEvidence::Unavailable;
+        let unavailable_ws = WorkspaceEvidence::Unavailable {
+            reason: "timed_out",
+        };
         let cases = [
             input(&unavailable_ws, &ValidationEvidence::Passed),
             input(&ws, &ValidationEvidence::Unavailable),
@@ -1057,7 +1068,9 @@ mod tests {
     #[test]
     fn reason_codes_are_sorted_fixed_spellings() {
         let mut i = input(
-            &WorkspaceEvidence::Unavailable,
+            &WorkspaceEvidence::Unavailable {
+                reason: "timed_out",
+            },
             &ValidationEvidence::NotRequested,
         );
         i.snapshot_changed = true;
@@ -1299,7 +1312,9 @@ mod tests {
         let instruction = || proptest::option::of((text(10_000), any::<bool>()));
         let workspace = prop_oneof![
             Just(WorkspaceEvidence::NotRequested),
-            Just(WorkspaceEvidence::Unavailable),
+            Just(WorkspaceEvidence::Unavailable {
+                reason: "git_unavailable"
+            }),
             (many(3000, 300), any::<bool>(), any::<bool>()).prop_map(
                 |(changed_paths, conflict, dirty)| WorkspaceEvidence::Available {
                     changed_paths,

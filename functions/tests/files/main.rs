@@ -5,6 +5,7 @@
 mod common;
 
 mod edit;
+mod evidence;
 mod explore;
 
 use std::path::Path;

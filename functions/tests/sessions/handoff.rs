@@ -40,7 +40,11 @@ async fn the_handoff_brief_is_bounded_redacted_and_honest() {
     assert_eq!(brief["instruction"]["latest"], brief["instruction"]["root"]);
     assert_eq!(brief["instruction"]["latest_is_root"], true);
     assert_eq!(brief["lifecycle"], "active");
-    assert_eq!(brief["workspace"], json!({ "status": "unavailable" }));
+    // No runner serves the project: the workspace was asked for and could not be observed.
+    assert_eq!(
+        brief["workspace"],
+        json!({ "status": "unavailable", "reason": "runner_unavailable" })
+    );
     assert_eq!(brief["validation"], json!({ "status": "unavailable" }));
     assert_eq!(
         sorted_codes(&brief),

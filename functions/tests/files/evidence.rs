@@ -1,0 +1,145 @@
+//! What the file tools leave as session evidence: the exploration workset (paths only), the
+//! observed workspace in the handoff brief, and its progress verdict.
+
+use super::*;
+
+#[tokio::test]
+async fn reads_searches_and_edits_feed_the_handoff_brief() {
+    let env = start().await;
+    let s = env
+        .mcp_tool(
+            "start_session",
+            json!({"project": P, "instruction": "make answer configurable"}),
+        )
+        .await;
+    let sid = output(&s)["session_id"].as_str().unwrap().to_owned();
+
+    // A clean tree: nothing changed, nothing explored yet.
+    let brief = handoff(&env, &sid).await;
+    assert_eq!(brief["workspace"]["status"], "available", "{brief}");
+    assert_eq!(brief["workspace"]["dirty"], false, "{brief}");
+
+    output(
+        &env.rest(
+            "read_files",
+            json!({"session_id": sid, "files": [{"path": "src/lib.rs"}, {"path": "assets/logo.bin"}]}),
+        )
+        .await,
+    );
+    output(
+        &env.mcp_tool(
+            "search_project_texts",
+            json!({"session_id": sid, "pattern": "x \\* 2"}),
+        )
+        .await,
+    );
+    // Failures and listings are not exploration evidence.
+    kind(
+        &env.rest(
+            "read_files",
+            json!({"session_id": sid, "files": [{"path": "nope.rs"}]}),
+        )
+        .await,
+    );
+    output(
+        &env.rest("list_project_files", json!({"session_id": sid}))
+            .await,
+    );
+    output(
+        &env.rest(
+            "apply_text_edits",
+            json!({"session_id": sid, "path": "src/lib.rs",
+                   "edits": [{"old_text": "    42\n", "new_text": "    std::env::var(\"ANSWER\").map_or(42, |v| v.parse().unwrap_or(42))\n"}]}),
+        )
+        .await,
+    );
+
+    let brief = handoff(&env, &sid).await;
+    assert_eq!(brief["workspace"]["status"], "available", "{brief}");
+    assert_eq!(brief["workspace"]["dirty"], true, "{brief}");
+    assert!(
+        brief["workspace"]["changed_paths"]
+            .to_string()
+            .contains("src/lib.rs"),
+        "{brief}"
+    );
+    assert_eq!(brief["progress"]["state"], "needs_validation", "{brief}");
+    // The workset holds the text read and the file searched, newest first: never the binary
+    // file (no text was read), the failed read or the listing.
+    let recent = brief["recent_files"].to_string();
+    assert!(
+        recent.contains("src/util/mod.rs") && recent.contains("src/lib.rs"),
+        "{brief}"
+    );
+    for absent in ["assets/logo.bin", "nope.rs", "Cargo.toml"] {
+        assert!(!recent.contains(absent), "{absent}: {brief}");
+    }
+    // The ledger holds paths, never the pattern or the text.
+    let ledger = env
+        .mcp_tool(
+            "session_summary",
+            json!({"session_id": sid, "diagnostic": true}),
+        )
+        .await;
+    let ledger = ledger.to_string();
+    assert!(
+        !ledger.contains("x \\\\* 2") && !ledger.contains("pub fn double"),
+        "{ledger}"
+    );
+
+    // A merge conflict blocks.
+    git(&env.root(), &["stash"]);
+    git(&env.root(), &["checkout", "-q", "-b", "other"]);
+    std::fs::write(
+        env.root().join("src/lib.rs"),
+        "pub fn answer() -> u32 { 1 }\n",
+    )
+    .unwrap();
+    git(&env.root(), &["commit", "-qam", "other"]);
+    git(&env.root(), &["checkout", "-q", "main"]);
+    std::fs::write(
+        env.root().join("src/lib.rs"),
+        "pub fn answer() -> u32 { 2 }\n",
+    )
+    .unwrap();
+    git(&env.root(), &["commit", "-qam", "main"]);
+    let merged = Command::new("git")
+        .args([
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@example.com",
+            "merge",
+            "other",
+        ])
+        .current_dir(env.root())
+        .output()
+        .unwrap();
+    assert!(!merged.status.success(), "the merge was meant to conflict");
+    let brief = handoff(&env, &sid).await;
+    assert_eq!(brief["workspace"]["conflict"], true, "{brief}");
+    assert_eq!(brief["progress"]["state"], "blocked", "{brief}");
+    let r = env
+        .rest("git_commit", json!({"session_id": sid, "message": "x"}))
+        .await;
+    assert_eq!(kind(&r), "unmerged_paths", "{r}");
+
+    // Finishing hands over the observed workspace too.
+    let done = env
+        .rest(
+            "finish_coding_task",
+            json!({"session_id": sid, "summary": "handed over"}),
+        )
+        .await;
+    let brief = &output(&done)["handoff_brief"];
+    assert_eq!(brief["workspace"]["conflict"], true, "{brief}");
+    assert_eq!(brief["progress"]["state"], "closed", "{brief}");
+}
+
+/// The session's handoff brief, its workspace observed.
+async fn handoff(env: &RunnerApp, sid: &str) -> Value {
+    let r = env
+        .rest("session_handoff_summary", json!({"session_id": sid}))
+        .await;
+    output(&r)["handoff_brief"].clone()
+}
