@@ -8,6 +8,7 @@
 //! the execution state and exit code are never rewritten by it.
 
 pub mod classify;
+pub mod instructions;
 pub mod operation;
 
 use std::sync::Arc;

@@ -211,6 +211,12 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     };
     let execution_context: ExecutionContext =
         serde_json::from_value(row.execution_context.clone()).unwrap_or_default();
+    // Read on the build host after the session is settled; never a precondition of it.
+    let project_instructions = if args.include_project_instructions.unwrap_or(true) {
+        Some(crate::execution::instructions::read(&ctx, &row.project).await)
+    } else {
+        None
+    };
     Ok(Output {
         session_id: row.id,
         project: row.project,
@@ -224,11 +230,6 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             .include_workflow_guidance
             .unwrap_or(true)
             .then(|| json!({ "version": 1, "text": WORKFLOW_GUIDANCE })),
-        // Project instructions are read from the checkout by the project's runner through its
-        // file-read capability, which this server does not offer yet: say so, never guess.
-        project_instructions: args
-            .include_project_instructions
-            .unwrap_or(true)
-            .then(|| json!({ "status": "unavailable", "reason_code": "file_reads_unavailable" })),
+        project_instructions,
     })
 }

@@ -143,3 +143,56 @@ async fn handoff(env: &RunnerApp, sid: &str) -> Value {
         .await;
     output(&r)["handoff_brief"].clone()
 }
+
+#[tokio::test]
+async fn work_on_project_projects_the_instruction_files_read_on_the_build_host() {
+    let env = start().await;
+    // The fixture holds AGENTS.md; a CLAUDE.md with a secret is redacted, and a long one cut.
+    let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
+    let claude = format!("Use the token {secret} for CI.\n{}", "rule\n".repeat(3000));
+    std::fs::write(env.root().join("CLAUDE.md"), &claude).unwrap();
+    let r = env
+        .mcp_tool(
+            "work_on_project",
+            json!({"project": P, "instruction": "tidy up"}),
+        )
+        .await;
+    let pi = &output(&r)["project_instructions"];
+    assert_eq!(pi["status"], "available", "{pi}");
+    assert_eq!(pi["files"][0]["path"], "AGENTS.md", "{pi}");
+    assert_eq!(
+        pi["files"][0]["text"],
+        "# Demo\nRun cargo test before committing.\n"
+    );
+    assert_eq!(pi["files"][0]["truncated"], false);
+    assert_eq!(pi["files"][1]["path"], "CLAUDE.md", "{pi}");
+    let text = pi["files"][1]["text"].as_str().unwrap();
+    assert!(!text.contains(secret), "a secret reached the projection");
+    assert!(text.chars().count() <= 8000, "{}", text.len());
+    assert_eq!(pi["files"][1]["truncated"], true);
+    assert_eq!(pi["truncated"], true);
+
+    // Asked not to include them: nothing is read or projected.
+    let r = env
+        .rest(
+            "work_on_project",
+            json!({"project": P, "instruction": "again", "include_project_instructions": false}),
+        )
+        .await;
+    assert!(output(&r).get("project_instructions").is_none(), "{r}");
+
+    // A project without instruction files says so.
+    std::fs::remove_file(env.root().join("AGENTS.md")).unwrap();
+    std::fs::remove_file(env.root().join("CLAUDE.md")).unwrap();
+    let r = env
+        .rest(
+            "work_on_project",
+            json!({"project": P, "instruction": "bare"}),
+        )
+        .await;
+    assert_eq!(
+        output(&r)["project_instructions"],
+        json!({"status": "absent"}),
+        "{r}"
+    );
+}
