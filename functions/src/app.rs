@@ -19,7 +19,7 @@ use crate::http::{ApiError, panic_response, request_context};
 use crate::kernel::ports::Ports;
 use crate::kernel::spec::ToolSpec;
 use crate::kernel::{KernelConfig, Registry, ToolRuntime};
-use crate::{audit, board, health, mcp, rest, runner_api, tools, workflow};
+use crate::{audit, board, health, materials, mcp, rest, runner_api, tools, workflow};
 
 impl AppState {
     /// State over `pool` with `config`: every tool of the build (and the conformance fixtures
@@ -61,7 +61,10 @@ fn runtime(deps: &Deps, specs: Vec<ToolSpec>) -> ToolRuntime {
     let ports = Ports {
         authority: Arc::new(workflow::authority::Authority),
         recorder: Arc::new(workflow::recording::LedgerRecorder),
-        after_call: vec![Arc::new(board::AckAttention)],
+        after_call: vec![
+            Arc::new(board::AckAttention),
+            Arc::new(materials::ContextSidecar),
+        ],
     };
     let config = KernelConfig {
         dispatch_deadline: deps.config.dispatch_deadline,

@@ -25,6 +25,7 @@ pub mod http;
 pub mod kernel;
 pub mod lambda;
 pub mod maintenance;
+pub mod materials;
 pub mod mcp;
 pub mod redaction;
 pub mod rest;

@@ -543,6 +543,10 @@ pub struct ToolResult {
     /// recorded in it until they are acknowledged in that request or resolved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_attention: Option<Value>,
+    /// The context materials the request's `context_request` sidecar asked for, by name,
+    /// projected after the tool ran (stateless MCP only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_materials: Option<Map<String, Value>>,
 }
 
 impl ToolResult {
@@ -553,6 +557,7 @@ impl ToolResult {
             output: Some(output),
             error: None,
             session_attention: None,
+            context_materials: None,
         }
     }
 
@@ -563,22 +568,26 @@ impl ToolResult {
             output: error.output.take(),
             error: Some(error),
             session_attention: None,
+            context_materials: None,
         }
     }
 
     /// The `serialized_result_bytes` of telemetry: the UTF-8 length of the model-facing
-    /// `{success, output, error}` object as serde serializes it. The runtime's
-    /// `session_attention` sidecar is not the tool's result and is not counted. `serialized`
-    /// is this whole result already serialized, the answer itself when there is no sidecar.
+    /// `{success, output, error}` object as serde serializes it. The runtime's sidecars
+    /// (`session_attention`, `context_materials`) are not the tool's result and are not
+    /// counted. `serialized` is this whole result already serialized, the answer itself when
+    /// there is no sidecar.
     pub fn model_facing_bytes(&self, serialized: &str) -> usize {
-        // The sidecar is the last field serde writes: `,"session_attention":<value>` at the
-        // end. Its length is taken off instead of serializing the rest (the output may be long)
+        // The sidecars are the last fields serde writes, `,"<name>":<value>` each, at the end.
+        // Their lengths are taken off instead of serializing the rest (the output may be long)
         // a second time.
-        const KEY: &str = r#","session_attention":"#;
-        match &self.session_attention {
-            None => serialized.len(),
-            Some(attention) => serialized.len() - KEY.len() - attention.to_string().len(),
-        }
+        let attention = self.session_attention.as_ref().map_or(0, |v| {
+            r#","session_attention":"#.len() + v.to_string().len()
+        });
+        let materials = self.context_materials.as_ref().map_or(0, |m| {
+            r#","context_materials":"#.len() + Value::Object(m.clone()).to_string().len()
+        });
+        serialized.len() - attention - materials
     }
 
     /// The result as a JSON value.
@@ -602,6 +611,9 @@ impl ToolResult {
         }
         if let Some(attention) = self.session_attention {
             map.insert("session_attention".into(), attention);
+        }
+        if let Some(materials) = self.context_materials {
+            map.insert("context_materials".into(), Value::Object(materials));
         }
         Value::Object(map)
     }
@@ -638,6 +650,16 @@ mod tests {
             let whole = serde_json::to_string(&attended).unwrap();
             assert!(whole.len() > bare.len(), "{whole}");
             assert_eq!(attended.model_facing_bytes(&whole), bare.len(), "{whole}");
+            let mut materials = Map::new();
+            materials.insert("webcodex.workflow".into(), json!({"text": "ü"}));
+            for attention in [None, Some(json!({"unacknowledged": 0}))] {
+                let mut both = attended.clone();
+                both.session_attention = attention;
+                both.context_materials = Some(materials.clone());
+                let whole = serde_json::to_string(&both).unwrap();
+                assert_eq!(both.model_facing_bytes(&whole), bare.len(), "{whole}");
+                assert_eq!(both.clone().into_value(), both.to_value());
+            }
         }
     }
 

@@ -35,8 +35,8 @@ use wc_runner_protocol::{
 };
 
 use crate::answer::{self, Ended, Refusal, rejected};
+use crate::beneath::Root;
 use crate::exec::{self, Host};
-use crate::explore::beneath::Root;
 use crate::explore::{self, Failure, Stop};
 
 /// Makes one edit work item's change. `cancel` turning `true` stops it before it writes; its

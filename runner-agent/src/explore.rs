@@ -18,7 +18,6 @@
 //! - an answer's JSON stays within [`MAX_ANSWER_BYTES`]: pages end early with a cursor, texts
 //!   are cut and flagged.
 
-pub(crate) mod beneath;
 mod overview;
 mod read;
 mod search;
@@ -47,7 +46,7 @@ use crate::confine;
 use crate::exec::{self, Host, StopPolicy};
 use crate::git::job::GitJobs;
 
-use beneath::Root;
+use crate::beneath::{self, Root};
 use walk::{Entry, WalkSpec};
 
 /// Whether this host can run explore work (the agent announces the kind only then).

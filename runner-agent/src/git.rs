@@ -33,10 +33,10 @@ use wc_runner_protocol::{
 };
 
 use crate::answer::{self, Ended, Refusal};
+use crate::beneath::Root;
 use crate::config::GitIdentity;
 use crate::confine;
 use crate::exec::{self, Host, StopPolicy};
-use crate::explore::beneath::Root;
 
 use job::GitJobs;
 
@@ -50,7 +50,7 @@ pub fn supported() -> bool {
     if !found {
         tracing::warn!("git work is not supported on this host: no `git` on the runner's PATH");
     }
-    found && crate::explore::supported()
+    found && crate::beneath::supported()
 }
 
 /// Answers one Git work item, committing as `identity`. `cancel` turning `true` stops it; its

@@ -7,6 +7,7 @@
 
 pub mod agent;
 mod answer;
+mod beneath;
 pub mod client;
 pub mod config;
 pub mod confine;

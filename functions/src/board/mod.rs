@@ -15,6 +15,7 @@ use wc_store::board::{self, AssignmentSnapshot, MessageRow, Refusal};
 use wc_store::sessions::SessionRow;
 
 use crate::deps::Deps;
+use crate::kernel::context::ToolContext;
 use crate::kernel::ports::{AfterCall, CallFacts, PortFuture, Sessions};
 use crate::result::{ErrorKind, ToolError, ToolResult};
 use crate::tokens::{SessionBinding, TokenKeys, TokenProblem};
@@ -292,7 +293,7 @@ pub struct AckAttention;
 impl AfterCall for AckAttention {
     fn project<'a>(
         &'a self,
-        deps: &'a Deps,
+        ctx: &'a ToolContext,
         call: &'a CallFacts<'a>,
         sessions: &'a Sessions,
         result: &'a mut ToolResult,
@@ -300,7 +301,7 @@ impl AfterCall for AckAttention {
         Box::pin(async move {
             if let Some(recorder) = &sessions.recorder {
                 result.session_attention = project_attention(
-                    &deps.pool,
+                    &ctx.deps.pool,
                     recorder,
                     &call.wrapper.ack_session_message_ids,
                     call.invocation_id,

@@ -290,6 +290,7 @@ impl ToolRuntime {
             recorder: sessions.recorder.clone(),
         };
         let deadline = ctx.dispatch_deadline;
+        let after_ctx = ctx.clone();
         let (mut result, execution) = match tokio::time::timeout(
             deadline,
             (spec.handler)(ctx, args),
@@ -318,7 +319,7 @@ impl ToolRuntime {
         recording.finish(deps, &facts, outcome).await;
         for projection in &self.ports.after_call {
             projection
-                .project(deps, &facts, &sessions, &mut result)
+                .project(&after_ctx, &facts, &sessions, &mut result)
                 .await;
         }
         (result, execution)
@@ -442,7 +443,7 @@ mod tests {
     impl AfterCall for Attention {
         fn project<'a>(
             &'a self,
-            _: &'a Deps,
+            _: &'a ToolContext,
             _: &'a CallFacts<'a>,
             _: &'a Sessions,
             result: &'a mut ToolResult,

@@ -19,6 +19,7 @@ use super::telemetry::ExecutionState;
 use super::wrapper::WrapperMeta;
 use crate::auth::Principal;
 use crate::deps::Deps;
+use crate::kernel::context::ToolContext;
 use crate::result::ToolResult;
 
 /// A boxed, sendable future borrowing its port for `'a`.
@@ -101,10 +102,11 @@ pub trait Recording: Send + Sync {
 /// A projection onto a finished call's result (the recorder's ACK attention). Runs after the
 /// recording is finished; a failure projects nothing and is logged.
 pub trait AfterCall: Send + Sync {
-    /// Adds what the projection shows to `result`.
+    /// Adds what the projection shows to `result`; `ctx` is the call's context, as the tool
+    /// had it.
     fn project<'a>(
         &'a self,
-        deps: &'a Deps,
+        ctx: &'a ToolContext,
         call: &'a CallFacts<'a>,
         sessions: &'a Sessions,
         result: &'a mut ToolResult,

@@ -478,6 +478,7 @@ impl ToolSpec {
                 "output": Value::Object((*self.output_schema).clone()),
                 "error": error_schema(),
                 "session_attention": attention_schema(),
+                "context_materials": { "type": "object" },
             },
             "required": ["success"],
         }) {

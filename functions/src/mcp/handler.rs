@@ -317,12 +317,17 @@ impl WcMcp {
             )));
         }
         let mut args = params.arguments.clone().unwrap_or_default();
-        let wrapper = wrapper::split(&mut args).map_err(|e| {
+        let mut wrapper = wrapper::split(&mut args).map_err(|e| {
             reject(format!(
                 "invalid wrapper metadata: {}",
                 crate::telemetry::loggable(&e.to_string())
             ))
         })?;
+        // The context sidecar is part of the stateless contract only: an older revision's
+        // request is stripped of it and answered without materials.
+        if !is_modern(&ctx) {
+            wrapper.context_materials.clear();
+        }
         let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
         let call = ToolCall {
             name: spec.meta.name.to_owned(),

@@ -104,8 +104,9 @@ pub fn conflicts_with_wrapper(spec: &ToolSpec) -> Option<&'static str> {
         .find(|f| props.contains_key(*f))
 }
 
-/// An output schema as listed: the result envelope (`success`, `error`, `session_attention`)
-/// with `output` an object naming the fields a successful output always has. The full output
+/// An output schema as listed: the result envelope (`success`, `error` naming its fields,
+/// `session_attention`) with `output` an object naming the fields a successful output always
+/// has. The full output
 /// schemas (every field, constraint and description) are in docs/TOOLS.md and the OpenAPI
 /// document; the listing carries what a client needs to validate the envelope, and stays small
 /// enough to hold every tool (models read input schemas, clients validate results).
@@ -118,9 +119,16 @@ fn listed_result_schema(spec: &ToolSpec) -> Map<String, Value> {
     let mut result = spec.result_schema();
     if let Some(Value::Object(props)) = result.get_mut("properties") {
         props.insert("output".into(), Value::Object(output));
+        // The error's fields are documented once (docs/ERRORS.md); its two required names stay.
+        props.insert(
+            "error".into(),
+            serde_json::json!({ "type": "object", "required": ["kind", "message"] }),
+        );
         if let Some(Value::Object(attention)) = props.get_mut("session_attention") {
             attention.remove("description");
         }
+        // The context sidecar answers only requests that ask for it.
+        props.remove("context_materials");
     }
     result
 }

@@ -97,10 +97,6 @@ pub fn spec() -> ToolSpec {
     .with_business_pair(BusinessPair::Always)
 }
 
-const WORKFLOW_GUIDANCE: &str = "Pass the session_id as recording_session_id on every later call so the work is recorded. \
-Call session_handoff_summary(session_id) when you need to recover context, and finish_coding_task(session_id) when the task is done. \
-Every tool returns {success, output, error}; error.kind is stable and says what to do.";
-
 fn instruction_payload(instruction: &str) -> Value {
     let mut e = excerpt(instruction, STORED_INSTRUCTION_CHARS);
     shrink_to_bytes(&mut e, STORED_INSTRUCTION_BYTES);
@@ -229,7 +225,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         workflow_guidance: args
             .include_workflow_guidance
             .unwrap_or(true)
-            .then(|| json!({ "version": 1, "text": WORKFLOW_GUIDANCE })),
+            .then(crate::materials::workflow_guidance),
         project_instructions,
     })
 }

@@ -129,13 +129,13 @@ async fn session_defaults_apply_and_the_ledger_records_each_run_without_its_outp
 
     // A read-only session refuses execution; a session naming a resource refuses to run on
     // the project host instead. Neither queues anything.
-    let queued_before = work_rows(&env.db).await;
     let ro = session(&env, "read_only").await;
+    let remote = session(&env, "normal").await;
+    let queued_before = work_rows(&env.db).await;
     let r = env
         .call("run_shell", json!({ "session_id": ro, "command": "true" }))
         .await;
     assert_eq!(kind(&r), "mode_denied", "{r}");
-    let remote = session(&env, "normal").await;
     output(
         &env.call(
             "update_session_context",

@@ -196,3 +196,62 @@ async fn work_on_project_projects_the_instruction_files_read_on_the_build_host()
         "{r}"
     );
 }
+
+#[tokio::test]
+async fn the_context_sidecar_serves_project_instructions_after_the_call() {
+    let env = start().await;
+    let r = env
+        .mcp_tool(
+            "git_status",
+            json!({"project": P, "context_request": {"materials": [
+                "project.instructions", "webcodex.workflow", "memory.bootstrap", "no.such"
+            ]}}),
+        )
+        .await;
+    output(&r);
+    let m = &r["context_materials"];
+    assert_eq!(m["project.instructions"]["status"], "available", "{m}");
+    assert_eq!(
+        m["project.instructions"]["files"][0]["path"], "AGENTS.md",
+        "{m}"
+    );
+    assert_eq!(m["webcodex.workflow"]["status"], "available", "{m}");
+    assert_eq!(m["memory.bootstrap"]["reason_code"], "not_offered", "{m}");
+    assert_eq!(m["no.such"]["reason_code"], "unknown_material", "{m}");
+
+    // Without an explicit project nothing is inferred (not even from a session), and a
+    // caller without project:read is denied the material, not the call.
+    let s = env
+        .mcp_tool("start_session", json!({"project": P, "instruction": "x"}))
+        .await;
+    let sid = output(&s)["session_id"].as_str().unwrap().to_owned();
+    let r = env
+        .mcp_tool(
+            "git_status",
+            json!({"session_id": sid, "context_request": {"materials": ["project.instructions"]}}),
+        )
+        .await;
+    output(&r);
+    assert_eq!(
+        r["context_materials"]["project.instructions"]["reason_code"], "project_required",
+        "{r}"
+    );
+    let writer = env
+        .token(
+            wc_store::credentials::CredentialKind::Project,
+            &["project:write"],
+            &[P],
+        )
+        .await;
+    let r = mcp_tool(
+        &env.st,
+        &writer,
+        "run_process",
+        json!({"project": P, "argv": ["true"], "context_request": {"materials": ["project.instructions"]}}),
+    )
+    .await;
+    assert_eq!(
+        r["context_materials"]["project.instructions"]["reason_code"], "scope_denied",
+        "{r}"
+    );
+}

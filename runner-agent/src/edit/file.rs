@@ -19,7 +19,7 @@ use wc_runner_protocol::{
 };
 
 use crate::answer::Refusal;
-use crate::explore::beneath::{Dir, Opened, Root};
+use crate::beneath::{Dir, Opened, Root};
 use crate::explore::{Failure, Stop};
 
 /// Longest pause between two tries of a held lock.

@@ -33,7 +33,7 @@ use super::diff::BoundedDiff;
 use super::file::{self, Current, Staged};
 use super::text::{to_crlf, uses_crlf};
 use crate::answer::Refusal;
-use crate::explore::beneath::Root;
+use crate::beneath::Root;
 use crate::explore::{Failure, Stop};
 
 /// One file's part of a patch.

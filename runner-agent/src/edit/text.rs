@@ -19,7 +19,7 @@ use wc_runner_protocol::{
 use super::diff::BoundedDiff;
 use super::file::{self, Current, Staged};
 use crate::answer::Refusal;
-use crate::explore::beneath::Root;
+use crate::beneath::Root;
 use crate::explore::{Failure, Stop};
 
 pub(super) fn run(root: &Root, op: &TextEditsOp, stop: &Stop) -> Result<WorkAnswer, Failure> {

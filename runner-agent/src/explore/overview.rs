@@ -9,9 +9,9 @@ use wc_runner_protocol::{
     MAX_OVERVIEW_SCAN_FILES, Manifest, OverviewAnswer, RelativePath, TreeEntry, WorkAnswer,
 };
 
-use super::beneath::Root;
 use super::walk::{self, Entry, WalkSpec};
 use super::{Ctx, Ended, Failure, Stop};
+use crate::beneath::Root;
 use crate::git::job::GitError;
 use crate::git::status;
 

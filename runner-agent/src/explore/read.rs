@@ -15,8 +15,8 @@ use wc_runner_protocol::{
     MAX_READ_BYTES_PER_FILE, MAX_READ_FILE_SIZE, OpErrorKind, ReadFilesOp, WorkAnswer,
 };
 
-use super::beneath::Root;
 use super::{Failure, Refusal, Stop};
+use crate::beneath::Root;
 
 /// Bytes read at a time.
 const READ_CHUNK: usize = 64 * 1024;

@@ -23,9 +23,9 @@ use wc_runner_protocol::{
     SearchMatch, SearchOp, WorkAnswer,
 };
 
-use super::beneath::Root;
 use super::walk::{self, Entry, WalkSpec};
 use super::{Budget, Failure, Refusal, Stop, decode_cursor, encode_cursor, resolve_target};
+use crate::beneath::Root;
 
 /// Memory one file's search may take (its longest line must fit).
 const SEARCH_HEAP_BYTES: usize = 16 * 1024 * 1024;

@@ -20,8 +20,8 @@ use ignore::WalkBuilder;
 use ignore::overrides::{Override, OverrideBuilder};
 use wc_runner_protocol::{EntryKind, OpErrorKind};
 
-use super::beneath::Root;
 use super::{Failure, Refusal, Stop};
+use crate::beneath::Root;
 
 /// What to walk.
 pub(crate) struct WalkSpec<'a> {

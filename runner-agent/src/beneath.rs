@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat};
 use wc_runner_protocol::{EntryKind, OpErrorKind, RelativePath};
 
-use super::Refusal;
+use crate::answer::Refusal;
 
 /// A project root held open.
 pub(crate) struct Root {
