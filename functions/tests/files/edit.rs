@@ -3,12 +3,6 @@
 
 use super::*;
 
-/// The sha256 of `text`, lowercase hex.
-fn sha(text: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(text))
-}
-
 #[tokio::test]
 async fn an_edit_that_conflicts_is_retried_with_the_new_hash_diffed_and_committed() {
     let env = start().await;

@@ -7,6 +7,9 @@ mod common;
 mod edit;
 mod evidence;
 mod explore;
+mod instances;
+mod refusals;
+mod telemetry;
 
 use std::path::Path;
 use std::process::Command;
@@ -53,6 +56,17 @@ fn fixture(root: &Path) {
     git(root, &["init", "-q", "-b", "main"]);
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "initial"]);
+}
+
+/// The sha256 of `text`, lowercase hex.
+fn sha(text: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text))
+}
+
+/// The sha256 of the file at `path`.
+fn file_sha(path: &Path) -> String {
+    sha(&std::fs::read(path).unwrap())
 }
 
 /// Runs `git args` in `root` with a fixed identity; panics when it fails.
