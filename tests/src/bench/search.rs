@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -213,7 +212,11 @@ pub async fn rg_version() -> anyhow::Result<String> {
         .to_owned())
 }
 
-/// One wc search end to end: every page of [`PATTERN`] under [`TREE_DIR`], [`PAGE_LIMIT`]
+/// A pattern no file holds: the same walk and search, nearly nothing to answer. Set beside
+/// [`PATTERN`], it tells the walk and search from the pages and their transport.
+pub const NO_MATCH_PATTERN: &str = r"retry_[a-z]+_budget_never_written\b";
+
+/// One wc search end to end: every page of `pattern` under [`TREE_DIR`], [`PAGE_LIMIT`]
 /// matches a page, following `next_cursor` until there is none. Returns the matching lines
 /// and the pages.
 async fn wc_search(
@@ -221,13 +224,14 @@ async fn wc_search(
     url: &str,
     token: &str,
     project: &str,
+    pattern: &str,
 ) -> anyhow::Result<(u64, u32)> {
     let (mut matches, mut pages) = (0u64, 0u32);
     let mut cursor: Option<String> = None;
     loop {
         let mut arguments = json!({
             "project": project,
-            "pattern": PATTERN,
+            "pattern": pattern,
             "path": TREE_DIR,
             "limit": PAGE_LIMIT,
         });
@@ -254,9 +258,9 @@ async fn wc_search(
     }
 }
 
-/// One `rg` run over the tree at its defaults, every matching line read from its stdout by
-/// this process as wc's replies are. Returns the matching lines.
-async fn rg_search(tree: &Path) -> anyhow::Result<u64> {
+/// One `rg` run of `pattern` over the tree at its defaults, every matching line read from its
+/// stdout by this process as wc's replies are. Returns the matching lines.
+async fn rg_search(tree: &Path, pattern: &str) -> anyhow::Result<u64> {
     let out = tokio::process::Command::new("rg")
         .args([
             "--line-number",
@@ -264,26 +268,113 @@ async fn rg_search(tree: &Path) -> anyhow::Result<u64> {
             "--color",
             "never",
             "-e",
-            PATTERN,
+            pattern,
         ])
         .current_dir(tree)
         .stdin(Stdio::null())
         .output()
         .await
         .context("cannot run rg")?;
+    let lines = out.stdout.iter().filter(|&&b| b == b'\n').count() as u64;
+    // rg exits 1 when nothing matched.
+    let found_nothing = out.status.code() == Some(1) && lines == 0;
     anyhow::ensure!(
-        out.status.success(),
+        out.status.success() || found_nothing,
         "rg failed ({}): {}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    Ok(out.stdout.iter().filter(|&&b| b == b'\n').count() as u64)
+    Ok(lines)
 }
 
-/// `search_project_texts_vs_rg`: after one unmeasured search of each (the page cache then
-/// holds the tree for both), `repetitions` rounds of one wc search and one `rg` run, the
-/// order alternating round by round (wc first in even rounds). Reports each side's median
-/// wall time and the median of the rounds' ratios (wc over rg), with every round's.
+/// One pattern measured on both sides.
+struct Measured {
+    matching_lines: u64,
+    pages: u32,
+    wc_ms: Vec<f64>,
+    rg_ms: Vec<f64>,
+}
+
+impl Measured {
+    /// The line's fields for this pattern, each name prefixed with `prefix`.
+    fn fields(&self, prefix: &str) -> serde_json::Map<String, Value> {
+        let ratios: Vec<f64> = self
+            .wc_ms
+            .iter()
+            .zip(&self.rg_ms)
+            .map(|(w, r)| w / r)
+            .collect();
+        let rounded = |v: &[f64]| v.iter().map(|x| round(*x)).collect::<Vec<_>>();
+        let mut fields = serde_json::Map::new();
+        for (name, value) in [
+            ("matching_lines", json!(self.matching_lines)),
+            ("pages", json!(self.pages)),
+            ("wc_median_ms", json!(round(median(&self.wc_ms)))),
+            ("rg_median_ms", json!(round(median(&self.rg_ms)))),
+            ("ratio_to_rg", json!(round(median(&ratios)))),
+            ("ratio_to_rg_by_round", json!(rounded(&ratios))),
+            ("wc_ms_by_round", json!(rounded(&self.wc_ms))),
+            ("rg_ms_by_round", json!(rounded(&self.rg_ms))),
+        ] {
+            fields.insert(format!("{prefix}{name}"), value);
+        }
+        fields
+    }
+}
+
+/// Both sides' searches of `pattern`: one unmeasured search of each (the page cache then
+/// holds the tree for both, and both must find the same lines), then `repetitions` rounds of
+/// one wc search and one `rg` run, the order alternating round by round (wc first in even
+/// rounds), so the box's drift falls on both.
+async fn measure(
+    client: &Client,
+    url: &str,
+    token: &str,
+    project: &str,
+    tree: &Tree,
+    pattern: &str,
+    repetitions: usize,
+) -> anyhow::Result<Measured> {
+    let (wc_matches, pages) = wc_search(client, url, token, project, pattern).await?;
+    let rg_matches = rg_search(&tree.root, pattern).await?;
+    anyhow::ensure!(
+        wc_matches == rg_matches,
+        "wc found {wc_matches} lines matching {pattern} and rg {rg_matches}: the searches differ"
+    );
+    let mut m = Measured {
+        matching_lines: wc_matches,
+        pages,
+        wc_ms: Vec::new(),
+        rg_ms: Vec::new(),
+    };
+    for round_no in 0..repetitions {
+        let order = if round_no % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for wc_side in order {
+            let t = Instant::now();
+            let found = if wc_side {
+                wc_search(client, url, token, project, pattern).await?.0
+            } else {
+                rg_search(&tree.root, pattern).await?
+            };
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            anyhow::ensure!(found == wc_matches, "{found} lines, then {wc_matches}");
+            if wc_side {
+                m.wc_ms.push(ms);
+            } else {
+                m.rg_ms.push(ms);
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// `search_project_texts_vs_rg`: [`PATTERN`] and then [`NO_MATCH_PATTERN`] measured by
+/// [`measure`]. Reports each side's median wall time and the median of the rounds' ratios
+/// (wc over rg), with every round's; the no-match figures are prefixed `no_match_`.
 pub async fn against_rg(
     base: &str,
     token: &str,
@@ -293,34 +384,19 @@ pub async fn against_rg(
 ) -> anyhow::Result<Value> {
     let rg = rg_version().await?;
     let client = Client::new();
-    let url = Arc::new(format!("{base}/mcp"));
-    let (wc_matches, pages) = wc_search(&client, &url, token, project).await?;
-    let rg_matches = rg_search(&tree.root).await?;
-    anyhow::ensure!(
-        wc_matches == rg_matches,
-        "wc found {wc_matches} matching lines and rg {rg_matches}: the searches differ"
-    );
-    let (mut wc_ms, mut rg_ms, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round_no in 0..repetitions {
-        let (mut w, mut r) = (0.0, 0.0);
-        for side in if round_no % 2 == 0 { [0, 1] } else { [1, 0] } {
-            let t = Instant::now();
-            if side == 0 {
-                let (m, _) = wc_search(&client, &url, token, project).await?;
-                anyhow::ensure!(m == wc_matches, "wc found {m} lines, then {wc_matches}");
-                w = t.elapsed().as_secs_f64() * 1000.0;
-            } else {
-                let m = rg_search(&tree.root).await?;
-                anyhow::ensure!(m == rg_matches, "rg found {m} lines, then {rg_matches}");
-                r = t.elapsed().as_secs_f64() * 1000.0;
-            }
-        }
-        wc_ms.push(w);
-        rg_ms.push(r);
-        ratios.push(w / r);
-    }
-    let rounded = |v: &[f64]| v.iter().map(|x| round(*x)).collect::<Vec<_>>();
-    Ok(json!({
+    let url = format!("{base}/mcp");
+    let matching = measure(&client, &url, token, project, tree, PATTERN, repetitions).await?;
+    let nothing = measure(
+        &client,
+        &url,
+        token,
+        project,
+        tree,
+        NO_MATCH_PATTERN,
+        repetitions,
+    )
+    .await?;
+    let mut line = json!({
         "scenario": "search_project_texts_vs_rg",
         "repetitions": repetitions,
         "files": tree.text_files + tree.binary_files,
@@ -329,16 +405,13 @@ pub async fn against_rg(
         "text_bytes": tree.text_bytes,
         "pattern": PATTERN,
         "page_limit": PAGE_LIMIT,
-        "pages": pages,
-        "matching_lines": wc_matches,
-        "wc_median_ms": round(median(&wc_ms)),
-        "rg_median_ms": round(median(&rg_ms)),
-        "ratio_to_rg": round(median(&ratios)),
-        "ratio_to_rg_by_round": rounded(&ratios),
-        "wc_ms_by_round": rounded(&wc_ms),
-        "rg_ms_by_round": rounded(&rg_ms),
         "rg": rg,
-    }))
+    });
+    if let Some(fields) = line.as_object_mut() {
+        fields.extend(matching.fields(""));
+        fields.extend(nothing.fields("no_match_"));
+    }
+    Ok(line)
 }
 
 #[cfg(test)]
