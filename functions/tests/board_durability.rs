@@ -77,12 +77,21 @@ impl Deployment {
     async fn send(&self, server: &LocalServer, tool: &str, args: &Value) -> Value {
         let auth = format!("Bearer {TOKEN}");
         let reply = match self.surface {
-            Surface::Rest => self
+            Surface::Rest if common::named_action(tool) => self
                 .http
                 .post_json(
                     &format!("{}/api/actions/{tool}", server.base_url),
                     Some(TOKEN),
                     args,
+                )
+                .await
+                .unwrap(),
+            Surface::Rest => self
+                .http
+                .post_json(
+                    &format!("{}/api/tools/call", server.base_url),
+                    Some(TOKEN),
+                    &json!({ "tool": tool, "arguments": args }),
                 )
                 .await
                 .unwrap(),

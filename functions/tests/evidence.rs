@@ -149,7 +149,11 @@ async fn a_stopped_queued_job_and_a_reaped_job_have_their_evidence_without_a_rea
             queue: "api_poll",
             max_concurrency: 4,
             projects: &["alpha".to_owned()],
-            work_kinds: &[],
+            work_kinds: &[
+                "process".to_owned(),
+                "shell".to_owned(),
+                "script".to_owned(),
+            ],
         },
         &wc_store::testing::runner_work::no_evidence,
     )

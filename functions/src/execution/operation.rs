@@ -46,6 +46,11 @@ pub async fn run(
     let wait = (limit + Duration::from_secs(2))
         .min(ctx.dispatch_deadline.saturating_sub(Duration::from_secs(1)));
     let op = op_name(&spec);
+    let writes = match &spec {
+        WorkSpec::Edit(_) => true,
+        WorkSpec::Git(op) => op.writes(),
+        _ => false,
+    };
     let req = Request {
         tool,
         mode: WorkMode::Sync,
@@ -64,14 +69,18 @@ pub async fn run(
     if !row.is_terminal() {
         let mut client = ctx.deps.client().await?;
         work::request_cancel(&mut client, id, &super::terminal_evidence).await?;
-        return Err(ToolError::new(
-            ErrorKind::TimedOut,
+        let message = if writes {
             format!(
-                "the build host did not answer within {} s (its runner may be busy); the operation was stopped — retry, or narrow it",
+                "the build host did not answer within {} s; the operation was asked to stop, but whether it changed the project is unknown: look (read_files, git_status) before retrying",
                 wait.as_secs()
-            ),
-        )
-        .with("job_id", id.to_string()));
+            )
+        } else {
+            format!(
+                "the build host did not answer within {} s (its runner may be busy); the operation was stopped: retry, or narrow it",
+                wait.as_secs()
+            )
+        };
+        return Err(ToolError::new(ErrorKind::TimedOut, message).with("job_id", id.to_string()));
     }
     answered(&row, answer, op)
 }

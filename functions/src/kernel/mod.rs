@@ -212,6 +212,13 @@ impl ToolRuntime {
             failure_kind: kind.map_or("none", ErrorKind::failure_kind),
             recovery_kind: kind.map_or("none", ErrorKind::recovery_kind),
             execution_state: execution,
+            edit_surface: spec.edit_surface.map(|s| s.as_str()),
+            edit_outcome: spec
+                .edit_surface
+                .map(|_| telemetry::edit_outcome(execution, &result)),
+            edit_conflict_kind: kind.map(ErrorKind::as_str).filter(|k| {
+                spec.edit_surface.is_some() && telemetry::EDIT_CONFLICT_KINDS.contains(k)
+            }),
         };
         let invoked = Invoked {
             result,

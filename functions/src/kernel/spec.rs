@@ -138,12 +138,33 @@ pub struct ToolSpec {
     /// Facts a successful call adds to its `tool_call_finished` events, derived from its
     /// output ([`Self::with_ledger_facts`]).
     pub ledger_facts: Option<LedgerFacts>,
+    /// Which edit surface the tool is, for edit telemetry ([`Self::with_edit_surface`]).
+    pub edit_surface: Option<EditSurface>,
     /// The compiled input schema, built on the tool's first call (compiling every tool's
     /// schema at start-up would delay every cold start for tools the instance may never run).
     validator: std::sync::OnceLock<jsonschema::Validator>,
     /// The input schema as a value, for explaining validation errors.
     pub(super) input_schema_value: Value,
     pub(super) handler: Handler,
+}
+
+/// The edit surfaces whose calls carry edit telemetry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditSurface {
+    /// Exact-text edits (`apply_text_edits`): the edit a model should reach for first.
+    Canonical,
+    /// Unified-diff patches (`apply_patch`).
+    Advanced,
+}
+
+impl EditSurface {
+    /// Wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EditSurface::Canonical => "canonical",
+            EditSurface::Advanced => "advanced",
+        }
+    }
 }
 
 /// Derives, from a successful call's output, the bounded fields its `tool_call_finished`
@@ -378,6 +399,7 @@ impl ToolSpec {
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
             ledger_facts: None,
+            edit_surface: None,
             validator: std::sync::OnceLock::new(),
             handler: erased,
         }
@@ -436,6 +458,13 @@ impl ToolSpec {
     /// Declares the facts a successful call records in the ledger besides its outcome.
     pub fn with_ledger_facts(mut self, facts: LedgerFacts) -> ToolSpec {
         self.ledger_facts = Some(facts);
+        self
+    }
+
+    /// Declares the tool an edit surface: its calls carry `edit_surface`, `edit_outcome` and
+    /// `edit_conflict_kind` telemetry.
+    pub fn with_edit_surface(mut self, surface: EditSurface) -> ToolSpec {
+        self.edit_surface = Some(surface);
         self
     }
 

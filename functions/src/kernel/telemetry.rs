@@ -42,6 +42,49 @@ pub struct ModelErgonomics {
     pub recovery_kind: &'static str,
     /// How the call ended.
     pub execution_state: ExecutionState,
+    /// The edit surface (`canonical` or `advanced`) of an edit tool's call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edit_surface: Option<&'static str>,
+    /// How an edit tool's call ended ([`edit_outcome`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edit_outcome: Option<&'static str>,
+    /// The conflict an edit was refused for, from the closed set [`EDIT_CONFLICT_KINDS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edit_conflict_kind: Option<&'static str>,
+}
+
+/// The edit conflicts telemetry records; any other failure records none.
+pub const EDIT_CONFLICT_KINDS: [&str; 5] = [
+    "multiple_matches",
+    "match_not_found",
+    "occurrence_out_of_range",
+    "overlapping_edits",
+    "sha256_mismatch",
+];
+
+/// The closed classification of an edit call, from its structured result only: `rejected`
+/// (refused before the tool ran), `uncertain` (the dispatch deadline passed, or the build host
+/// did not answer in time: whether it wrote is unknown), `applied`, `unchanged` (success that
+/// changed nothing), `conflict` (a conflict kind), or `failed`.
+pub fn edit_outcome(execution: ExecutionState, result: &crate::result::ToolResult) -> &'static str {
+    use crate::result::ErrorKind;
+    match (execution, &result.error) {
+        (ExecutionState::Rejected, _) => "rejected",
+        (ExecutionState::TimedOut, _) => "uncertain",
+        (ExecutionState::Completed, None) => {
+            let changed = result.output.as_ref().and_then(|o| o.get("changed"));
+            if changed == Some(&serde_json::Value::Bool(false)) {
+                "unchanged"
+            } else {
+                "applied"
+            }
+        }
+        (ExecutionState::Completed, Some(e)) => match e.kind {
+            ErrorKind::TimedOut | ErrorKind::Lost | ErrorKind::DispatchTimeout => "uncertain",
+            k if EDIT_CONFLICT_KINDS.contains(&k.as_str()) => "conflict",
+            _ => "failed",
+        },
+    }
 }
 
 impl ModelErgonomics {
@@ -63,6 +106,54 @@ impl ModelErgonomics {
             failure_kind: "invalid_request",
             recovery_kind: "fix_arguments",
             execution_state: ExecutionState::Rejected,
+            edit_surface: spec.edit_surface.map(|s| s.as_str()),
+            edit_outcome: spec.edit_surface.map(|_| "rejected"),
+            edit_conflict_kind: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::result::{ErrorKind, ToolError, ToolResult};
+
+    #[test]
+    fn an_edit_is_classified_from_its_structured_result_only() {
+        let done = |output| ToolResult::ok(output);
+        let failed = |kind| ToolResult::err(ToolError::new(kind, "any words at all"));
+        let completed = ExecutionState::Completed;
+        assert_eq!(
+            edit_outcome(completed, &done(json!({"changed": true}))),
+            "applied"
+        );
+        assert_eq!(
+            edit_outcome(completed, &done(json!({"changed": false}))),
+            "unchanged"
+        );
+        assert_eq!(
+            edit_outcome(completed, &done(json!({"files": []}))),
+            "applied"
+        );
+        for kind in [ErrorKind::Sha256Mismatch, ErrorKind::MultipleMatches] {
+            assert_eq!(edit_outcome(completed, &failed(kind)), "conflict");
+        }
+        assert_eq!(
+            edit_outcome(completed, &failed(ErrorKind::PatchDoesNotApply)),
+            "failed"
+        );
+        assert_eq!(
+            edit_outcome(completed, &failed(ErrorKind::TimedOut)),
+            "uncertain"
+        );
+        let refused = failed(ErrorKind::InvalidArguments);
+        assert_eq!(edit_outcome(ExecutionState::Rejected, &refused), "rejected");
+        let late = failed(ErrorKind::DispatchTimeout);
+        assert_eq!(edit_outcome(ExecutionState::TimedOut, &late), "uncertain");
+        for kind in EDIT_CONFLICT_KINDS {
+            assert!(ErrorKind::ALL.iter().any(|k| k.as_str() == kind), "{kind}");
         }
     }
 }

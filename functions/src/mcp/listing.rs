@@ -104,30 +104,25 @@ pub fn conflicts_with_wrapper(spec: &ToolSpec) -> Option<&'static str> {
         .find(|f| props.contains_key(*f))
 }
 
-/// An output schema as listed: the same constraints without the `description` keywords (they
-/// are in docs/TOOLS.md; clients validate results against the shape, and the listing stays
-/// small). A property that happens to be *named* `description` is kept.
-fn without_descriptions(mut schema: Map<String, Value>) -> Map<String, Value> {
-    fn strip(node: &mut Value) {
-        let Value::Object(map) = node else { return };
-        map.remove("description");
-        for (key, child) in map.iter_mut() {
-            match (key.as_str(), child) {
-                ("properties" | "$defs" | "patternProperties", Value::Object(props)) => {
-                    props.values_mut().for_each(strip)
-                }
-                (_, Value::Array(items)) => items.iter_mut().for_each(strip),
-                (_, child @ Value::Object(_)) => strip(child),
-                _ => {}
-            }
+/// An output schema as listed: the result envelope (`success`, `error`, `session_attention`)
+/// with `output` an object naming the fields a successful output always has. The full output
+/// schemas (every field, constraint and description) are in docs/TOOLS.md and the OpenAPI
+/// document; the listing carries what a client needs to validate the envelope, and stays small
+/// enough to hold every tool (models read input schemas, clients validate results).
+fn listed_result_schema(spec: &ToolSpec) -> Map<String, Value> {
+    let mut output = Map::new();
+    output.insert("type".into(), Value::from("object"));
+    if let Some(required) = spec.output_schema.get("required") {
+        output.insert("required".into(), required.clone());
+    }
+    let mut result = spec.result_schema();
+    if let Some(Value::Object(props)) = result.get_mut("properties") {
+        props.insert("output".into(), Value::Object(output));
+        if let Some(Value::Object(attention)) = props.get_mut("session_attention") {
+            attention.remove("description");
         }
     }
-    let mut root = Value::Object(std::mem::take(&mut schema));
-    strip(&mut root);
-    match root {
-        Value::Object(m) => m,
-        _ => unreachable!(),
-    }
+    result
 }
 
 fn render(spec: &ToolSpec, era: Era) -> Tool {
@@ -144,7 +139,7 @@ fn render(spec: &ToolSpec, era: Era) -> Tool {
         Arc::new(published_input_schema(spec, era)),
     )
     .with_title(m.title)
-    .with_raw_output_schema(Arc::new(without_descriptions(spec.result_schema())))
+    .with_raw_output_schema(Arc::new(listed_result_schema(spec)))
     .with_annotations(annotations)
 }
 
@@ -210,32 +205,39 @@ mod tests {
     }
 
     #[test]
-    fn listed_output_schemas_drop_descriptions_but_keep_every_constraint() {
-        let schema = json!({
-            "type": "object",
-            "description": "root",
-            "properties": {
-                "description": {"type": "string", "description": "a property named description", "maxLength": 3},
-                "items": {"type": "array", "items": {"type": "object", "description": "x",
-                          "properties": {"a": {"anyOf": [{"type": "null", "description": "y"}, {"type": "integer"}]}}}}
-            },
-            "required": ["description"]
-        });
-        let Value::Object(map) = schema else {
-            unreachable!()
-        };
-        let stripped = Value::Object(without_descriptions(map));
-        assert_eq!(
-            stripped,
-            json!({
-                "type": "object",
-                "properties": {
-                    "description": {"type": "string", "maxLength": 3},
-                    "items": {"type": "array", "items": {"type": "object",
-                              "properties": {"a": {"anyOf": [{"type": "null"}, {"type": "integer"}]}}}}
-                },
-                "required": ["description"]
-            })
+    fn listed_output_schemas_are_the_result_envelope_naming_the_output_fields() {
+        for spec in crate::tools::all() {
+            let listed = Value::Object(listed_result_schema(&spec));
+            let name = spec.meta.name;
+            assert_eq!(listed["required"], json!(["success"]), "{name}");
+            assert_eq!(listed["properties"]["success"]["type"], "boolean", "{name}");
+            assert_eq!(
+                listed["properties"]["error"]["required"],
+                json!(["kind", "message"])
+            );
+            let output = &listed["properties"]["output"];
+            assert_eq!(output["type"], "object", "{name}");
+            assert_eq!(
+                output.get("required"),
+                spec.output_schema.get("required"),
+                "{name}"
+            );
+            assert!(output.get("properties").is_none(), "{name}");
+        }
+        // A real result validates against its listed schema.
+        let spec = crate::tools::all()
+            .into_iter()
+            .find(|s| s.meta.name == "list_projects")
+            .unwrap();
+        let listed = Value::Object(listed_result_schema(&spec));
+        let ok =
+            json!({"success": true, "output": {"projects": [], "returned": 0, "truncated": false}});
+        let bad = json!({"success": true, "output": {}});
+        let validator = jsonschema::validator_for(&listed).unwrap();
+        assert!(validator.is_valid(&ok));
+        assert!(
+            !validator.is_valid(&bad),
+            "a missing output field must not validate"
         );
     }
 }

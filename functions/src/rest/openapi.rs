@@ -270,6 +270,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_tool_with_a_named_operation_is_in_the_document() {
+        // GPT Actions take at most 30 operations: 2 generic ones and 28 named tools, chosen
+        // by `rest_operation` (the rest are called through callRuntimeTool).
+        let named: Vec<&str> = crate::tools::all()
+            .iter()
+            .filter(|s| s.meta.rest_operation)
+            .map(|s| s.meta.name)
+            .collect();
+        assert!(
+            named.len() <= MAX_OPERATIONS - 2,
+            "{} named: {named:?}",
+            named.len()
+        );
+    }
+
+    #[test]
     fn camel_case_names() {
         assert_eq!(camel_case("list_projects"), "listProjects");
         assert_eq!(camel_case("runtime_status"), "runtimeStatus");

@@ -76,7 +76,7 @@ pub fn spec() -> ToolSpec {
             scopes: &[Scope::ProjectWrite],
             read_only: false,
             consequential: true,
-            rest_operation: true,
+            rest_operation: false,
         },
         run,
     )

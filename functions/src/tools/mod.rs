@@ -1,9 +1,15 @@
 //! The runtime tools. Adding a tool is one module here plus one line in [`all`].
 
+mod apply_patch;
+mod apply_text_edits;
 mod close_session;
 mod complete_session_message;
 mod finish_coding_task;
 mod get_session_assignment;
+mod git_commit;
+mod git_diff;
+mod git_log;
+mod git_status;
 mod job_log;
 mod job_status;
 mod list_jobs;
@@ -59,6 +65,12 @@ pub fn all() -> Vec<ToolSpec> {
         list_project_tracked_files::spec(),
         read_files::spec(),
         search_project_texts::spec(),
+        apply_text_edits::spec(),
+        apply_patch::spec(),
+        git_status::spec(),
+        git_diff::spec(),
+        git_log::spec(),
+        git_commit::spec(),
         list_runners::spec(),
         post_session_message::spec(),
         list_session_messages::spec(),

@@ -77,7 +77,7 @@ pub fn spec() -> ToolSpec {
             scopes: &[Scope::ProjectRead],
             read_only: true,
             consequential: false,
-            rest_operation: true,
+            rest_operation: false,
         },
         run,
     )

@@ -48,7 +48,7 @@ pub fn spec() -> ToolSpec {
             scopes: &[Scope::ProjectWrite],
             read_only: false,
             consequential: false,
-            rest_operation: true,
+            rest_operation: false,
         },
         run,
     )

@@ -144,17 +144,23 @@ fn recent_files(ledger: &[LedgerEvent<'_>]) -> Vec<String> {
         .collect()
 }
 
-/// Most exploration paths one call records.
-pub const MAX_EXPLORATION_PATHS_PER_CALL: usize = 32;
+/// Most paths one call records under one key.
+pub const MAX_PATHS_PER_CALL: usize = 32;
 
 /// The exploration evidence of a successful focused read or search, as `tool_call_finished`
-/// fields: `{"exploration_paths": [...]}` — the first [`MAX_EXPLORATION_PATHS_PER_CALL`]
-/// distinct values that are valid project-relative paths and that redaction leaves as they are
-/// (a path that looks like a secret is not evidence). Nothing else of the call is kept.
+/// fields: `{"exploration_paths": [...]}` ([`path_facts`]).
 pub fn exploration_facts<'a>(paths: impl Iterator<Item = &'a Value>) -> Map<String, Value> {
+    path_facts("exploration_paths", paths)
+}
+
+/// Paths as `tool_call_finished` fields: `{key: [...]}` holding the first
+/// [`MAX_PATHS_PER_CALL`] distinct values that are valid project-relative paths and that
+/// redaction leaves as they are (a path that looks like a secret is not evidence). Nothing else
+/// of the call is kept.
+pub fn path_facts<'a>(key: &str, paths: impl Iterator<Item = &'a Value>) -> Map<String, Value> {
     let mut kept: Vec<&str> = Vec::new();
     for path in paths.filter_map(Value::as_str) {
-        if kept.len() == MAX_EXPLORATION_PATHS_PER_CALL {
+        if kept.len() == MAX_PATHS_PER_CALL {
             break;
         }
         let valid = wc_domain::RelativePath::parse(path).is_ok_and(|p| !p.is_root());
@@ -163,7 +169,7 @@ pub fn exploration_facts<'a>(paths: impl Iterator<Item = &'a Value>) -> Map<Stri
         }
     }
     let mut facts = Map::new();
-    facts.insert("exploration_paths".into(), Value::from(kept));
+    facts.insert(key.to_owned(), Value::from(kept));
     facts
 }
 

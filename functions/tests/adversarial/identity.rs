@@ -480,7 +480,7 @@ async fn naming_another_callers_audit_session_attaches_nothing_to_it() {
 // A waiting observer
 
 async fn tool(st: &AppState, key: &str, name: &str, args: Value) -> Reply {
-    action(st, key, name, args).await
+    rest_call(st, key, name, args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

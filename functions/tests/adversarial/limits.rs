@@ -580,7 +580,7 @@ const B: &str = "agent:local:beta";
 
 /// `POST /api/actions/{tool}` with `key`; the `{success, output, error}` body and the status.
 async fn act(st: &AppState, key: &str, tool: &str, args: Value) -> (StatusCode, Value) {
-    let r = action(st, key, tool, args).await;
+    let r = rest_call(st, key, tool, args).await;
     (r.status, r.body)
 }
 

@@ -171,6 +171,23 @@ pub async fn action(st: &AppState, key: &str, tool: &str, args: Value) -> Reply 
     rest(st, &format!("/api/actions/{tool}"), Some(key), args).await
 }
 
+/// `tool` on the REST surface with `key`: its named action, or `POST /api/tools/call` for a
+/// tool without one.
+pub async fn rest_call(st: &AppState, key: &str, tool: &str, args: Value) -> Reply {
+    if named_action(tool) {
+        action(st, key, tool, args).await
+    } else {
+        rest_tools_call(st, key, tool, args).await
+    }
+}
+
+/// Whether `tool` has a named REST action (`POST /api/actions/{tool}`).
+pub fn named_action(tool: &str) -> bool {
+    wc_functions::tools::all()
+        .iter()
+        .any(|s| s.meta.name == tool && s.meta.rest_operation)
+}
+
 /// `POST /api/tools/call` of `tool` with `key`.
 pub async fn rest_tools_call(st: &AppState, key: &str, tool: &str, arguments: Value) -> Reply {
     rest(

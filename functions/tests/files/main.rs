@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod edit;
 mod explore;
 
 use std::path::Path;
@@ -73,12 +74,13 @@ impl RunnerApp {
     /// `tool` over REST with the shared key; the body, after checking that the HTTP status
     /// agrees with it (200 for a success, an error status for a refusal).
     async fn rest(&self, tool: &str, args: Value) -> Value {
-        rest_call(&self.st, &self.key, tool, args).await
+        rest_checked(&self.st, &self.key, tool, args).await
     }
 }
 
-async fn rest_call(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
-    let r = action(st, key, tool, args).await;
+/// `tool` on the REST surface (its action, or callRuntimeTool), checking the HTTP status.
+async fn rest_checked(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
+    let r = rest_call(st, key, tool, args).await;
     if r.body["success"] == true {
         assert_eq!(r.status.as_u16(), 200, "{tool}: {}", r.text());
     } else {

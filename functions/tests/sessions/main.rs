@@ -93,6 +93,11 @@ async fn call_with_headers(
     recording: Option<&str>,
     headers: &[(&str, &str)],
 ) -> (Value, Reply) {
+    // A tool without a named action is called on REST through callRuntimeTool.
+    let via = match via {
+        Via::Action if !named_action(tool) => Via::ToolsCall,
+        other => other,
+    };
     let mut req = match via {
         Via::Mcp(version) => {
             if let Some(w) = recording {

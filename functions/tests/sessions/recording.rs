@@ -76,6 +76,46 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             }
             (args, Some(c))
         }
+        "project_overview"
+        | "list_project_files"
+        | "list_project_tracked_files"
+        | "git_status"
+        | "git_diff"
+        | "git_log" => {
+            let c = fresh("look in me").await;
+            (json!({ "session_id": c }), Some(c))
+        }
+        "read_files" => {
+            let c = fresh("read in me").await;
+            (
+                json!({ "session_id": c, "files": [{"path": "a.txt"}] }),
+                Some(c),
+            )
+        }
+        "search_project_texts" => {
+            let c = fresh("search in me").await;
+            (json!({ "session_id": c, "pattern": "hello" }), Some(c))
+        }
+        "apply_text_edits" | "git_commit" => {
+            let c = fresh("edit in me").await;
+            let path = format!("new-{}.txt", uuid::Uuid::new_v4().simple());
+            let create = json!({ "session_id": c, "path": path, "create": true,
+                                 "edits": [{"old_text": "", "new_text": "x\n"}] });
+            if tool == "apply_text_edits" {
+                return (create, Some(c));
+            }
+            output(&call(st, key, "apply_text_edits", create).await);
+            (
+                json!({ "session_id": c, "message": "recorded", "paths": [path] }),
+                Some(c),
+            )
+        }
+        "apply_patch" => {
+            let c = fresh("patch in me").await;
+            let path = format!("p-{}.txt", uuid::Uuid::new_v4().simple());
+            let patch = format!("--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n");
+            (json!({ "session_id": c, "patch": patch }), Some(c))
+        }
         other => panic!(
             "{other} is model-visible but this test has no arguments for it: add them, so its recording is checked"
         ),
@@ -100,12 +140,23 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 5] = [
+const WORK_IN_THEIR_SESSION: [&str; 16] = [
     "run_shell",
     "run_process",
     "run_script",
     "run_job",
     "work_on_project",
+    "project_overview",
+    "list_project_files",
+    "list_project_tracked_files",
+    "read_files",
+    "search_project_texts",
+    "apply_text_edits",
+    "apply_patch",
+    "git_status",
+    "git_diff",
+    "git_log",
+    "git_commit",
 ];
 
 #[test]
@@ -128,6 +179,28 @@ fn each_tool_declares_whether_its_calls_land_in_its_business_session() {
 async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() {
     let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
     let root = tempfile::tempdir().unwrap();
+    // A repository with one file, for the file and Git tools.
+    std::fs::write(root.path().join("a.txt"), "hello\n").unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", "a.txt"],
+        &[
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "a",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root.path())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    }
     let _runner = TestRunner::start(&db, &st, "local", &[("alpha", root.path())]).await;
     for via in SURFACES {
         let w = start(&st, &key, P, "the recording session").await;

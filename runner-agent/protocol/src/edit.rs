@@ -147,6 +147,7 @@ fn check_sha256(what: &str, sha: &str) -> Result<(), ProtocolError> {
 
 /// Answer to [`EditOp::TextEdits`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TextEditsAnswer {
     /// The file, as requested.
@@ -173,6 +174,7 @@ pub struct TextEditsAnswer {
 
 /// Answer to [`EditOp::Patch`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PatchAnswer {
     /// One entry per file of the patch, in patch order.
@@ -186,6 +188,7 @@ pub struct PatchAnswer {
 
 /// One file a patch changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PatchedFile {
     /// The file.
@@ -202,6 +205,7 @@ pub struct PatchedFile {
 
 /// What a patch did to a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FileChange {
     /// Created (`--- /dev/null`).

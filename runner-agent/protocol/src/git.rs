@@ -185,6 +185,7 @@ fn check_paths(paths: &[RelativePath]) -> Result<(), ProtocolError> {
 
 /// Answer to [`GitOp::GitStatus`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GitStatusAnswer {
     /// The checked-out branch; `None` when HEAD is detached.
@@ -220,6 +221,7 @@ pub struct GitStatusAnswer {
 
 /// One file of a status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StatusEntry {
     /// The file (an untracked directory ends without `/`).
@@ -236,6 +238,7 @@ pub struct StatusEntry {
 
 /// How a file changed, as Git's status letters tell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     /// Its content or mode changed (`M`).
@@ -258,6 +261,7 @@ pub enum ChangeKind {
 
 /// Answer to [`GitOp::GitDiff`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GitDiffAnswer {
     /// The unified diff (`a/`, `b/` prefixes, paths from the project root; invalid UTF-8
@@ -274,6 +278,7 @@ pub struct GitDiffAnswer {
 
 /// One changed file of a diff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DiffFile {
     /// The file (its new path when renamed).
@@ -288,6 +293,7 @@ pub struct DiffFile {
 
 /// Answer to [`GitOp::GitLog`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GitLogAnswer {
     /// The commits, newest first; empty before the first commit.
@@ -296,6 +302,7 @@ pub struct GitLogAnswer {
 
 /// One commit of a log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommitSummary {
     /// Its id (hex).
@@ -316,6 +323,7 @@ pub struct CommitSummary {
 
 /// Answer to [`GitOp::GitCommit`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GitCommitAnswer {
     /// The new commit's id (hex).

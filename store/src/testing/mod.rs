@@ -474,7 +474,11 @@ pub mod runner_work {
                 queue: "api_poll",
                 max_concurrency: 4,
                 projects: &["web".to_owned()],
-                work_kinds: &[],
+                work_kinds: &[
+                    "process".to_owned(),
+                    "shell".to_owned(),
+                    "script".to_owned(),
+                ],
             },
             &no_evidence,
         )

@@ -1,0 +1,90 @@
+//! `git_diff`: the project's uncommitted changes as a bounded unified diff with per-file line
+//! counts, made by the project's runner.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wc_domain::{ProjectId, RelativePath, SessionId};
+use wc_runner_protocol::{
+    DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, GitDiffAnswer, GitDiffOp, GitOp, WorkAnswer,
+    WorkSpec,
+};
+
+use crate::auth::Scope;
+use crate::execution::operation;
+use crate::kernel::context::ToolContext;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
+
+/// Arguments of `git_diff`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("anyOf" = [
+    {"required": ["project"], "properties": {"project": {"type": "string"}}},
+    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
+]))]
+pub struct Args {
+    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    pub project: Option<ProjectId>,
+    /// Only these files or directories (at most 100); default the whole project.
+    #[schemars(length(max = 100))]
+    pub paths: Option<Vec<RelativePath>>,
+    /// The staged changes (index against HEAD: what a commit records) instead of the unstaged
+    /// ones (work tree against the index). Default false.
+    pub staged: Option<bool>,
+    /// Lines of context around each change (0-20, default 3).
+    #[schemars(range(min = 0, max = 20))]
+    pub context_lines: Option<u32>,
+    /// Most bytes of diff text to return (1-1048576, default 65536); a longer diff is cut at
+    /// a line end and flagged `truncated`, while `files` still lists every changed file.
+    #[schemars(range(min = 1, max = 1048576))]
+    pub limit_bytes: Option<u32>,
+    /// Workflow Session this look belongs to.
+    pub session_id: Option<SessionId>,
+}
+
+/// What `git_diff` returns.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The project.
+    pub project: ProjectId,
+    /// The diff.
+    #[serde(flatten)]
+    pub diff: GitDiffAnswer,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "git_diff",
+            title: "Git diff",
+            description: "The project's uncommitted changes on the build host as a unified diff (Git's own text) with added/removed line counts per file: unstaged by default, staged with staged: true. Untracked files are not in a diff (git_status lists them). The text is bounded by limit_bytes and flagged truncated.",
+            category: Category::Files,
+            scopes: &[Scope::ProjectRead],
+            read_only: true,
+            consequential: false,
+            rest_operation: true,
+        },
+        run,
+    )
+    .with_session(SessionUse::Works)
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    let (_, target) =
+        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+    let op = GitDiffOp {
+        paths: args.paths.unwrap_or_default(),
+        staged: args.staged.unwrap_or(false),
+        context_lines: args.context_lines.unwrap_or(DEFAULT_DIFF_CONTEXT_LINES),
+        limit_bytes: args.limit_bytes.unwrap_or(DEFAULT_DIFF_BYTES),
+    };
+    let spec = WorkSpec::Git(GitOp::GitDiff(op));
+    match operation::run(&ctx, &target, "git_diff", spec).await? {
+        WorkAnswer::GitDiff(diff) => Ok(Output {
+            project: target.project_id,
+            diff,
+        }),
+        other => Err(operation::mismatched(&other)),
+    }
+}
