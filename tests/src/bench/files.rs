@@ -163,10 +163,8 @@ pub async fn has_tool(base: &str, token: &str, name: &str) -> anyhow::Result<boo
 
 /// The SHA-256 a successful `apply_text_edits` reply gives for the file's new content.
 fn edited_sha256(reply: &Value) -> Option<String> {
-    let output = &reply["result"]["structuredContent"]["output"];
-    output["sha256"]
+    reply["result"]["structuredContent"]["output"]["sha256"]
         .as_str()
-        .or_else(|| output["file"]["sha256"].as_str())
         .map(str::to_owned)
 }
 
@@ -281,11 +279,9 @@ mod tests {
     }
 
     #[test]
-    fn an_edit_reply_gives_the_new_sha256_where_the_tool_puts_it() {
-        let flat = json!({ "result": { "structuredContent": { "output": { "sha256": "ab" } } } });
-        assert_eq!(edited_sha256(&flat).as_deref(), Some("ab"));
-        let nested = json!({ "result": { "structuredContent": { "output": { "file": { "sha256": "cd" } } } } });
-        assert_eq!(edited_sha256(&nested).as_deref(), Some("cd"));
+    fn an_edit_reply_gives_the_new_sha256_of_its_output() {
+        let reply = json!({ "result": { "structuredContent": { "output": { "sha256": "ab" } } } });
+        assert_eq!(edited_sha256(&reply).as_deref(), Some("ab"));
         assert_eq!(edited_sha256(&json!({ "result": {} })), None);
     }
 }
