@@ -349,6 +349,41 @@ pub async fn work_timing(
     Ok((row.get(0), row.get(1)))
 }
 
+/// When each runner work item created since `since` was created, leased and finished, oldest
+/// first (benchmarks: set beside a caller's own clock, they split its round trips).
+pub async fn work_times(
+    client: &impl GenericClient,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<WorkTimes>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT created_at, leased_at, finished_at FROM runner_work \
+             WHERE created_at >= $1 ORDER BY created_at, id",
+            &[&since],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| WorkTimes {
+            created: r.get(0),
+            leased: r.get(1),
+            finished: r.get(2),
+        })
+        .collect())
+}
+
+/// The durable timestamps of one runner work item ([`work_times`]); each is the `now()` of the
+/// transaction that wrote it, so its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkTimes {
+    /// Queued (the enqueuing transaction).
+    pub created: chrono::DateTime<chrono::Utc>,
+    /// Claimed by a runner.
+    pub leased: Option<chrono::DateTime<chrono::Utc>>,
+    /// Its result recorded.
+    pub finished: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// Runner work created since `since`, counted by state (benchmarks and tests).
 pub async fn work_states(
     client: &impl GenericClient,

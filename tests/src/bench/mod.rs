@@ -4,8 +4,10 @@ pub mod baseline;
 pub mod board;
 pub mod cold_start;
 pub mod cpu;
+pub mod files;
 pub mod mcp;
 pub mod runner;
+pub mod search;
 pub mod sessions;
 
 use std::future::Future;
@@ -28,13 +30,7 @@ pub struct Samples {
 /// The report line of one run.
 pub fn report(scenario: &str, concurrency: usize, mut s: Samples) -> Value {
     s.latencies.sort_by(f64::total_cmp);
-    let pct = |p: f64| -> f64 {
-        if s.latencies.is_empty() {
-            return 0.0;
-        }
-        let idx = ((s.latencies.len() as f64 - 1.0) * p).round() as usize;
-        s.latencies[idx] * 1000.0
-    };
+    let pct = |p: f64| percentile_ms(&s.latencies, p);
     let ops = s.latencies.len();
     let mut line = json!({
         "scenario": scenario,
@@ -46,6 +42,27 @@ pub fn report(scenario: &str, concurrency: usize, mut s: Samples) -> Value {
     });
     line.as_object_mut().unwrap().extend(s.extra);
     line
+}
+
+/// The `p` quantile (0 to 1, nearest rank) of `sorted` latencies in seconds, in
+/// milliseconds; 0 when there are none.
+pub fn percentile_ms(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx] * 1000.0
+}
+
+/// The median of `values` (the mean of the middle two for an even count); 0 when empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// Rounds to three decimals.
@@ -266,6 +283,13 @@ mod tests {
             elapsed: Duration::from_millis(elapsed_ms),
             extra: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]

@@ -52,6 +52,61 @@ pub async fn breakdown(
     Ok(fields)
 }
 
+/// A caller's own clock around each of its calls: when the request went out and when the
+/// reply was in.
+pub type CallClock = Arc<std::sync::Mutex<Vec<CallTimes>>>;
+
+/// When one call was sent and answered, by the caller's clock.
+#[derive(Debug, Clone, Copy)]
+pub struct CallTimes {
+    /// The request went out.
+    pub sent: chrono::DateTime<chrono::Utc>,
+    /// The whole reply was in.
+    pub answered: chrono::DateTime<chrono::Utc>,
+}
+
+/// Where the time of one caller's round trips went, each call set beside the work item it
+/// queued (calls and items in order: only for calls made one at a time, each queuing one
+/// item, all since `since`). The report field `stages_p50_ms` holds the p50, in ms, of:
+/// `to_queue` (request sent → the enqueuing transaction's start: HTTP, authentication,
+/// parsing, the project's runner), `queue_to_lease` (→ the claim's transaction: the enqueue's
+/// commit, the wake-up hint, the runner's poll), `lease_to_result` (→ the result's transaction:
+/// the claim's commit, the poll's reply, the runner's work, its result request) and
+/// `result_to_reply` (→ the reply in: the result's commit, the done hint, the waiter's read,
+/// the tool's result, the audit row, the reply). `None` when the items do not pair with the
+/// calls.
+pub async fn stages(
+    pool: &Pool,
+    since: chrono::DateTime<chrono::Utc>,
+    calls: &[CallTimes],
+) -> anyhow::Result<Option<Value>> {
+    let client = pool.get().await?;
+    let items = wc_store::testing::work_times(&client, since).await?;
+    if items.len() != calls.len() {
+        return Ok(None);
+    }
+    let ms = |a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<chrono::Utc>| {
+        (b - a).num_microseconds().unwrap_or(0) as f64 / 1000.0
+    };
+    let mut split: [Vec<f64>; 4] = Default::default();
+    for (call, item) in calls.iter().zip(&items) {
+        let (Some(leased), Some(finished)) = (item.leased, item.finished) else {
+            return Ok(None);
+        };
+        split[0].push(ms(call.sent, item.created));
+        split[1].push(ms(item.created, leased));
+        split[2].push(ms(leased, finished));
+        split[3].push(ms(finished, call.answered));
+    }
+    let p50 = |v: &[f64]| round(super::median(v));
+    Ok(Some(json!({
+        "to_queue": p50(&split[0]),
+        "queue_to_lease": p50(&split[1]),
+        "lease_to_result": p50(&split[2]),
+        "result_to_reply": p50(&split[3]),
+    })))
+}
+
 /// A round-trip scenario (`runner_roundtrip`, `runner_roundtrip_sqs`) at one concurrency.
 pub async fn roundtrip(
     scenario: &str,

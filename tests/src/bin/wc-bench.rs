@@ -45,6 +45,10 @@ struct Cli {
     /// each over its own fresh database, in alternating slices.
     #[arg(long)]
     baseline_wc_local: Option<PathBuf>,
+    /// `RUST_LOG` of the spawned wc-local (e.g. `info` to see every request's `latency_ms`
+    /// and every work item's `duration_ms`); its log file is named on stderr.
+    #[arg(long, default_value = "warn")]
+    server_log: String,
 }
 
 fn wanted(cli: &Cli, name: &str) -> bool {
@@ -74,6 +78,8 @@ struct Stack {
     db: TestDatabase,
     server: LocalServer,
     project: String,
+    /// The project's root directory, which the embedded runner serves.
+    root: PathBuf,
 }
 
 impl Stack {
@@ -83,28 +89,42 @@ impl Stack {
 
     /// A stack whose wc-local also gets `env`.
     async fn start_with(cli: &Cli, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
-        Self::spawn(&wc_local(cli)?, TestDatabase::new().await, env)
+        Self::spawn(
+            &wc_local(cli)?,
+            TestDatabase::new().await,
+            &cli.server_log,
+            env,
+        )
     }
 
     /// `bin` over `db` (which it migrates, so an empty database gets the schema of that
     /// build), with `env`.
-    fn spawn(bin: &Path, db: TestDatabase, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
+    fn spawn(
+        bin: &Path,
+        db: TestDatabase,
+        log: &str,
+        env: Vec<(String, String)>,
+    ) -> anyhow::Result<Stack> {
         let dir = std::env::temp_dir().join(format!("wc-bench-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(dir.join("bench"))?;
+        let root = dir.join("bench");
+        std::fs::create_dir_all(&root)?;
         let mut opts = LocalOptions::in_dir(&dir);
         opts.database_url = Some(db.url().expose().to_owned());
-        opts.args = vec![
-            "--project".into(),
-            format!("bench={}", dir.join("bench").display()),
-        ];
-        opts.env.push(("RUST_LOG".into(), "warn".into()));
+        opts.args = vec!["--project".into(), format!("bench={}", root.display())];
+        opts.env.push(("RUST_LOG".into(), log.into()));
         opts.env.extend(env);
         let server = LocalServer::spawn(bin, &opts)
             .with_context(|| format!("cannot start {}", bin.display()))?;
+        eprintln!(
+            "wc-bench: {} logs to {}",
+            bin.display(),
+            server.log_path.display()
+        );
         Ok(Stack {
             db,
             server,
             project: "agent:local:bench".into(),
+            root,
         })
     }
 
@@ -127,8 +147,18 @@ impl Stack {
 async fn against_baseline(cli: &Cli, bin: &Path, duration: Duration) -> anyhow::Result<()> {
     let scenarios = baseline::Scenario::select(&cli.scenarios)?;
     let workers = cli.concurrency.iter().copied().max().unwrap_or(1);
-    let baseline_stack = Stack::spawn(bin, TestDatabase::empty().await, Vec::new())?;
-    let current_stack = Stack::spawn(&wc_local(cli)?, TestDatabase::empty().await, Vec::new())?;
+    let baseline_stack = Stack::spawn(
+        bin,
+        TestDatabase::empty().await,
+        &cli.server_log,
+        Vec::new(),
+    )?;
+    let current_stack = Stack::spawn(
+        &wc_local(cli)?,
+        TestDatabase::empty().await,
+        &cli.server_log,
+        Vec::new(),
+    )?;
     let baseline_server = baseline_stack.paired_side(workers).await?;
     let current_server = current_stack.paired_side(workers).await?;
     for scenario in scenarios {
@@ -148,6 +178,44 @@ async fn against_baseline(cli: &Cli, bin: &Path, duration: Duration) -> anyhow::
     Ok(())
 }
 
+/// The file tools' scenarios on `stack`: `read_files_roundtrip` and
+/// `apply_text_edits_roundtrip` at each concurrency, `search_project_texts_vs_rg` once over a
+/// tree it generates in the project.
+async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> anyhow::Result<()> {
+    use wc_e2e::bench::{files, search};
+    let (base, token) = (&stack.server.base_url, &stack.server.token);
+    let (project, pool) = (&stack.project, stack.db.pool());
+    if wanted(cli, "read_files_roundtrip") {
+        files::prepare_read(&stack.root)?;
+        for &c in &cli.concurrency {
+            emit(&files::read_roundtrip(base, token, project, pool, c, duration).await?);
+        }
+    }
+    if wanted(cli, "search_project_texts_vs_rg") {
+        // Fail before spending time on the tree when rg is missing.
+        search::rg_version().await?;
+        let tree = search::generate(&stack.root.join(search::TREE_DIR))?;
+        let repetitions = if cli.quick { 5 } else { 11 };
+        emit(&search::against_rg(base, token, project, &tree, repetitions).await?);
+    }
+    if wanted(cli, "apply_text_edits_roundtrip") {
+        if !files::has_tool(base, token, "apply_text_edits").await? {
+            emit(&json!({
+                "scenario": "apply_text_edits_roundtrip",
+                "skipped": "this wc-local offers no apply_text_edits tool",
+            }));
+            return Ok(());
+        }
+        for &c in &cli.concurrency {
+            emit(
+                &files::edit_roundtrip(base, token, project, &stack.root, pool, c, duration)
+                    .await?,
+            );
+        }
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -158,6 +226,11 @@ async fn main() -> anyhow::Result<()> {
 
     let http = ["http_healthz", "mcp_tools_list", "mcp_runtime_status"];
     let runner = ["runner_roundtrip", "runner_soak", "runner_roundtrip_sqs"];
+    let file_tools = [
+        "read_files_roundtrip",
+        "search_project_texts_vs_rg",
+        "apply_text_edits_roundtrip",
+    ];
     let recorded = [
         "mcp_recorded_call",
         "sql_floor_recorded_call",
@@ -177,6 +250,7 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .chain(recorded.iter())
         .chain(runner.iter())
+        .chain(file_tools.iter())
         .chain(board_names.iter())
         .chain(["cold_start"].iter())
         .any(|n| wanted(&cli, n))
@@ -230,6 +304,10 @@ async fn main() -> anyhow::Result<()> {
             &wc_e2e::bench::runner::soak(&base, &token, &stack.project, stack.db.pool(), calls, 32)
                 .await?,
         );
+    }
+
+    if file_tools.iter().any(|n| wanted(&cli, n)) {
+        file_tool_scenarios(&cli, &stack, duration).await?;
     }
 
     // /healthz is measured whenever the MCP scenarios are, as their ratio's denominator.
