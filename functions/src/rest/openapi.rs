@@ -55,13 +55,18 @@ pub fn rest_input_schema(spec: &ToolSpec) -> Value {
     Value::Object(schema)
 }
 
-/// The body of `callRuntimeTool`: any tool name, and for each known tool its `arguments` must
-/// match that tool's input schema (`if`/`then` per tool; an unknown name is `unknown_tool`).
-/// `arguments` may be left out only when the tool requires none.
+/// The body of `callRuntimeTool`: any tool name; for each tool without a named operation its
+/// `arguments` must match that tool's input schema (`if`/`then` per tool; an unknown name is
+/// `unknown_tool`), and may be left out only when the tool requires none. Tools with a named
+/// operation are documented there: one `if`/`then` per tool of the whole surface is more than
+/// schema-driven clients and generators handle.
 fn call_schema(runtime: &Registry) -> Value {
+    // The arguments of each tool without an operation of its own; a tool with one is
+    // documented there (and any listed tool may be called here).
     let per_tool: Vec<Value> = runtime
         .specs()
         .iter()
+        .filter(|spec| !spec.meta.rest_operation)
         .map(|spec| {
             let input = Value::Object((*spec.input_schema).clone());
             let requires_something = ["required", "anyOf", "allOf"]

@@ -41,10 +41,10 @@ pub struct FileArg {
     /// Path relative to the project root.
     pub path: RelativePath,
     /// First line (default 1).
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 9007199254740991u64))]
     pub start_line: Option<u64>,
     /// Last line (default: the end of the file).
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 9007199254740991u64))]
     pub end_line: Option<u64>,
 }
 
