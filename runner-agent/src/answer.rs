@@ -5,13 +5,17 @@
 //! Invariant: an answer that breaks the protocol's bound never reaches the wire
 //! ([`outcome`] checks it), and every answer is built to stay within it ([`Budget`]).
 
+use std::future::Future;
 use std::io;
 use std::time::Instant;
 
 use serde::Serialize;
 use wc_runner_protocol::{
-    EditConflict, MAX_ANSWER_BYTES, OpErrorKind, RelativePath, Termination, WorkAnswer, WorkOutcome,
+    EditConflict, MAX_ANSWER_BYTES, OpErrorKind, RelativePath, Termination, WorkAnswer, WorkItem,
+    WorkOutcome,
 };
+
+use tracing::Instrument as _;
 
 use crate::exec;
 
@@ -58,6 +62,28 @@ impl From<Refusal> for Ended {
     fn from(r: Refusal) -> Self {
         Ended::Refused(r)
     }
+}
+
+/// Runs `work`, the answering of one `kind` work item, in a span naming the item, and logs how
+/// it ended: the one log line of every operation the runner answers itself.
+pub(crate) async fn traced(
+    kind: &'static str,
+    item: &WorkItem,
+    work: impl Future<Output = WorkOutcome>,
+) -> WorkOutcome {
+    let span =
+        tracing::info_span!("operation", kind, work_id = %item.work_id, project = %item.project);
+    let outcome = work.instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(
+            termination = ?outcome.termination,
+            error_kind = outcome.error_kind.map(OpErrorKind::as_str),
+            error = outcome.error.as_deref(),
+            duration_ms = outcome.duration_ms,
+            "{kind} work ended"
+        );
+    });
+    outcome
 }
 
 /// The outcome of an operation that started at `started` and ended as `ended`.

@@ -29,7 +29,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use tracing::Instrument as _;
 use wc_runner_protocol::{
     EditConflict, EditOp, OpErrorKind, Termination, WorkAnswer, WorkItem, WorkOutcome, WorkSpec,
 };
@@ -43,18 +42,7 @@ use crate::explore::{self, Failure, Stop};
 /// timeout is the item's. Never fails: a refusal is [`Termination::Rejected`] with an
 /// [`OpErrorKind`] and, about a file's content, an [`EditConflict`].
 pub async fn execute(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> WorkOutcome {
-    let span = tracing::info_span!("edit", work_id = %item.work_id, project = %item.project);
-    let outcome = run(item, host, cancel).instrument(span.clone()).await;
-    span.in_scope(|| {
-        tracing::info!(
-            termination = ?outcome.termination,
-            error_kind = outcome.error_kind.map(OpErrorKind::as_str),
-            error = outcome.error.as_deref(),
-            duration_ms = outcome.duration_ms,
-            "edit work ended"
-        );
-    });
-    outcome
+    answer::traced("edit", item, run(item, host, cancel)).await
 }
 
 async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> WorkOutcome {

@@ -33,7 +33,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use tracing::Instrument as _;
 use wc_runner_protocol::{
     EntryKind, ExploreOp, FileListAnswer, ListFilesOp, ListedFile, MAX_OUTPUT_BYTES_PER_STREAM,
     OpErrorKind, RelativePath, Termination, TrackedFilesAnswer, TrackedFilesOp, WorkAnswer,
@@ -62,20 +61,7 @@ pub async fn execute(
     cancel: watch::Receiver<bool>,
     policy: &StopPolicy,
 ) -> WorkOutcome {
-    let span = tracing::info_span!("explore", work_id = %item.work_id, project = %item.project);
-    let outcome = run(item, host, cancel, policy)
-        .instrument(span.clone())
-        .await;
-    span.in_scope(|| {
-        tracing::info!(
-            termination = ?outcome.termination,
-            error_kind = outcome.error_kind.map(OpErrorKind::as_str),
-            error = outcome.error.as_deref(),
-            duration_ms = outcome.duration_ms,
-            "explore work ended"
-        );
-    });
-    outcome
+    answer::traced("explore", item, run(item, host, cancel, policy)).await
 }
 
 async fn run(

@@ -26,7 +26,6 @@ pub(crate) mod status;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use tracing::Instrument as _;
 use wc_runner_protocol::{
     GitOp, MAX_OUTPUT_BYTES_PER_STREAM, OpErrorKind, RelativePath, Termination, WorkAnswer,
     WorkItem, WorkOutcome, WorkSpec,
@@ -63,20 +62,7 @@ pub async fn execute(
     cancel: watch::Receiver<bool>,
     policy: &StopPolicy,
 ) -> WorkOutcome {
-    let span = tracing::info_span!("git", work_id = %item.work_id, project = %item.project);
-    let outcome = run(item, host, identity, cancel, policy)
-        .instrument(span.clone())
-        .await;
-    span.in_scope(|| {
-        tracing::info!(
-            termination = ?outcome.termination,
-            error_kind = outcome.error_kind.map(OpErrorKind::as_str),
-            error = outcome.error.as_deref(),
-            duration_ms = outcome.duration_ms,
-            "git work ended"
-        );
-    });
-    outcome
+    answer::traced("git", item, run(item, host, identity, cancel, policy)).await
 }
 
 async fn run(

@@ -5,9 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use wc_domain::{ProjectId, RelativePath, SessionId};
-use wc_runner_protocol::{
-    ExploreOp, FileRange, FileRead, MAX_READ_FILES, ReadFilesOp, WorkAnswer, WorkSpec,
-};
+use wc_runner_protocol::{ExploreOp, FileRange, FileRead, ReadFilesOp, WorkAnswer, WorkSpec};
 
 use crate::auth::Scope;
 use crate::execution::operation;
@@ -79,13 +77,6 @@ pub fn spec() -> ToolSpec {
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let (_, target) =
         operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
-    if args.files.len() > MAX_READ_FILES {
-        return Err(crate::execution::invalid(
-            "/files",
-            "maxItems",
-            format!("read_files reads at most {MAX_READ_FILES} files per call"),
-        ));
-    }
     for (i, f) in args.files.iter().enumerate() {
         if let (Some(start), Some(end)) = (f.start_line, f.end_line)
             && end < start
