@@ -4,8 +4,9 @@
 //! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, so the kernel refuses, at any component,
 //! a `..` or a symlink that would leave the root (and every absolute symlink), while symlinks
 //! that stay inside work. A path is opened `O_PATH` first and its type read with `fstat`; only a
-//! regular file is then opened for reading, through `/proc/self/fd` of that very descriptor, so
-//! the file read is the file checked, and a device, FIFO or socket is never opened at all.
+//! regular file is then opened for reading, through that very descriptor's link in
+//! `/proc/self/fd` (opened once and checked to be procfs), so the file read is the file
+//! checked, and a device, FIFO or socket is never opened at all.
 //!
 //! Walks start at the root's `/proc/self/fd` path (the opened directory itself, whatever happens
 //! to the root's name meanwhile), and whatever they yield is opened through here again before
@@ -179,17 +180,20 @@ impl Root {
         }
     }
 
-    /// Opens an opened regular file for reading: the very file that was checked.
+    /// Opens an opened regular file for reading: the very file that was checked, reopened
+    /// through its descriptor's link in the verified `/proc/self/fd`.
     pub(crate) fn read(&self, opened: &Opened) -> io::Result<File> {
         if opened.kind() != EntryKind::File {
             return Err(io::Error::other("not a regular file"));
         }
-        let file = File::open(proc_path(&opened.fd))?;
-        let now = rustix::fs::fstat(&file)?;
-        if (now.st_dev, now.st_ino) != (opened.stat.st_dev, opened.stat.st_ino) {
-            return Err(io::Error::other("the file changed while it was opened"));
-        }
-        Ok(file)
+        let name = opened.fd.as_raw_fd().to_string();
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        Ok(File::from(rustix::fs::openat(
+            proc_fds()?,
+            name,
+            flags,
+            Mode::empty(),
+        )?))
     }
 
     /// The canonical project-relative path of an opened path (where its symlinks lead), or
@@ -271,6 +275,23 @@ impl Dir {
     }
 }
 
+/// This process's `/proc/self/fd`, opened once and checked to be procfs, so that a file
+/// reopened through it is the very file its descriptor holds.
+fn proc_fds() -> io::Result<&'static OwnedFd> {
+    static FDS: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+    if let Some(fds) = FDS.get() {
+        return Ok(fds);
+    }
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fds = rustix::fs::open("/proc/self/fd", flags, Mode::empty())?;
+    // PROC_SUPER_MAGIC (linux/magic.h).
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    if rustix::fs::fstatfs(&fds)?.f_type != PROC_SUPER_MAGIC {
+        return Err(io::Error::other("/proc/self/fd is not on procfs"));
+    }
+    Ok(FDS.get_or_init(|| fds))
+}
+
 fn proc_path(fd: &impl AsFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()))
 }
@@ -284,7 +305,7 @@ pub(crate) fn supported() -> bool {
         if opened.kind() != EntryKind::Directory {
             return Err(io::Error::other("/proc/self is not a directory"));
         }
-        Ok(())
+        proc_fds().map(|_| ())
     };
     match probe() {
         Ok(()) => true,
