@@ -12,33 +12,10 @@ use crate::ParseError;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RelativePath(String);
 
-/// Characters no path segment may hold: separators, `:`, C0 and C1 controls, DEL.
+/// Characters no path may hold: `\`, `:`, C0 and C1 controls, DEL.
 macro_rules! excluded {
     () => {
-        r"/\\:\u0000-\u001F\u007F-\u009F"
-    };
-}
-
-/// One segment that is not `..`: it starts with neither `.` nor `$lead`, or is `.`, or is
-/// `.` then a character other than `.`, or is `..` then at least one more character.
-macro_rules! segment {
-    ($lead:literal) => {
-        concat!(
-            "(?:[^.",
-            $lead,
-            excluded!(),
-            "][^",
-            excluded!(),
-            "]*",
-            "|\\.|\\.[^.",
-            excluded!(),
-            "][^",
-            excluded!(),
-            "]*",
-            "|\\.\\.[^",
-            excluded!(),
-            "]+)"
-        )
+        r"\\:\x00-\x1F\x7F-\x9F"
     };
 }
 
@@ -46,10 +23,12 @@ impl RelativePath {
     /// Longest path, in characters.
     pub const MAX_CHARS: usize = 1024;
 
-    /// The pattern of the JSON Schema, the same rule [`Self::parse`] checks: segments
-    /// separated by `/`, none `..`, the first not starting with `~`.
-    pub const PATTERN: &'static str =
-        concat!("^(?:", segment!("~"), "(?:/+", segment!(""), ")*/*)?$");
+    /// The pattern of the JSON Schema: no excluded character, and no leading `/` or `~`.
+    /// With [`Self::NOT_PATTERN`] it is the rule [`Self::parse`] checks.
+    pub const PATTERN: &'static str = concat!("^(?:[^/~", excluded!(), "][^", excluded!(), "]*)?$");
+
+    /// What the schema's `not` refuses: a `..` segment.
+    pub const NOT_PATTERN: &'static str = r"(^|/)\.\.(/|$)";
 
     /// Validates and normalizes `raw`.
     pub fn parse(raw: &str) -> Result<RelativePath, ParseError> {
@@ -103,7 +82,24 @@ impl RelativePath {
 
 text_newtype!(RelativePath);
 
-string_schema!(RelativePath, "maxLength": RelativePath::MAX_CHARS, "pattern": RelativePath::PATTERN);
+/// Inlined where it is used, as every string type's schema is.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for RelativePath {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RelativePath".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "maxLength": RelativePath::MAX_CHARS,
+            "pattern": RelativePath::PATTERN,
+            "not": { "type": "string", "pattern": RelativePath::NOT_PATTERN },
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -161,7 +157,9 @@ mod tests {
         #[test]
         fn the_schema_pattern_and_the_parser_agree(raw in "[a.~/:\\\\=\\x00\\x1f\\x7f\\u{85}é ]{0,10}") {
             let pattern = regex::Regex::new(RelativePath::PATTERN).unwrap();
-            proptest::prop_assert_eq!(pattern.is_match(&raw), RelativePath::parse(&raw).is_ok(), "{:?}", raw);
+            let not = regex::Regex::new(RelativePath::NOT_PATTERN).unwrap();
+            let schema_accepts = pattern.is_match(&raw) && !not.is_match(&raw);
+            proptest::prop_assert_eq!(schema_accepts, RelativePath::parse(&raw).is_ok(), "{:?}", raw);
         }
     }
 }

@@ -13,7 +13,7 @@ impl ProjectId {
     /// Longest id, in characters.
     pub const MAX_CHARS: usize = 300;
     /// The pattern of the JSON Schema: at least one character, none a control character.
-    pub const PATTERN: &'static str = r"^[^\u0000-\u001F\u007F-\u009F]+$";
+    pub const PATTERN: &'static str = r"^[^\x00-\x1F\x7F-\x9F]+$";
     const PREFIX: &'static str = "agent:";
 
     /// Accepts 1-300 characters with no control character (C0, DEL, C1).
@@ -44,7 +44,7 @@ impl ProjectId {
 
 text_newtype!(ProjectId);
 
-string_schema!(ProjectId, "minLength": 1, "maxLength": ProjectId::MAX_CHARS, "pattern": ProjectId::PATTERN);
+string_schema!(ProjectId, "maxLength": ProjectId::MAX_CHARS, "pattern": ProjectId::PATTERN);
 
 #[cfg(test)]
 mod tests {

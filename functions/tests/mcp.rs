@@ -451,10 +451,18 @@ async fn the_full_listing_fits_in_100_kb() {
     for version in VERSIONS {
         let r = tools_list(&st, version, Some(&key)).await;
         assert_eq!(r.status, StatusCode::OK);
+        let mut sizes: Vec<(usize, String)> = r.result()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t.to_string().len(), t["name"].to_string()))
+            .collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
         assert!(
             r.bytes.len() <= 100 * 1024,
-            "{version}: {} bytes",
-            r.bytes.len()
+            "{version}: {} bytes; the largest tools: {:?}",
+            r.bytes.len(),
+            &sizes[..8.min(sizes.len())]
         );
         assert_eq!(
             tool_names(r.result()).len(),

@@ -8,7 +8,7 @@ use wc_runner_protocol::{Termination, WorkOutcome};
 use super::ExecState;
 
 /// What the caller declared before execution.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultExpectation {
     /// Ordinary success is required (exit 0, or an accepted exit code).
@@ -18,6 +18,18 @@ pub enum ResultExpectation {
     Failure,
     /// Either completed result is fine (the process ran and exited).
     Observe,
+}
+
+/// A plain string enum: every field that takes one says what the values mean, so listings do
+/// not repeat a description per value in every execution tool.
+impl JsonSchema for ResultExpectation {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ResultExpectation".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": ["success", "failure", "observe"] })
+    }
 }
 
 /// The expectation and how the outcome compares with it.

@@ -375,7 +375,10 @@ impl ToolSpec {
         F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
     {
-        let input_schema = schema_for::<A>();
+        let mut input_schema = schema_for::<A>();
+        // The arguments struct's own doc ("Arguments of `x`") repeats the tool's name: the
+        // tool's description says what it takes, the properties say the rest.
+        input_schema.remove("description");
         let output_schema = schema_for::<O>();
         let handler = Arc::new(handler);
         let erased: Handler = Arc::new(move |ctx: ToolContext, args: Value| {

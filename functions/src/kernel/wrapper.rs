@@ -164,14 +164,14 @@ fn schema_of<T: JsonSchema>() -> Value {
 
 fn all_schema_properties() -> Map<String, Value> {
     let mut recording = schema_of::<SessionId>();
-    recording["description"] = "Workflow Session to record this call in (wrapper metadata).".into();
+    recording["description"] = "Session to record this call in.".into();
     match json!({
         "recording_session_id": recording,
         "ack_session_message_ids": {
             "type": "array",
             "maxItems": MAX_ACK_IDS,
             "items": schema_of::<MessageId>(),
-            "description": "ACK-required session messages this request acknowledges (wrapper metadata)."
+            "description": "Session messages this call acknowledges."
         },
         "context_request": {
             "type": "object",
@@ -183,7 +183,7 @@ fn all_schema_properties() -> Map<String, Value> {
                 }
             },
             "additionalProperties": false,
-            "description": "Context material to project after the call (wrapper metadata)."
+            "description": "Materials to add to the result."
         }
     }) {
         Value::Object(m) => m,

@@ -135,11 +135,16 @@ fn listed_result_schema(spec: &ToolSpec) -> Map<String, Value> {
 
 fn render(spec: &ToolSpec, era: Era) -> Tool {
     let m = &spec.meta;
+    // Hints are listed where they differ from the protocol's defaults (readOnly false,
+    // destructive true, idempotent false, openWorld true), which say the rest. The 2026-07-28
+    // contract reads the tool's own `title`; earlier clients may read only the annotation's.
     let mut annotations = ToolAnnotations::default();
-    annotations.title = Some(m.title.to_owned());
-    annotations.read_only_hint = Some(m.read_only);
-    annotations.destructive_hint = Some(!m.read_only && m.consequential);
-    annotations.idempotent_hint = Some(m.read_only);
+    if era == Era::Legacy {
+        annotations.title = Some(m.title.to_owned());
+    }
+    annotations.read_only_hint = m.read_only.then_some(true);
+    annotations.destructive_hint = (!m.read_only && !m.consequential).then_some(false);
+    annotations.idempotent_hint = m.read_only.then_some(true);
     annotations.open_world_hint = Some(false);
     Tool::new_with_raw(
         m.name,

@@ -28,10 +28,7 @@ pub struct Args {
     pub path: Option<RelativePath>,
     /// Only files matching this glob (gitignore syntax relative to the root, e.g. `*.rs`; a
     /// leading `!` excludes).
-    #[schemars(
-        length(min = 1, max = 256),
-        regex(pattern = r"^[^\u0000-\u001F\u007F]*$")
-    )]
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\x00-\x1F\x7F]*$"))]
     pub glob: Option<String>,
     /// List hidden files and directories too (default false). `.gitignore`d files are never
     /// listed.

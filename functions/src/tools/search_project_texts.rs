@@ -35,10 +35,7 @@ pub struct Args {
     pub case_sensitive: Option<bool>,
     /// Only files matching this glob (gitignore syntax relative to the root, e.g. `*.rs` or
     /// `src/**/*.ts`; a leading `!` excludes).
-    #[schemars(
-        length(min = 1, max = 256),
-        regex(pattern = r"^[^\u0000-\u001F\u007F]*$")
-    )]
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\x00-\x1F\x7F]*$"))]
     pub glob: Option<String>,
     /// Directory or file to search, relative to the project root (default: the root).
     pub path: Option<RelativePath>,
