@@ -73,6 +73,10 @@ pub enum ErrorKind {
     /// The runner stopped reporting while the execution was in its hands; the outcome is
     /// unknown and it is never run again by itself.
     Lost,
+    /// A `cargo_test` with `require_tests`/`min_tests` exited successfully, but its output
+    /// does not prove that many tests ran (`observed_tests`, `min_tests`): an evidence gap,
+    /// not a test failure.
+    TestCountNotProven,
     /// The path leads outside the project root (through a symlink, or an absolute
     /// symlink); nothing outside the root is ever read or written.
     PathOutsideRoot,
@@ -169,6 +173,7 @@ impl ErrorKind {
             ErrorKind::TimedOut => "timed_out",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Lost => "lost",
+            ErrorKind::TestCountNotProven => "test_count_not_proven",
             ErrorKind::RateLimited => "rate_limited",
             ErrorKind::QueueFull => "queue_full",
             ErrorKind::PathOutsideRoot => "path_outside_root",
@@ -210,6 +215,7 @@ impl ErrorKind {
                 | ErrorKind::TimedOut
                 | ErrorKind::Cancelled
                 | ErrorKind::Lost
+                | ErrorKind::TestCountNotProven
         )
     }
 
@@ -241,6 +247,7 @@ impl ErrorKind {
             ErrorKind::TimedOut => "timeout",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Lost => "outcome_unknown",
+            ErrorKind::TestCountNotProven => "execution_failed",
             ErrorKind::RateLimited | ErrorKind::QueueFull => "limited",
             ErrorKind::PathOutsideRoot => "invalid_request",
             ErrorKind::PathNotFound => "not_found",
@@ -296,6 +303,7 @@ impl ErrorKind {
             ErrorKind::TimedOut => "raise_timeout_or_run_job",
             ErrorKind::Cancelled => "check_state",
             ErrorKind::Lost => "check_state",
+            ErrorKind::TestCountNotProven => "read_output",
             ErrorKind::RateLimited | ErrorKind::QueueFull => "retry_later",
             ErrorKind::PathOutsideRoot => "fix_arguments",
             ErrorKind::PathNotFound => "check_target",
@@ -354,7 +362,8 @@ impl ErrorKind {
             | ErrorKind::KilledBySignal
             | ErrorKind::TimedOut
             | ErrorKind::Cancelled
-            | ErrorKind::Lost => 200,
+            | ErrorKind::Lost
+            | ErrorKind::TestCountNotProven => 200,
             ErrorKind::RateLimited => 429,
             ErrorKind::QueueFull => 429,
             ErrorKind::PathOutsideRoot => 400,
@@ -385,7 +394,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 55] = [
+    pub const ALL: [ErrorKind; 56] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -415,6 +424,7 @@ impl ErrorKind {
         ErrorKind::TimedOut,
         ErrorKind::Cancelled,
         ErrorKind::Lost,
+        ErrorKind::TestCountNotProven,
         ErrorKind::RateLimited,
         ErrorKind::QueueFull,
         ErrorKind::PathOutsideRoot,

@@ -29,6 +29,7 @@ use crate::exec::{self, OutputPiece, StopPolicy};
 use crate::explore;
 use crate::git;
 use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
+use crate::validate;
 
 /// How far the agent is asked to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -615,6 +616,9 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
                 WorkSpec::Git(_) => {
                     drop(out_tx);
                     git::execute(&item, &host, &identity, cancel_rx, &policy).await
+                }
+                WorkSpec::Validate(_) => {
+                    validate::execute(&item, &host, cancel_rx, out_tx, &policy).await
                 }
                 _ => exec::execute(&item, &host, cancel_rx, out_tx, &policy).await,
             }

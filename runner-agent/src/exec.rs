@@ -197,7 +197,7 @@ async fn run(
             script_file = Some(file);
             (interpreter, find(interpreter), all)
         }
-        WorkSpec::Explore(_) | WorkSpec::Edit(_) => {
+        WorkSpec::Explore(_) | WorkSpec::Edit(_) | WorkSpec::Validate(_) => {
             return not_started(
                 started,
                 Termination::Rejected,

@@ -18,3 +18,4 @@ pub mod git;
 pub mod program;
 pub mod sandbox;
 pub mod sqs;
+pub mod validate;

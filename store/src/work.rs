@@ -184,11 +184,11 @@ fn from_row(r: &Row) -> WorkRow {
     }
 }
 
-/// The `execution_finished` event of work that has just ended, given its row as written, or
-/// `None` to append nothing. The caller prepares it (redaction included); the store appends it
+/// The `execution_finished` event of work that has just ended, given its row as written and
+/// the runner's answer when it gave one, or `None` to append nothing. The caller prepares it (redaction included); the store appends it
 /// to the work's session in the transaction that ends the work, so the evidence lands exactly
 /// once, with the fact, whoever reads the work later.
-pub type EvidenceOf<'a> = &'a (dyn Fn(&WorkRow) -> Option<NewEvent> + Send + Sync);
+pub type EvidenceOf<'a> = &'a (dyn Fn(&WorkRow, Option<&Value>) -> Option<NewEvent> + Send + Sync);
 
 /// Appends the terminal evidence of each of `ended` (rows just moved to a terminal state in
 /// the transaction of `tx`) to its session through the one ledger path. A session that is no
@@ -197,13 +197,14 @@ pub type EvidenceOf<'a> = &'a (dyn Fn(&WorkRow) -> Option<NewEvent> + Send + Syn
 pub(crate) async fn append_terminal_evidence(
     tx: &impl GenericClient,
     ended: &[WorkRow],
+    answer: Option<&Value>,
     evidence: EvidenceOf<'_>,
 ) -> Result<(), StoreError> {
     for row in ended {
         let Some(session_id) = &row.session_id else {
             continue;
         };
-        let Some(event) = evidence(row) else {
+        let Some(event) = evidence(row, answer) else {
             continue;
         };
         sessions::append(tx, session_id, std::slice::from_ref(&event), true).await?;
@@ -676,6 +677,39 @@ pub async fn append_output(
     })
 }
 
+/// A Workflow Session's open work as of now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenWork {
+    /// Queued or running.
+    pub active: i64,
+    /// Running with an expired lease: the runner stopped reporting (the reaper ends it `lost`).
+    pub recovering: i64,
+    /// Asked to stop and not ended yet.
+    pub stopping: i64,
+}
+
+/// The open work of `session`: every one of its queued and running items (at most the
+/// open-work limits), counted.
+pub async fn open_in_session(
+    client: &impl GenericClient,
+    session: &SessionId,
+) -> Result<OpenWork, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT count(*) AS active, \
+                    count(*) FILTER (WHERE state = 'leased' AND lease_expires_at <= now()) AS recovering, \
+                    count(*) FILTER (WHERE cancel_requested_at IS NOT NULL) AS stopping \
+             FROM runner_work WHERE session_id = $1 AND state IN ('queued', 'leased')",
+        )
+        .await?;
+    let row = client.query_one(&stmt, &[session]).await?;
+    Ok(OpenWork {
+        active: row.get("active"),
+        recovering: row.get("recovering"),
+        stopping: row.get("stopping"),
+    })
+}
+
 /// The work and, once it has ended, the answer the runner gave (work it executes itself
 /// answers; every other work has none). Read only by the call that waits for the answer.
 pub async fn get_answered(
@@ -765,7 +799,7 @@ pub async fn finish(
     let over: i64 = row.get("over");
     let report = if row.get::<_, Option<Uuid>>("id").is_some() {
         let ended = from_row(&row);
-        append_terminal_evidence(&tx, std::slice::from_ref(&ended), evidence).await?;
+        append_terminal_evidence(&tx, std::slice::from_ref(&ended), answer, evidence).await?;
         Report::Accepted(ended.state)
     } else {
         match current {
@@ -796,7 +830,7 @@ pub async fn reap_expired(
         ))
         .await?;
     let ended: Vec<WorkRow> = tx.query(&stmt, &[]).await?.iter().map(from_row).collect();
-    append_terminal_evidence(&tx, &ended, evidence).await?;
+    append_terminal_evidence(&tx, &ended, None, evidence).await?;
     tx.commit().await?;
     Ok(ended.iter().map(|w| w.id).collect())
 }
@@ -824,7 +858,7 @@ pub(crate) async fn lose_replaced(
         .iter()
         .map(from_row)
         .collect();
-    append_terminal_evidence(tx, &ended, evidence).await?;
+    append_terminal_evidence(tx, &ended, None, evidence).await?;
     Ok(ended.iter().map(|w| w.id).collect())
 }
 
@@ -883,7 +917,7 @@ pub async fn request_cancel(
     let after = if row.get::<_, Option<Uuid>>("id").is_some() {
         let changed = from_row(&row);
         if changed.state == WorkState::Cancelled {
-            append_terminal_evidence(&tx, std::slice::from_ref(&changed), evidence).await?;
+            append_terminal_evidence(&tx, std::slice::from_ref(&changed), None, evidence).await?;
         }
         Some(changed.state)
     } else {

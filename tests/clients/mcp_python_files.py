@@ -11,7 +11,8 @@ walks the crate the way a coding client does: project_overview, list_project_fil
 search_project_texts, read_files (noting the sha256), then apply_text_edits with that hash
 after the file was changed behind the session's back (refused sha256_mismatch with the current
 hash), the retry with the current hash, the handoff brief (workspace observed, progress
-needs_validation), git_diff, git_commit and git_log. One read through the symlink that leads
+needs_validation), cargo_test and validation_summary (the brief then ready_to_continue; a count
+the output cannot prove refused test_count_not_proven), git_diff, git_commit and git_log. One read through the symlink that leads
 outside the root is refused path_outside_root. Consecutive HTTP requests alternate between
 the instances; the runner is connected to the first only.
 """
@@ -211,6 +212,41 @@ class FilesFlow:
             progress = brief.get("progress") or {}
             self.check(progress.get("state") == "needs_validation", f"progress: {short(progress)}")
 
+            # cargo_test proves the change: its counts, the session's validation summary, and a
+            # brief that may now continue.
+            tested = await self.ok(c, "cargo_test", {"session_id": sid, "require_tests": True})
+            v = tested.get("validation") or {}
+            self.check(
+                (v.get("outcome"), v.get("passed"), v.get("complete")) == ("passed", True, True),
+                f"cargo_test validation: {short(v)}",
+            )
+            self.check(v.get("tests") == {"passed": 1, "failed": 0, "ignored": 0}, f"cargo_test counts: {short(v)}")
+            self.check(
+                v.get("count_assertion") == {"min_tests": 1, "observed_tests": 1, "met": True},
+                f"cargo_test count assertion: {short(v)}",
+            )
+            summary = await self.ok(c, "validation_summary", {"session_id": sid})
+            self.check(summary.get("status") == "passed", f"validation_summary: {short(summary)}")
+            latest = summary.get("latest") or {}
+            self.check(
+                (latest.get("tool"), latest.get("job_id")) == ("cargo_test", tested.get("job_id")),
+                f"validation_summary latest: {short(latest)}",
+            )
+            self.check(
+                summary.get("validation_delta") == {"status": "unavailable", "reason_code": "no_previous_validation"},
+                f"validation_delta: {short(summary)}",
+            )
+            brief = await self.handoff(c, sid)
+            self.check((brief.get("validation") or {}).get("status") == "passed", f"validation: {short(brief)}")
+            progress = brief.get("progress") or {}
+            self.check(progress.get("state") == "ready_to_continue", f"progress: {short(progress)}")
+            unproven = await self.call(
+                c, "cargo_test", {"session_id": sid, "test_filter": "no_such_test", "min_tests": 1}
+            )
+            self.check(unproven.is_error is True, f"an unproven count: isError={unproven.is_error}")
+            err = tool_refused(unproven, "test_count_not_proven", "cargo_test min_tests 1, no test run")
+            self.check(err.get("observed_tests") == 0, f"observed_tests: {short(err)}")
+
             # git_diff: the one change against what is committed (the intermediate text was never
             # staged).
             diff = await self.ok(c, "git_diff", {"session_id": sid})
@@ -277,7 +313,7 @@ async def main() -> int:
     if len(args.instance) < 2:
         parser.error("give --instance twice: the flow alternates between two servers")
     flow = FilesFlow(args.instance, args.token, args.project_id, args.root)
-    name = "file tools: explore, stale edit refused, retry, handoff, diff, commit, log, escape refused"
+    name = "file tools: explore, stale edit refused, retry, handoff, cargo_test, validation_summary, diff, commit, log, escape refused"
     start = time.monotonic()
     try:
         note = await flow.run()

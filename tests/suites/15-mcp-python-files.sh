@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The file tools through the official Python SDK (mcp==2.3.0, Streamable HTTP): a small Rust
 # crate in a Git repository is served by wc-local's embedded runner (`--project`), and one
-# Workflow Session explores it, edits it past a stale hash, diffs, commits and reads its log,
+# Workflow Session explores it, edits it past a stale hash, validates it with cargo_test, diffs,
+# commits and reads its log,
 # each request on one of two instances sharing the database. The checks are in
 # tests/clients/mcp_python_files.py.
 #
@@ -20,9 +21,9 @@ PY="${WC_PYTHON:-$SUITE_ROOT/.tools/venv/bin/python}"
 repo="$SUITE_TMP/crate"
 mkdir -p "$repo/src/util" "$repo/target/debug" "$repo/assets"
 printf '[package]\nname = "demo"\nversion = "0.1.0"\nedition = "2021"\n' >"$repo/Cargo.toml"
-printf '/target\n' >"$repo/.gitignore"
+printf '/target\n/Cargo.lock\n' >"$repo/.gitignore"
 printf 'pub mod util;\n\npub fn answer() -> u32 {\n    42\n}\n' >"$repo/src/lib.rs"
-printf 'pub fn double(x: u32) -> u32 {\n    x * 2\n}\n' >"$repo/src/util/mod.rs"
+printf 'pub fn double(x: u32) -> u32 {\n    x * 2\n}\n\n#[test]\nfn doubles() {\n    assert_eq!(double(2), 4);\n}\n' >"$repo/src/util/mod.rs"
 printf 'answer ignored\n' >"$repo/target/debug/build.log"
 printf '\x89PNG\0\0\0binary answer' >"$repo/assets/logo.bin"
 ln -s /etc "$repo/escape"

@@ -10,6 +10,7 @@
 pub mod classify;
 pub mod instructions;
 pub mod operation;
+pub mod validation;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -287,6 +288,9 @@ pub struct Request {
     pub accepted_exit_codes: AcceptedExitCodes,
     /// Caller's purpose (evidence metadata only).
     pub purpose: Option<String>,
+    /// `cargo_test`'s count assertion: the fewest tests the run must prove ran. Stored with
+    /// the work, evaluated when it ends; never part of the validation's identity.
+    pub min_tests: Option<u64>,
 }
 
 /// Validates the request as the runner will, then queues it with its evidence in one
@@ -347,12 +351,15 @@ async fn submit_as(
     crate::redaction::redact_json(&mut purpose);
     // The queuing invocation travels with the work: its end, recorded later by whoever ends
     // it, is evidence of the same call.
-    let expectation = json!({
+    let mut expectation = json!({
         "result_expectation": req.expectation,
         "accepted_exit_codes": req.accepted_exit_codes,
         "purpose": purpose,
         "invocation_id": ctx.invocation_id,
     });
+    if let Some(min) = req.min_tests {
+        expectation["min_tests"] = json!(min);
+    }
     let queue = match ctx.deps.config.runner_sqs_queues.get(&target.client_id) {
         Some(url) => QueueRoute::Sqs {
             queue_url: url.clone(),
@@ -759,7 +766,7 @@ pub fn settle(out: ExecOutput) -> Result<ExecOutput, ToolError> {
 }
 
 /// How `out` failed, when it did.
-fn failure(out: &ExecOutput) -> Option<ToolError> {
+pub fn failure(out: &ExecOutput) -> Option<ToolError> {
     let reason = || {
         out.error
             .clone()
@@ -827,8 +834,9 @@ fn failure(out: &ExecOutput) -> Option<ToolError> {
 /// its session in the transaction that ends it (the runner's result, the reaper's `lost`, a
 /// replaced instance's `lost`, a stop of queued work), so the evidence lands once, with the
 /// fact. Bounded metadata only, never stdout/stderr bodies; redacted here, before the store
-/// sees it. `None` for work outside a session or not yet ended.
-pub fn terminal_evidence(row: &WorkRow) -> Option<NewEvent> {
+/// sees it. Validate work adds what its run proved (`validation`, from the runner's
+/// `answer`). `None` for work outside a session or not yet ended.
+pub fn terminal_evidence(row: &WorkRow, answer: Option<&Value>) -> Option<NewEvent> {
     if row.session_id.is_none() || !row.is_terminal() {
         return None;
     }
@@ -848,6 +856,9 @@ pub fn terminal_evidence(row: &WorkRow) -> Option<NewEvent> {
         "expectation": out.expectation,
         "purpose": out.purpose,
     });
+    if let Some(facts) = validation::facts(row, answer) {
+        payload["validation"] = validation::ledger_value(facts);
+    }
     crate::redaction::redact_json(&mut payload);
     // The runner, the reaper or a stop ends work, not a tool call: the event belongs to the
     // invocation that queued it (work queued before that was stored is its own invocation).
@@ -948,12 +959,23 @@ pub async fn run_sync(
     session: Option<&Arc<SessionRow>>,
     req: Request,
 ) -> Result<ExecOutput, ToolError> {
+    let (row, _) = run_waited(ctx, target, session, req).await?;
+    settle(view(ctx, &row, row.is_terminal()).await?)
+}
+
+/// Queues `req` and waits for its end up to the configured wait: the row as it then is, and
+/// the runner's answer once it has ended with one.
+pub async fn run_waited(
+    ctx: &ToolContext,
+    target: &Target,
+    session: Option<&Arc<SessionRow>>,
+    req: Request,
+) -> Result<(WorkRow, Option<Value>), ToolError> {
     let id = Uuid::now_v7();
     // Registered before the work exists: its end cannot be announced before we listen.
     let waiter = ctx.deps.wake.on_done(id);
     submit_as(ctx, id, target, session, req).await?;
-    let (row, _) = wait_with(ctx, id, waiter, ctx.deps.config.exec_wait, true).await?;
-    settle(view(ctx, &row, row.is_terminal()).await?)
+    wait_with(ctx, id, waiter, ctx.deps.config.exec_wait, true).await
 }
 
 /// The timeout of a call: the argument, else the default; bounded by the protocol.

@@ -64,6 +64,7 @@ pub async fn run(
         expectation: ResultExpectation::default(),
         accepted_exit_codes: Default::default(),
         purpose: None,
+        min_tests: None,
     };
     let id = Uuid::now_v7();
     let waiter = ctx.deps.wake.on_done(id);
@@ -138,6 +139,7 @@ fn op_name(spec: &WorkSpec) -> Option<&'static str> {
         WorkSpec::Explore(op) => Some(op.name()),
         WorkSpec::Edit(op) => Some(op.name()),
         WorkSpec::Git(op) => Some(op.name()),
+        WorkSpec::Validate(op) => Some(op.name()),
         WorkSpec::Process { .. } | WorkSpec::Shell { .. } | WorkSpec::Script { .. } => None,
     }
 }

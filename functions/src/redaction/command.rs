@@ -242,6 +242,9 @@ pub(super) fn innocent_key(name: &str) -> bool {
         "passage",
         "surpass",
         "passport",
+        // Test counts (`passed`, `passed_delta`) and verdicts name no password.
+        "passed",
+        "passes",
     ];
     if !NOT_SECRETS.iter().any(|w| lower.contains(w)) {
         return false;

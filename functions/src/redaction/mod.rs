@@ -506,7 +506,9 @@ mod tests {
             "instruction": "use token=abcdef123456 please",
             "nested": [{"password": "pw-value-1"}, {"note": "fine"}],
             "api_key": 12345678,
-            "enabled": true
+            "enabled": true,
+            "tests": {"passed": 7, "passed_delta": -1},
+            "passes_password": "pw-value-2"
         });
         redact_json(&mut v);
         let s = v.to_string();
@@ -514,7 +516,13 @@ mod tests {
             !s.contains("abcdef123456") && !s.contains("pw-value-1") && !s.contains("12345678"),
             "{s}"
         );
+        assert!(!s.contains("pw-value-2"), "{s}");
         assert!(s.contains("fine") && s.contains("\"enabled\":true"), "{s}");
+        // A count of passed tests is not a password.
+        assert_eq!(
+            v["tests"],
+            serde_json::json!({"passed": 7, "passed_delta": -1})
+        );
     }
 
     /// The texts the tests above use, secret and ordinary.

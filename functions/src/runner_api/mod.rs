@@ -449,8 +449,15 @@ async fn result(
     // The answer is stored apart from the outcome (which stays small for every other read).
     let answer = outcome.answer.take();
     if let Some(answer) = &answer {
-        if terminal != wc_domain::WorkState::Succeeded {
-            return Err(invalid("only work that succeeded carries an answer"));
+        // A validation is answered whatever its exit status; other work only on success.
+        let answerable = match answer {
+            proto::WorkAnswer::Validate(_) => outcome.termination == proto::Termination::Exited,
+            _ => terminal == wc_domain::WorkState::Succeeded,
+        };
+        if !answerable {
+            return Err(invalid(
+                "only work that succeeded (or a validation that exited) carries an answer",
+            ));
         }
         answer
             .validate()

@@ -12,7 +12,7 @@ use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-use crate::workflow::evidence::{self, Evidence};
+use crate::workflow::evidence::Evidence;
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::mutation;
@@ -101,7 +101,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     })
     .await?;
     let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
-    let (_, validation) = evidence::unobserved(false, true);
+    let validation = evidence.validation(true);
     Ok(Output {
         session_id: session.id.clone(),
         project: session.project.clone(),

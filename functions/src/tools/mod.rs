@@ -35,6 +35,8 @@ mod session_summary;
 mod start_session;
 mod stop_job;
 mod update_session_context;
+mod validate;
+mod validation_summary;
 mod work_on_project;
 
 use crate::kernel::spec::ToolSpec;
@@ -71,6 +73,13 @@ pub fn all() -> Vec<ToolSpec> {
         git_diff::spec(),
         git_log::spec(),
         git_commit::spec(),
+        validate::cargo_check(),
+        validate::cargo_test(),
+        validate::cargo_fmt(),
+        validate::cargo_clippy(),
+        validate::go_test(),
+        validate::pytest(),
+        validation_summary::spec(),
         list_runners::spec(),
         post_session_message::spec(),
         list_session_messages::spec(),

@@ -65,10 +65,7 @@ pub struct Args {
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
-    #[schemars(
-        length(max = 200),
-        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
-    )]
+    #[schemars(length(max = 200), regex(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$"))]
     pub purpose: Option<String>,
     /// Workflow Session whose execution defaults apply and whose ledger records the job.
     pub session_id: Option<SessionId>,
@@ -80,7 +77,7 @@ pub fn spec() -> ToolSpec {
         ToolMeta {
             name: "run_job",
             title: "Run job",
-            description: "Start shell text (command) or a program (argv) as a background job in a project on its build host; returns job_id at once. Follow it with job_status, job_log and stop_job.",
+            description: "Start shell text (command) or a program (argv), exactly one of them, as a background job in a project on its build host; returns job_id at once. Follow it with job_status, job_log and stop_job.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
             read_only: false,
@@ -145,6 +142,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         expectation: args.result_expectation.unwrap_or_default(),
         accepted_exit_codes: args.accepted_exit_codes.unwrap_or_default(),
         purpose: args.purpose,
+        min_tests: None,
     };
     let row = execution::submit(&ctx, &target, session.as_ref(), req).await?;
     execution::view(&ctx, &row, false).await

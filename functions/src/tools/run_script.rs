@@ -49,10 +49,7 @@ pub struct Args {
     /// What result you expect: `success` (default), `failure` or `observe`.
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
-    #[schemars(
-        length(max = 200),
-        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
-    )]
+    #[schemars(length(max = 200), regex(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$"))]
     pub purpose: Option<String>,
     /// Workflow Session whose execution defaults apply and whose ledger records the run.
     pub session_id: Option<SessionId>,
@@ -110,6 +107,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
         expectation: args.result_expectation.unwrap_or_default(),
         accepted_exit_codes: args.accepted_exit_codes.unwrap_or_default(),
         purpose: args.purpose,
+        min_tests: None,
     };
     execution::run_sync(&ctx, &target, session.as_ref(), req).await
 }

@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-use crate::workflow::evidence::{self, Evidence};
+use crate::workflow::evidence::Evidence;
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::handoff::WorkspaceEvidence;
 
@@ -75,7 +75,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         session.message_observation_revision,
     );
     let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
-    let (_, validation) = evidence::unobserved(false, args.include_validation.unwrap_or(true));
+    let validation = evidence.validation(args.include_validation.unwrap_or(true));
     let workspace = if args.include_workspace.unwrap_or(true) {
         crate::execution::operation::workspace(&ctx, &session.project).await
     } else {

@@ -162,7 +162,10 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         Some(session) => {
             // Snapshot before the new instruction, so the feedback describes the previous attempt.
             let before = Evidence::load(&ctx.deps.pool, &session.id).await?;
-            let (workspace, validation) = evidence::unobserved(true, true);
+            let (workspace, validation) = (
+                evidence::unobserved_workspace(true),
+                before.validation(true),
+            );
             let feedback = before.feedback(
                 Some(ctx.invocation_id),
                 &workspace,
@@ -200,6 +203,8 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 retained_from_seq: 1,
                 workspace: &crate::workflow::handoff::WorkspaceEvidence::NotRequested,
                 validation: &crate::workflow::handoff::ValidationEvidence::NotRequested,
+                jobs: Default::default(),
+                open_risks: 0,
                 exploration_limit: ExplorationLimit::Standard,
             });
             (row, "created", fresh.to_json())

@@ -9,6 +9,7 @@ use super::excerpt::SourceText;
 use super::feedback::{self, ContinuationFeedback, ExplorationLimit, FeedbackInput, LedgerEvent};
 use super::handoff::{self, BriefInput, CollaborationCounts, HandoffBrief, JobCounts};
 use super::handoff::{ValidationEvidence, WorkspaceEvidence};
+use super::validation;
 use crate::result::{ErrorKind, ToolError};
 
 /// Kind of the event that opens an attempt.
@@ -23,6 +24,8 @@ pub struct Evidence {
     pub events: Vec<EventRow>,
     /// The message board's counts.
     pub board: wc_store::board::BoardCounts,
+    /// The session's open work.
+    pub work: wc_store::work::OpenWork,
 }
 
 impl Evidence {
@@ -32,10 +35,11 @@ impl Evidence {
         id: &wc_domain::SessionId,
     ) -> Result<Evidence, ToolError> {
         match wc_store::evidence::snapshot(pool, id).await? {
-            Some((session, events, board)) => Ok(Evidence {
+            Some((session, events, board, work)) => Ok(Evidence {
                 session,
                 events,
                 board,
+                work,
             }),
             None => Err(ToolError::new(
                 ErrorKind::UnknownSessionId,
@@ -91,8 +95,29 @@ impl Evidence {
             retained_from_seq: self.session.retained_from_seq,
             workspace,
             validation,
+            jobs: self.jobs(),
+            open_risks: open_risks(&ledger),
             exploration_limit: limit,
         })
+    }
+
+    /// The session's validation: projected from its retained ledger when `include`, else
+    /// `not_requested` (never shown as `not_run`).
+    pub fn validation(&self, include: bool) -> ValidationEvidence {
+        if !include {
+            return ValidationEvidence::NotRequested;
+        }
+        validation::project(&self.ledger(None)).evidence()
+    }
+
+    /// Job attention over all of the session's open work.
+    pub fn jobs(&self) -> JobCounts {
+        let n = |c: i64| u64::try_from(c).unwrap_or(0);
+        JobCounts {
+            active: n(self.work.active),
+            recovering: n(self.work.recovering),
+            blocking: n(self.work.stopping),
+        }
     }
 
     /// The version-1 handoff brief.
@@ -115,13 +140,13 @@ impl Evidence {
             workspace,
             validation,
             recent_files: &recent_files,
-            jobs: JobCounts::default(),
+            jobs: self.jobs(),
             collaboration: CollaborationCounts {
                 open_questions: self.board.open_questions.max(0) as u64,
                 open_todos: self.board.open_todos.max(0) as u64,
                 unresolved_ack_required: self.board.open_ack_required.max(0) as u64,
             },
-            open_risks: 0,
+            open_risks: open_risks(&self.ledger(None)),
             attempt_boundary_evicted: self.boundary_evicted(),
             snapshot_changed,
         })
@@ -173,24 +198,52 @@ pub fn path_facts<'a>(key: &str, paths: impl Iterator<Item = &'a Value>) -> Map<
     facts
 }
 
-/// Workspace and validation evidence until a runner can observe them: requested ones are
-/// honestly unavailable, unrequested ones are reported as not requested.
-pub fn unobserved(
-    include_workspace: bool,
-    include_validation: bool,
-) -> (WorkspaceEvidence, ValidationEvidence) {
-    (
-        if include_workspace {
-            WorkspaceEvidence::Unavailable {
-                reason: "not_observed",
+/// Tools whose success is a look at the workspace: after one, whatever an earlier lost run or
+/// uncertain edit did is in view.
+const WORKSPACE_LOOKS: [&str; 2] = ["git_status", "git_diff"];
+
+/// Tools that change the project.
+const PROJECT_CHANGES: [&str; 3] = ["apply_text_edits", "apply_patch", "git_commit"];
+
+/// Open risks: executions whose outcome is unknown (`lost`) and project changes whose outcome
+/// is unknown (a call that timed out or was lost), since the last successful look at the
+/// workspace ([`WORKSPACE_LOOKS`]). Each is something that may have changed the project
+/// unseen.
+pub fn open_risks(ledger: &[LedgerEvent<'_>]) -> u64 {
+    let mut open = 0;
+    for e in ledger {
+        let p = e.payload;
+        let tool = p["tool"].as_str().unwrap_or("");
+        match e.kind {
+            "execution_finished" if p["execution_state"] == "lost" => open += 1,
+            "tool_call_finished"
+                if p["success"] == Value::Bool(true) && WORKSPACE_LOOKS.contains(&tool) =>
+            {
+                open = 0;
             }
-        } else {
-            WorkspaceEvidence::NotRequested
-        },
-        if include_validation {
-            ValidationEvidence::Unavailable
-        } else {
-            ValidationEvidence::NotRequested
-        },
-    )
+            "tool_call_finished" if PROJECT_CHANGES.contains(&tool) => {
+                let unknown = matches!(
+                    p["error_kind"].as_str(),
+                    Some("timed_out" | "lost" | "dispatch_timeout")
+                ) || p["execution_state"] == "timed_out";
+                if unknown {
+                    open += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
+/// Workspace evidence that was not looked at: `not_requested`, or `unavailable` when
+/// requested but nothing here can look.
+pub fn unobserved_workspace(include_workspace: bool) -> WorkspaceEvidence {
+    if include_workspace {
+        WorkspaceEvidence::Unavailable {
+            reason: "not_observed",
+        }
+    } else {
+        WorkspaceEvidence::NotRequested
+    }
 }

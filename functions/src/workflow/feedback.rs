@@ -52,6 +52,8 @@
 //!              | {"status": "not_requested" | "unavailable"},
 //!     "validation": {"status": "failed", "failure_identities": LIST<str>}
 //!                 | {"status": "passed" | "not_run" | "not_requested" | "unavailable"},
+//!     "jobs": {"active": n, "recovering": n, "blocking": n},
+//!     "open_risks": n,
 //!     "exploration": {"items": [str], "total": n, "returned": n, "truncated": bool,
 //!                     "limit": 3 | 12 | 100, "complete": bool}
 //!   },
@@ -166,6 +168,10 @@ pub struct FeedbackInput<'a> {
     pub workspace: &'a WorkspaceEvidence,
     /// Validation evidence.
     pub validation: &'a ValidationEvidence,
+    /// The Session's open Jobs.
+    pub jobs: JobCounts,
+    /// Open risks of the attempt.
+    pub open_risks: u64,
     /// Exploration paths to return.
     pub exploration_limit: ExplorationLimit,
 }
@@ -223,6 +229,8 @@ struct Attempt {
     activity: Activity,
     changes: WorkspaceView,
     validation: ValidationView,
+    jobs: JobCounts,
+    open_risks: u64,
     exploration: Exploration,
 }
 
@@ -322,6 +330,8 @@ pub fn build(input: &FeedbackInput<'_>) -> ContinuationFeedback {
         activity: activity(&preferred(window)),
         changes: WorkspaceView::new(input.workspace, CHANGED_PATHS_MAX),
         validation: ValidationView::new(input.validation),
+        jobs: input.jobs,
+        open_risks: input.open_risks,
         exploration: Exploration {
             paths: BoundedList::new(
                 exploration_paths(&preferred(window))
@@ -340,9 +350,9 @@ pub fn build(input: &FeedbackInput<'_>) -> ContinuationFeedback {
         lifecycle: Lifecycle::Active,
         workspace: input.workspace,
         validation: input.validation,
-        jobs: JobCounts::default(),
+        jobs: input.jobs,
         collaboration: CollaborationCounts::default(),
-        open_risks: 0,
+        open_risks: input.open_risks,
         attempt_boundary_evicted: evicted,
     };
     let (state, _) = facts.progress();
@@ -503,6 +513,8 @@ mod tests {
             retained_from_seq: 1,
             workspace,
             validation,
+            jobs: JobCounts::default(),
+            open_risks: 0,
             exploration_limit: ExplorationLimit::Full,
         }
     }

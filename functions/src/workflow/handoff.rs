@@ -34,7 +34,7 @@
 //!               | {"status": "passed" | "not_run" | "not_requested" | "unavailable"},
 //!   "recent_files": LIST<str>,
 //!   "attention": {
-//!     "jobs": {"active": n, "recovering": n, "blocking": n, "terminal_pending": n},
+//!     "jobs": {"active": n, "recovering": n, "blocking": n},
 //!     "collaboration": {"open_questions": n, "open_todos": n, "unresolved_ack_required": n},
 //!     "open_risks": n
 //!   },
@@ -133,17 +133,19 @@ pub enum ValidationEvidence {
     },
 }
 
-/// Job counts over the full bounded active Job aggregate (never a truncated recent list).
+/// Job counts over the full bounded active Job aggregate (never a truncated recent list): the
+/// session's queued and running work as of the snapshot. A Job's terminal evidence lands in
+/// the transaction that ends it, so no terminal Job is ever pending materialization.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct JobCounts {
-    /// Jobs not yet terminal.
+    /// Jobs not yet terminal (queued or running).
     pub active: u64,
-    /// Jobs whose owner is recovering them (a blocker).
+    /// Running Jobs whose runner stopped reporting (their lease ran out; they end `lost`):
+    /// what they did is unknown (a blocker).
     pub recovering: u64,
-    /// Jobs the task must wait for (a blocker).
+    /// Jobs asked to stop that have not ended yet: they may still change the project (a
+    /// blocker).
     pub blocking: u64,
-    /// Terminal Jobs whose evidence is not yet materialized (not a blocker).
-    pub terminal_pending: u64,
 }
 
 /// Session message-board counts; informative, never blockers.
@@ -678,7 +680,7 @@ impl HandoffBrief {
 /// conflict, a blocking or recovering Job, a failed validation or an open risk is `blocked`;
 /// changed paths without a validation `passed` are `needs_validation`; unavailable workspace
 /// or validation evidence, or an evicted attempt boundary, is `insufficient_evidence`;
-/// otherwise `ready_to_continue`. A dirty worktree, questions, todos and terminal-pending Jobs
+/// otherwise `ready_to_continue`. A dirty worktree, questions, todos and active Jobs
 /// never block.
 ///
 /// Next actions come from [`ActionKind`] in this order, each only when it applies:
@@ -961,7 +963,7 @@ mod tests {
     }
 
     #[test]
-    fn dirty_worktree_questions_todos_and_terminal_pending_jobs_do_not_block() {
+    fn dirty_worktree_questions_todos_and_active_jobs_do_not_block() {
         let ws = WorkspaceEvidence::Available {
             changed_paths: vec![],
             conflict: false,
@@ -975,7 +977,6 @@ mod tests {
         };
         i.jobs = JobCounts {
             active: 4,
-            terminal_pending: 2,
             ..JobCounts::default()
         };
         let v = json_of(&i);
@@ -992,7 +993,7 @@ mod tests {
         assert_eq!(
             v["attention"],
             json!({
-                "jobs": {"active": 4, "recovering": 0, "blocking": 0, "terminal_pending": 2},
+                "jobs": {"active": 4, "recovering": 0, "blocking": 0},
                 "collaboration": {"open_questions": 2, "open_todos": 3, "unresolved_ack_required": 1},
                 "open_risks": 0
             })
@@ -1188,7 +1189,6 @@ mod tests {
             active: many,
             recovering: many,
             blocking: many,
-            terminal_pending: many,
         };
         i.collaboration = CollaborationCounts {
             open_questions: many,
@@ -1332,11 +1332,10 @@ mod tests {
                 .prop_map(|failure_identities| ValidationEvidence::Failed { failure_identities }),
         ];
         let count = || prop_oneof![Just(0u64), 0..5u64, Just(u64::MAX)];
-        let jobs = (count(), count(), count(), count()).prop_map(|(a, r, b, t)| JobCounts {
+        let jobs = (count(), count(), count()).prop_map(|(a, r, b)| JobCounts {
             active: a,
             recovering: r,
             blocking: b,
-            terminal_pending: t,
         });
         let collaboration = (count(), count(), count()).prop_map(|(q, t, a)| CollaborationCounts {
             open_questions: q,
@@ -1513,7 +1512,6 @@ mod tests {
                         active: blocking,
                         recovering: blocking,
                         blocking,
-                        terminal_pending: blocking,
                     },
                     collaboration: CollaborationCounts {
                         open_questions: questions,

@@ -11,3 +11,4 @@ pub mod feedback;
 pub mod handoff;
 pub mod mutation;
 pub mod recording;
+pub mod validation;

@@ -10,6 +10,7 @@ mod explore;
 mod instances;
 mod refusals;
 mod telemetry;
+mod validation;
 
 use std::path::Path;
 use std::process::Command;

@@ -45,11 +45,9 @@ async fn the_handoff_brief_is_bounded_redacted_and_honest() {
         brief["workspace"],
         json!({ "status": "unavailable", "reason": "runner_unavailable" })
     );
-    assert_eq!(brief["validation"], json!({ "status": "unavailable" }));
-    assert_eq!(
-        sorted_codes(&brief),
-        ["validation_unavailable", "workspace_unavailable"]
-    );
+    // Its ledger was read: no validation ran.
+    assert_eq!(brief["validation"], json!({ "status": "not_run" }));
+    assert_eq!(sorted_codes(&brief), ["workspace_unavailable"]);
     assert_eq!(brief["basis"]["complete"], false);
     assert_eq!(brief["progress"]["state"], "insufficient_evidence");
 
@@ -64,10 +62,7 @@ async fn the_handoff_brief_is_bounded_redacted_and_honest() {
         .await,
     );
     assert_eq!(brief["workspace"], json!({ "status": "not_requested" }));
-    assert_eq!(
-        sorted_codes(&brief),
-        ["validation_unavailable", "workspace_not_requested"]
-    );
+    assert_eq!(sorted_codes(&brief), ["workspace_not_requested"]);
     let brief = brief_of(
         &call(
             &st,

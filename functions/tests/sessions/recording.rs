@@ -12,7 +12,7 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             json!({ "project": P, "instruction": "recorded start" }),
             None,
         ),
-        "session_summary" | "session_handoff_summary" => {
+        "session_summary" | "session_handoff_summary" | "validation_summary" => {
             let c = fresh("read me").await;
             (json!({ "session_id": c }), Some(c))
         }
@@ -29,6 +29,16 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             (json!({ "session_id": c }), Some(c))
         }
         "run_process" => (json!({ "project": P, "argv": ["true"] }), None),
+        // Each in its own passing project under the root (see the test's setup).
+        "cargo_check" | "cargo_test" | "cargo_fmt" | "cargo_clippy" | "go_test" | "pytest" => {
+            let c = fresh("validate in me").await;
+            let cwd = match tool {
+                "go_test" => "go",
+                "pytest" => "py",
+                _ => "rust",
+            };
+            (json!({ "session_id": c, "cwd": cwd }), Some(c))
+        }
         "run_shell" => {
             let c = fresh("run in me").await;
             (json!({ "session_id": c, "command": "true" }), Some(c))
@@ -140,7 +150,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 16] = [
+const WORK_IN_THEIR_SESSION: [&str; 22] = [
     "run_shell",
     "run_process",
     "run_script",
@@ -157,6 +167,12 @@ const WORK_IN_THEIR_SESSION: [&str; 16] = [
     "git_diff",
     "git_log",
     "git_commit",
+    "cargo_check",
+    "cargo_test",
+    "cargo_fmt",
+    "cargo_clippy",
+    "go_test",
+    "pytest",
 ];
 
 #[test]
@@ -200,6 +216,27 @@ async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() 
             .status()
             .unwrap();
         assert!(ok.success(), "git {args:?}");
+    }
+    // A passing Rust crate, Go module and pytest project, for the validation tools.
+    for (path, text) in [
+        (
+            "rust/Cargo.toml",
+            "[package]\nname = \"rec\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        (
+            "rust/src/lib.rs",
+            "#[cfg(test)]\nmod tests {\n    #[test]\n    fn ok() {}\n}\n",
+        ),
+        ("go/go.mod", "module example.com/rec\n\ngo 1.18\n"),
+        (
+            "go/ok_test.go",
+            "package rec\n\nimport \"testing\"\n\nfunc TestOk(t *testing.T) {}\n",
+        ),
+        ("py/test_ok.py", "def test_ok():\n    pass\n"),
+    ] {
+        let p = root.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
     }
     let _runner = TestRunner::start(&db, &st, "local", &[("alpha", root.path())]).await;
     for via in SURFACES {

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     FileListAnswer, GitCommitAnswer, GitDiffAnswer, GitLogAnswer, GitStatusAnswer,
     MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
-    TextEditsAnswer, TrackedFilesAnswer, refuse,
+    TextEditsAnswer, TrackedFilesAnswer, ValidationAnswer, refuse,
 };
 
 /// Why an operation on project files was refused: a closed set the functions map to typed tool errors.
@@ -142,6 +142,8 @@ pub enum WorkAnswer {
     GitLog(GitLogAnswer),
     /// Answer to [`crate::GitOp::GitCommit`].
     GitCommit(GitCommitAnswer),
+    /// Answer to [`crate::ValidateOp`]: given whatever the validation's exit status.
+    Validate(ValidationAnswer),
 }
 
 impl WorkAnswer {
@@ -160,6 +162,7 @@ impl WorkAnswer {
             WorkAnswer::GitDiff(_) => "git_diff",
             WorkAnswer::GitLog(_) => "git_log",
             WorkAnswer::GitCommit(_) => "git_commit",
+            WorkAnswer::Validate(_) => "validate",
         }
     }
 

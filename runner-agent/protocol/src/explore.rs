@@ -500,6 +500,8 @@ pub enum WorkKind {
     Edit,
     /// [`crate::WorkSpec::Git`].
     Git,
+    /// [`crate::WorkSpec::Validate`].
+    Validate,
 }
 
 impl WorkKind {
@@ -511,6 +513,7 @@ impl WorkKind {
         WorkKind::Explore,
         WorkKind::Edit,
         WorkKind::Git,
+        WorkKind::Validate,
     ];
 
     /// What a runner that announces no kinds executes: the kinds that existed before runners
@@ -527,6 +530,7 @@ impl WorkKind {
             WorkKind::Explore => "explore",
             WorkKind::Edit => "edit",
             WorkKind::Git => "git",
+            WorkKind::Validate => "validate",
         }
     }
 

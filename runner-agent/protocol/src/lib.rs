@@ -18,6 +18,8 @@ mod edit;
 pub use edit::*;
 mod git;
 pub use git::*;
+mod validate;
+pub use validate::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -96,6 +98,10 @@ pub enum WorkSpec {
     /// A Git operation on the project's repository, answered by the runner
     /// ([`WorkOutcome::answer`]); only runners that announce [`WorkKind::Git`] receive it.
     Git(GitOp),
+    /// A toolchain's checker or test runner, run as a job in `cwd` and answered with what its
+    /// output says ([`WorkOutcome::answer`] whatever the exit status); only runners that
+    /// announce [`WorkKind::Validate`] receive it.
+    Validate(ValidateOp),
 }
 
 impl WorkSpec {
@@ -108,6 +114,7 @@ impl WorkSpec {
             WorkSpec::Explore(_) => WorkKind::Explore,
             WorkSpec::Edit(_) => WorkKind::Edit,
             WorkSpec::Git(_) => WorkKind::Git,
+            WorkSpec::Validate(_) => WorkKind::Validate,
         }
     }
 }
@@ -222,6 +229,13 @@ impl WorkItem {
                 // Git work runs in the project root and takes its input from its op.
                 if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
                     return refuse("git work takes no cwd, stdin or env");
+                }
+                op.validate()?;
+            }
+            WorkSpec::Validate(op) => {
+                // The command line is built from the op; the caller adds no input to it.
+                if self.stdin.is_some() || !self.env.is_empty() {
+                    return refuse("validate work takes no stdin or env");
                 }
                 op.validate()?;
             }
@@ -600,7 +614,8 @@ pub struct WorkOutcome {
     /// More stderr was written than kept.
     pub stderr_truncated: bool,
     /// The answer of work the runner executes itself (explore, edit, Git) that succeeded
-    /// (`exited`, exit code 0); its JSON is at most [`MAX_ANSWER_BYTES`]. Absent otherwise.
+    /// (`exited`, exit code 0), or of validate work that `exited` with any code; its JSON is
+    /// at most [`MAX_ANSWER_BYTES`]. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<WorkAnswer>,
     /// Why such work was `rejected`, as a stable kind; `error` says it in words. Absent for
@@ -1272,7 +1287,9 @@ mod tests {
         let mut json = serde_json::to_value(registration(Uuid::now_v7())).unwrap();
         assert_eq!(
             json["work_kinds"],
-            serde_json::json!(["process", "shell", "script", "explore", "edit", "git"])
+            serde_json::json!([
+                "process", "shell", "script", "explore", "edit", "git", "validate"
+            ])
         );
         json.as_object_mut().unwrap().remove("work_kinds");
         let older: RegisterRequest = serde_json::from_value(json.clone()).unwrap();

@@ -446,12 +446,18 @@ pub mod runner_work {
     }
 
     /// Evidence of nothing: for transitions whose work has no session to write to.
-    pub fn no_evidence(_: &work::WorkRow) -> Option<crate::sessions::NewEvent> {
+    pub fn no_evidence(
+        _: &work::WorkRow,
+        _: Option<&serde_json::Value>,
+    ) -> Option<crate::sessions::NewEvent> {
         None
     }
 
     /// A marker `execution_finished` naming the work and the state it ended in.
-    pub fn marker_evidence(row: &work::WorkRow) -> Option<crate::sessions::NewEvent> {
+    pub fn marker_evidence(
+        row: &work::WorkRow,
+        _: Option<&serde_json::Value>,
+    ) -> Option<crate::sessions::NewEvent> {
         Some(crate::sessions::NewEvent {
             kind: "execution_finished".into(),
             call_id: Uuid::now_v7(),

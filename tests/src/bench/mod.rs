@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod runner;
 pub mod search;
 pub mod sessions;
+pub mod validate;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -180,9 +180,9 @@ async fn against_baseline(cli: &Cli, bin: &Path, duration: Duration) -> anyhow::
 
 /// The file tools' scenarios on `stack`: `read_files_roundtrip` and
 /// `apply_text_edits_roundtrip` at each concurrency, `search_project_texts_vs_rg` once over a
-/// tree it generates in the project.
+/// tree it generates in the project, `cargo_check_vs_direct` once on a crate it writes there.
 async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> anyhow::Result<()> {
-    use wc_e2e::bench::{files, search};
+    use wc_e2e::bench::{files, search, validate};
     let (base, token) = (&stack.server.base_url, &stack.server.token);
     let (project, pool) = (&stack.project, stack.db.pool());
     if wanted(cli, "read_files_roundtrip") {
@@ -197,6 +197,11 @@ async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> an
         let tree = search::generate(&stack.root.join(search::TREE_DIR))?;
         let repetitions = if cli.quick { 5 } else { 11 };
         emit(&search::against_rg(base, token, project, &tree, repetitions).await?);
+    }
+    if wanted(cli, "cargo_check_vs_direct") {
+        let dir = validate::prepare(&stack.root)?;
+        let repetitions = if cli.quick { 5 } else { 11 };
+        emit(&validate::against_direct(base, token, project, &dir, repetitions).await?);
     }
     if wanted(cli, "apply_text_edits_roundtrip") {
         if !files::has_tool(base, token, "apply_text_edits").await? {
@@ -229,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
     let file_tools = [
         "read_files_roundtrip",
         "search_project_texts_vs_rg",
+        "cargo_check_vs_direct",
         "apply_text_edits_roundtrip",
     ];
     let recorded = [

@@ -1,0 +1,392 @@
+//! The structured validation tools — `cargo_check`, `cargo_test`, `cargo_fmt`,
+//! `cargo_clippy`, `go_test` and `pytest` — one family: typed scope arguments (declared once
+//! per tool by [`validation_args!`]), run by the project's runner in the project root or an
+//! explicit `cwd` (never the session's `default_cwd`), waited for like `run_process` or run as
+//! a job with `background`, and answered with the execution and what its output proved
+//! ([`ValidationFacts`]).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use wc_domain::{ProjectId, RelativePath, SessionId, WorkMode};
+use wc_runner_protocol::{CargoTargets, ValidateOp, ValidationScope, Validator, WorkSpec};
+
+use crate::auth::Scope;
+use crate::execution::validation::{self, ValidationFacts};
+use crate::execution::{self, ExecOutput, Request, ResultExpectation};
+use crate::kernel::context::ToolContext;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::{ErrorKind, ToolError};
+
+/// What a validation tool returns.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Output {
+    /// The execution (job id, state, exit code, kept output).
+    #[serde(flatten)]
+    pub execution: ExecOutput,
+    /// What the run proved; `null` while it runs (`background`, or past the wait).
+    pub validation: Option<ValidationFacts>,
+}
+
+/// The arguments every validation tool takes, then its own scope fields.
+macro_rules! validation_args {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[schemars(extend("anyOf" = [
+            {"required": ["project"], "properties": {"project": {"type": "string"}}},
+            {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
+        ]))]
+        pub struct $name {
+            /// Project id (default: the session's).
+            pub project: Option<ProjectId>,
+            /// Session recording the run.
+            pub session_id: Option<SessionId>,
+            /// Directory relative to the project root (default: the root).
+            pub cwd: Option<RelativePath>,
+            /// Time limit in ms (default 600000).
+            #[schemars(range(min = 1, max = 3600000))]
+            pub timeout_ms: Option<u64>,
+            /// Expected result: success (default), failure or observe.
+            pub result_expectation: Option<ResultExpectation>,
+            /// Return a job_id at once (follow with job_status).
+            pub background: Option<bool>,
+            /// Why (part of the validation's identity).
+            #[schemars(
+                length(max = 200),
+                regex(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$")
+            )]
+            pub purpose: Option<String>,
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            fn common(&self) -> Common<'_> {
+                Common {
+                    project: self.project.as_ref(),
+                    session_id: self.session_id.as_ref(),
+                    cwd: self.cwd.as_ref(),
+                    timeout_ms: self.timeout_ms,
+                    result_expectation: self.result_expectation,
+                    background: self.background.unwrap_or(false),
+                    purpose: self.purpose.as_deref(),
+                }
+            }
+        }
+    };
+}
+
+/// The fields of [`validation_args!`] every tool shares.
+struct Common<'a> {
+    project: Option<&'a ProjectId>,
+    session_id: Option<&'a SessionId>,
+    cwd: Option<&'a RelativePath>,
+    timeout_ms: Option<u64>,
+    result_expectation: Option<ResultExpectation>,
+    background: bool,
+    purpose: Option<&'a str>,
+}
+
+validation_args! {
+    /// `cargo_check`, `cargo_clippy`.
+    CargoBuildArgs {
+        /// One package of the workspace (`-p`).
+        package: Option<String>,
+        /// Features to enable.
+        #[schemars(length(max = 32))]
+        features: Option<Vec<String>>,
+        /// `--all-features`.
+        all_features: Option<bool>,
+        /// `--no-default-features`.
+        no_default_features: Option<bool>,
+        /// `--lib`, `--bins`, `--tests`, `--all-targets` or cargo's default.
+        targets: Option<CargoTargets>,
+    }
+}
+
+validation_args! {
+    /// `cargo_test`.
+    CargoTestArgs {
+        /// One package of the workspace (`-p`).
+        package: Option<String>,
+        /// Only tests whose name contains this.
+        test_filter: Option<String>,
+        /// Features to enable.
+        #[schemars(length(max = 32))]
+        features: Option<Vec<String>>,
+        /// `--all-features`.
+        all_features: Option<bool>,
+        /// `--no-default-features`.
+        no_default_features: Option<bool>,
+        /// `--lib`, `--bins`, `--tests`, `--all-targets` or cargo's default.
+        targets: Option<CargoTargets>,
+        /// Same as min_tests 1.
+        require_tests: Option<bool>,
+        /// Fewest tests the output must prove ran, else `test_count_not_proven`.
+        #[schemars(range(min = 1, max = 1000000))]
+        min_tests: Option<u64>,
+    }
+}
+
+validation_args! {
+    /// `cargo_fmt`.
+    CargoFmtArgs {
+        /// One package of the workspace (`-p`).
+        package: Option<String>,
+    }
+}
+
+validation_args! {
+    /// `go_test`.
+    GoTestArgs {
+        /// Package pattern (default ./...).
+        package: Option<String>,
+        /// `-run` regexp.
+        test_filter: Option<String>,
+    }
+}
+
+validation_args! {
+    /// `pytest`.
+    PytestArgs {
+        /// File or directory to test, relative to cwd.
+        path: Option<RelativePath>,
+        /// `-k` expression.
+        test_filter: Option<String>,
+    }
+}
+
+fn cargo_build_scope(a: &CargoBuildArgs) -> ValidationScope {
+    ValidationScope {
+        package: a.package.clone(),
+        features: a.features.clone().unwrap_or_default(),
+        all_features: a.all_features.unwrap_or(false),
+        no_default_features: a.no_default_features.unwrap_or(false),
+        targets: a.targets.unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+fn meta(name: &'static str, title: &'static str, description: &'static str) -> ToolMeta {
+    ToolMeta {
+        name,
+        title,
+        description,
+        category: Category::Execution,
+        scopes: &[Scope::ProjectWrite],
+        read_only: false,
+        // Builds and tests run the project's code (build scripts, tests) on the build host.
+        consequential: true,
+        // GPT Actions hold 30 operations, all taken: validation is called through
+        // callRuntimeTool.
+        rest_operation: false,
+    }
+}
+
+/// How every validation result reads, appended to each description.
+macro_rules! described {
+    ($what:literal) => {
+        concat!(
+            $what,
+            " success: exit 0; validation: what the output proved."
+        )
+    };
+}
+
+/// `cargo_check`.
+pub fn cargo_check() -> ToolSpec {
+    ToolSpec::new(
+        meta(
+            "cargo_check",
+            "Cargo check",
+            described!("Type-check Cargo code (`cargo check`)."),
+        ),
+        |ctx, a: CargoBuildArgs| async move {
+            let scope = cargo_build_scope(&a);
+            run(&ctx, Validator::CargoCheck, a.common(), scope, None).await
+        },
+    )
+    .with_session(SessionUse::Works)
+}
+
+/// `cargo_clippy`.
+pub fn cargo_clippy() -> ToolSpec {
+    ToolSpec::new(
+        meta(
+            "cargo_clippy",
+            "Cargo clippy",
+            described!("Lint Cargo code (`cargo clippy`)."),
+        ),
+        |ctx, a: CargoBuildArgs| async move {
+            let scope = cargo_build_scope(&a);
+            run(&ctx, Validator::CargoClippy, a.common(), scope, None).await
+        },
+    )
+    .with_session(SessionUse::Works)
+}
+
+/// `cargo_test`.
+pub fn cargo_test() -> ToolSpec {
+    ToolSpec::new(
+        meta(
+            "cargo_test",
+            "Cargo test",
+            described!("Run Cargo tests (`cargo test --no-fail-fast`)."),
+        ),
+        |ctx, a: CargoTestArgs| async move {
+            let scope = ValidationScope {
+                package: a.package.clone(),
+                test_filter: a.test_filter.clone(),
+                features: a.features.clone().unwrap_or_default(),
+                all_features: a.all_features.unwrap_or(false),
+                no_default_features: a.no_default_features.unwrap_or(false),
+                targets: a.targets.unwrap_or_default(),
+                path: None,
+            };
+            let min = a
+                .min_tests
+                .or(a.require_tests.unwrap_or(false).then_some(1));
+            run(&ctx, Validator::CargoTest, a.common(), scope, min).await
+        },
+    )
+    .with_session(SessionUse::Works)
+}
+
+/// `cargo_fmt`.
+pub fn cargo_fmt() -> ToolSpec {
+    ToolSpec::new(
+        meta(
+            "cargo_fmt",
+            "Cargo fmt check",
+            described!("Check Rust formatting (`cargo fmt --check`); changes nothing."),
+        ),
+        |ctx, a: CargoFmtArgs| async move {
+            let scope = ValidationScope {
+                package: a.package.clone(),
+                ..Default::default()
+            };
+            run(&ctx, Validator::CargoFmt, a.common(), scope, None).await
+        },
+    )
+    .with_session(SessionUse::Works)
+}
+
+/// `go_test`.
+pub fn go_test() -> ToolSpec {
+    ToolSpec::new(
+        meta(
+            "go_test",
+            "Go test",
+            described!("Run Go tests (`go test`)."),
+        ),
+        |ctx, a: GoTestArgs| async move {
+            let scope = ValidationScope {
+                package: a.package.clone(),
+                test_filter: a.test_filter.clone(),
+                ..Default::default()
+            };
+            run(&ctx, Validator::GoTest, a.common(), scope, None).await
+        },
+    )
+    .with_session(SessionUse::Works)
+}
+
+/// `pytest`.
+pub fn pytest() -> ToolSpec {
+    ToolSpec::new(
+        meta(
+            "pytest",
+            "pytest",
+            described!("Run Python tests (`python3 -m pytest`)."),
+        ),
+        |ctx, a: PytestArgs| async move {
+            let scope = ValidationScope {
+                path: a.path.clone(),
+                test_filter: a.test_filter.clone(),
+                ..Default::default()
+            };
+            run(&ctx, Validator::Pytest, a.common(), scope, None).await
+        },
+    )
+    .with_session(SessionUse::Works)
+}
+
+async fn run(
+    ctx: &ToolContext,
+    validator: Validator,
+    c: Common<'_>,
+    scope: ValidationScope,
+    min_tests: Option<u64>,
+) -> Result<Output, ToolError> {
+    let tool = validator.as_str();
+    let execution::Setting {
+        session, target, ..
+    } = execution::setting(ctx, tool, c.project, c.session_id, c.purpose).await?;
+    let op = ValidateOp { validator, scope };
+    op.validate().map_err(|e| {
+        ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("rule", "validationScope")
+    })?;
+    let req = Request {
+        tool,
+        mode: if c.background {
+            WorkMode::Job
+        } else {
+            WorkMode::Sync
+        },
+        spec: WorkSpec::Validate(op),
+        cwd: c.cwd.filter(|p| !p.is_root()).cloned(),
+        stdin: None,
+        timeout_ms: execution::timeout(c.timeout_ms)?,
+        expectation: c.result_expectation.unwrap_or_default(),
+        accepted_exit_codes: Default::default(),
+        purpose: c.purpose.map(str::to_owned),
+        min_tests,
+    };
+    if c.background {
+        let row = execution::submit(ctx, &target, session.as_ref(), req).await?;
+        return Ok(Output {
+            execution: execution::status_view(&row),
+            validation: None,
+        });
+    }
+    let (row, answer) = execution::run_waited(ctx, &target, session.as_ref(), req).await?;
+    let execution = execution::view(ctx, &row, row.is_terminal()).await?;
+    let facts = row
+        .is_terminal()
+        .then(|| validation::facts(&row, answer.as_ref()))
+        .flatten();
+    settle(Output {
+        execution,
+        validation: facts,
+    })
+}
+
+/// The answer of a validation call: a failure when the command did not exit 0 (as
+/// [`execution::settle`]) or its count assertion is not met; either failure carries the
+/// whole output.
+fn settle(out: Output) -> Result<Output, ToolError> {
+    let failure = execution::failure(&out.execution).or_else(|| {
+        let c = out.validation.as_ref()?.count_assertion?;
+        (!c.met).then(|| {
+            let observed = c
+                .observed_tests
+                .map_or("no proven count".to_owned(), |n| format!("{n} proven"));
+            ToolError::new(
+                ErrorKind::TestCountNotProven,
+                format!(
+                    "the tests exited 0, but the output does not prove {} test(s) ran ({observed}); an evidence gap, not a test failure",
+                    c.min_tests
+                ),
+            )
+            .with("min_tests", c.min_tests)
+            .with("observed_tests", c.observed_tests)
+        })
+    });
+    let Some(error) = failure else {
+        return Ok(out);
+    };
+    let output = serde_json::to_value(&out).map_err(ToolError::internal)?;
+    Err(error
+        .with("job_id", out.execution.job_id.to_string())
+        .with_output(output))
+}
