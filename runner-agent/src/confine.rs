@@ -45,6 +45,19 @@ pub enum CwdError {
     },
 }
 
+/// The canonical project root of `project` and the working directory `cwd` names under it
+/// ([`resolve_cwd`] of each): what a job is confined to and where it starts.
+pub fn resolve_root_and_cwd(
+    projects: &BTreeMap<String, PathBuf>,
+    project: &str,
+    cwd: Option<&RelativePath>,
+) -> Result<(PathBuf, PathBuf), CwdError> {
+    Ok((
+        resolve_cwd(projects, project, None)?,
+        resolve_cwd(projects, project, cwd)?,
+    ))
+}
+
 /// Resolves the working directory of work in `project`: the canonical directory that `cwd`
 /// names under the project root, or the root itself when `cwd` is `None`.
 ///

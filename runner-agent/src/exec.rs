@@ -145,10 +145,7 @@ async fn run(
         return not_started(started, Termination::Rejected, Some(e.to_string()));
     }
     // The root is opened to the sandbox; the cwd is where the work starts, inside it.
-    let resolved = confine::resolve_cwd(&host.projects, &item.project, None).and_then(|root| {
-        let cwd = confine::resolve_cwd(&host.projects, &item.project, item.cwd.as_ref())?;
-        Ok((root, cwd))
-    });
+    let resolved = confine::resolve_root_and_cwd(&host.projects, &item.project, item.cwd.as_ref());
     let (root, cwd) = match resolved {
         Ok(found) => found,
         Err(e) => return not_started(started, Termination::Rejected, Some(e.to_string())),

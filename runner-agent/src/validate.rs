@@ -59,10 +59,7 @@ async fn run(
         let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not validate work");
         return answer::rejected(started, refusal);
     };
-    let resolved = confine::resolve_cwd(&host.projects, &item.project, None).and_then(|root| {
-        let cwd = confine::resolve_cwd(&host.projects, &item.project, item.cwd.as_ref())?;
-        Ok((root, cwd))
-    });
+    let resolved = confine::resolve_root_and_cwd(&host.projects, &item.project, item.cwd.as_ref());
     let (root, cwd) = match resolved {
         Ok(found) => found,
         Err(e) => {

@@ -127,7 +127,8 @@ impl Evidence {
         validation: &ValidationEvidence,
         snapshot_changed: bool,
     ) -> HandoffBrief {
-        let recent_files = recent_files(&self.ledger(None));
+        let ledger = self.ledger(None);
+        let recent_files = recent_files(&ledger);
         handoff::build(&BriefInput {
             lifecycle: self.session.lifecycle,
             mode: self.session.mode,
@@ -146,7 +147,7 @@ impl Evidence {
                 open_todos: self.board.open_todos.max(0) as u64,
                 unresolved_ack_required: self.board.open_ack_required.max(0) as u64,
             },
-            open_risks: open_risks(&self.ledger(None)),
+            open_risks: open_risks(&ledger),
             attempt_boundary_evicted: self.boundary_evicted(),
             snapshot_changed,
         })
