@@ -150,12 +150,27 @@ impl Surface {
 }
 
 /// JSON Schema of the wrapper fields `surface` publishes, added to every runtime tool's
-/// input schema there.
+/// input schema there. MCP listings carry them without descriptions: the same three fields
+/// on every tool are described once, in the server's instructions ([`INSTRUCTIONS`]), so the
+/// listing's bytes go to the tools' own arguments.
 pub fn schema_properties(surface: Surface) -> Map<String, Value> {
     let mut all = all_schema_properties();
     all.retain(|field, _| surface.publishes(field));
+    if surface != Surface::Rest {
+        for schema in all.values_mut() {
+            if let Some(schema) = schema.as_object_mut() {
+                schema.remove("description");
+            }
+        }
+    }
     all
 }
+
+/// What the MCP server's instructions say about the wrapper fields every tool takes.
+pub const INSTRUCTIONS: &str = "Every tool also takes recording_session_id (a Workflow Session \
+     to record the call in) and ack_session_message_ids (ACK-required session messages the \
+     call acknowledges); on 2026-07-28, context_request {materials} adds named materials \
+     (project.instructions, webcodex.workflow, …) to the result.";
 
 /// The schema of a domain type, as its own `JsonSchema` impl writes it.
 fn schema_of<T: JsonSchema>() -> Value {

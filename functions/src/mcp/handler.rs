@@ -130,10 +130,11 @@ impl ServerHandler for WcMcp {
         ServerConfig::new(capabilities)
             .with_server_info(server_implementation())
             .with_protocol_version(ProtocolVersion::V_2026_07_28)
-            .with_instructions(
+            .with_instructions(format!(
                 "wc runs coding work on build hosts. Start with list_projects, then use the runtime tools; \
-                 every result is {success, output, error}.",
-            )
+                 every result is {{success, output, error}}. {}",
+                crate::kernel::wrapper::INSTRUCTIONS
+            ))
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {

@@ -22,7 +22,7 @@ use crate::workflow::evidence;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// A unified diff as `git diff` or `diff -u` write it (`a/`, `b/` prefixes, `/dev/null`
     /// to create or delete), paths relative to the project root; at most 512 KiB and 64 files.

@@ -21,7 +21,7 @@ use crate::result::ToolError;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// The commit message (first line: the subject).
     #[schemars(length(min = 1, max = 16384), regex(pattern = r"^[^\u0000]*$"))]

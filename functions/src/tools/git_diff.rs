@@ -23,7 +23,7 @@ use crate::result::ToolError;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// Only these files or directories (at most 100); default the whole project.
     #[schemars(length(max = 100))]

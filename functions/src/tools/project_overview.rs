@@ -20,7 +20,7 @@ use crate::result::ToolError;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// Workflow Session this look belongs to.
     pub session_id: Option<SessionId>,

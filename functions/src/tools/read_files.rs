@@ -22,7 +22,7 @@ use crate::workflow::evidence;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// The files, answered in this order (1-8).
     #[schemars(length(min = 1, max = 8))]

@@ -20,7 +20,7 @@ use crate::result::ToolError;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// Program and arguments; `argv[0]` is looked up on PATH unless it contains `/`.
     #[schemars(
@@ -30,7 +30,7 @@ pub struct Args {
     )]
     pub argv: Vec<String>,
     /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root): no leading `/` or `~`, no `..`, `:`, `\` or control characters.
+    /// else the root).
     pub cwd: Option<RelativePath>,
     /// Text written to the process's standard input.
     #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]

@@ -22,7 +22,7 @@ use crate::result::ToolError;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// Shell text, at most 16,000 UTF-8 bytes, not blank (longer programs belong in
     /// run_script).
@@ -34,7 +34,7 @@ pub struct Args {
     /// `sh` or `bash` (default: the session's default_shell, else `sh`).
     pub shell: Option<ShellChoice>,
     /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root): no leading `/` or `~`, no `..`, `:`, `\` or control characters.
+    /// else the root).
     pub cwd: Option<RelativePath>,
     /// Text written to standard input.
     #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]

@@ -24,7 +24,7 @@ use crate::workflow::evidence;
     {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
 ]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); defaults to the session's project.
+    /// Project id (`agent:<runner>:<name>`); default: the session's.
     pub project: Option<ProjectId>,
     /// A regular expression (Rust regex syntax), or literal text with `literal: true`.
     #[schemars(length(min = 1, max = 1024), regex(pattern = r"^[^\u0000]*$"))]
