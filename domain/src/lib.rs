@@ -16,6 +16,7 @@ pub mod memory;
 pub mod path;
 pub mod project;
 pub mod session;
+pub mod shell;
 pub mod work;
 
 pub use board::{MessageKind, MessageStatus, Priority};
@@ -25,6 +26,7 @@ pub use memory::MemoryKey;
 pub use path::RelativePath;
 pub use project::ProjectId;
 pub use session::{EventRole, Lifecycle, Mode};
+pub use shell::ShellState;
 pub use work::{EndReason, WorkId, WorkMode, WorkQueue, WorkState};
 
 /// The schema of a closed set of strings: one `const` branch per value, with its description.

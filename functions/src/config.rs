@@ -41,6 +41,9 @@ pub struct ServerConfig {
     /// How long a synchronous execution tool waits for the terminal state before answering
     /// with the job handle (`WC_EXEC_WAIT_MS`, below the dispatch deadline).
     pub exec_wait: Duration,
+    /// How long a persistent shell may sit unused before upkeep closes it
+    /// (`WC_SHELL_IDLE_SECS`, default 1800).
+    pub shell_idle: Duration,
     /// Use Postgres `LISTEN/NOTIFY` as a wake-up hint (`WC_NOTIFY=0` turns it off; durable
     /// state is polled either way).
     pub notify: bool,
@@ -216,6 +219,9 @@ impl ServerConfig {
         if let Some(ms) = env_number("WC_EXEC_WAIT_MS", 0, 27_000)? {
             cfg.exec_wait = Duration::from_millis(ms);
         }
+        if let Some(secs) = env_number("WC_SHELL_IDLE_SECS", 1, 7 * 24 * 3600)? {
+            cfg.shell_idle = Duration::from_secs(secs);
+        }
         if cfg.exec_wait + Duration::from_secs(1) > cfg.dispatch_deadline {
             return Err(ConfigError(
                 "WC_EXEC_WAIT_MS must be at least 1 s below WC_DISPATCH_DEADLINE_MS".into(),
@@ -334,6 +340,7 @@ impl Default for ServerConfig {
             audit_idle_timeout: Duration::from_secs(1800),
             runner_lease: Duration::from_secs(60),
             exec_wait: Duration::from_secs(20),
+            shell_idle: Duration::from_secs(1800),
             notify: true,
             runner_sqs_queues: Default::default(),
             sqs_endpoint_url: None,

@@ -1,6 +1,6 @@
 //! Periodic upkeep of durable state, one pass at a time: expired runner leases end as `lost`,
 //! due SQS outbox messages are sent, and finished work older than a week is pruned (bounded per
-//! pass). `wc-local` runs a pass every quarter lease; in the cloud the `wc-scheduled` function
+//! pass); [`end_shells`] closes idle persistent shells and those of ended sessions. `wc-local` runs a pass every quarter lease; in the cloud the `wc-scheduled` function
 //! runs one per scheduled invocation. Every step is safe to run from several places at once:
 //! each is a guarded statement or claims its rows with `FOR UPDATE SKIP LOCKED`.
 
@@ -82,4 +82,33 @@ pub async fn run_once(
         Some(e) => Err(e),
         None => Ok(report),
     }
+}
+
+/// Most persistent shells ended per pass.
+pub const SHELL_LIMIT: i64 = 500;
+
+/// Ends every persistent shell unused for `config.shell_idle`, every one whose session is no
+/// longer active and every one whose runner has not been seen for a lease (at most
+/// [`SHELL_LIMIT`]), tells each runner to release its process, and prunes shells that ended
+/// more than [`KEEP_FINISHED`] ago. Returns how many it ended.
+pub async fn end_shells(deps: &crate::deps::Deps) -> Result<usize, StoreError> {
+    let client = deps.client().await?;
+    let ended = wc_store::shells::end_idle_and_orphaned(
+        &client,
+        deps.config.shell_idle,
+        deps.config.runner_lease,
+        SHELL_LIMIT,
+    )
+    .await?;
+    for shell in &ended {
+        crate::execution::shell::release(deps, shell).await;
+    }
+    if !ended.is_empty() {
+        tracing::info!(
+            count = ended.len(),
+            "persistent shells closed: idle or their session ended"
+        );
+    }
+    wc_store::shells::prune_ended(&client, KEEP_FINISHED).await?;
+    Ok(ended.len())
 }

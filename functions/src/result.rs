@@ -138,6 +138,18 @@ pub enum ErrorKind {
     /// The project already has as much queued and running work as it may hold, from all
     /// callers; nothing was queued. Retry after `retry_after_ms`.
     QueueFull,
+    /// No persistent shell with this id belongs to this session and caller.
+    UnknownShell,
+    /// The persistent shell is running another command (or still opening); nothing was sent.
+    ShellBusy,
+    /// The persistent shell was reset (`poisoned`) or its runner is gone (`lost`): close it
+    /// and open a new one.
+    ShellResetRequired,
+    /// The persistent shell has ended (`closed`, `exited`): open a new one.
+    ShellClosed,
+    /// The session already has an open persistent shell (`shell_id` names it); use it, or
+    /// close it first.
+    ShellAlreadyOpen,
 }
 
 impl ErrorKind {
@@ -200,6 +212,11 @@ impl ErrorKind {
             ErrorKind::UnmergedPaths => "unmerged_paths",
             ErrorKind::MergeInProgress => "merge_in_progress",
             ErrorKind::HookRejected => "hook_rejected",
+            ErrorKind::UnknownShell => "unknown_shell",
+            ErrorKind::ShellBusy => "shell_busy",
+            ErrorKind::ShellResetRequired => "shell_reset_required",
+            ErrorKind::ShellClosed => "shell_closed",
+            ErrorKind::ShellAlreadyOpen => "shell_already_open",
         }
     }
 
@@ -273,6 +290,9 @@ impl ErrorKind {
             ErrorKind::UnmergedPaths => "invalid_state",
             ErrorKind::MergeInProgress => "invalid_state",
             ErrorKind::HookRejected => "invalid_state",
+            ErrorKind::UnknownShell => "not_found",
+            ErrorKind::ShellBusy | ErrorKind::ShellAlreadyOpen => "conflict",
+            ErrorKind::ShellResetRequired | ErrorKind::ShellClosed => "invalid_state",
         }
     }
 
@@ -329,6 +349,10 @@ impl ErrorKind {
             ErrorKind::UnmergedPaths => "resolve_conflicts",
             ErrorKind::MergeInProgress => "fix_arguments",
             ErrorKind::HookRejected => "read_output",
+            ErrorKind::UnknownShell => "check_target",
+            ErrorKind::ShellBusy => "retry_later",
+            ErrorKind::ShellResetRequired | ErrorKind::ShellClosed => "open_new_shell",
+            ErrorKind::ShellAlreadyOpen => "use_open_shell",
         }
     }
 
@@ -390,11 +414,16 @@ impl ErrorKind {
             ErrorKind::UnmergedPaths => 409,
             ErrorKind::MergeInProgress => 409,
             ErrorKind::HookRejected => 409,
+            ErrorKind::UnknownShell => 404,
+            ErrorKind::ShellBusy
+            | ErrorKind::ShellResetRequired
+            | ErrorKind::ShellClosed
+            | ErrorKind::ShellAlreadyOpen => 409,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 56] = [
+    pub const ALL: [ErrorKind; 61] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -451,6 +480,11 @@ impl ErrorKind {
         ErrorKind::UnmergedPaths,
         ErrorKind::MergeInProgress,
         ErrorKind::HookRejected,
+        ErrorKind::UnknownShell,
+        ErrorKind::ShellBusy,
+        ErrorKind::ShellResetRequired,
+        ErrorKind::ShellClosed,
+        ErrorKind::ShellAlreadyOpen,
     ];
 }
 

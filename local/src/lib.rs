@@ -391,14 +391,10 @@ async fn serve(
             config.sqs_region.clone(),
         )
     });
-    let reaper = tokio::spawn(reap_forever(
-        pool.clone(),
-        config.runner_lease,
-        publisher.clone(),
-    ));
     let state = AppState::new(pool.clone(), config)
         .with_wakeups(wake)
         .with_publisher(publisher);
+    let reaper = tokio::spawn(reap_forever(state.deps.clone()));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         axum::serve(listener, app(state))
@@ -550,12 +546,9 @@ async fn start_runner(
 }
 
 /// Runs a [`wc_functions::maintenance`] pass a quarter of the lease apart (pruning hourly).
-async fn reap_forever(
-    pool: wc_store::Pool,
-    lease: Duration,
-    publisher: Option<std::sync::Arc<dyn wc_store::outbox::QueuePublisher>>,
-) {
-    let every = (lease / 4).max(Duration::from_millis(250));
+/// Persistent shells are closed by the same pass.
+async fn reap_forever(deps: wc_functions::deps::Deps) {
+    let every = (deps.config.runner_lease / 4).max(Duration::from_millis(250));
     let mut tick = tokio::time::interval(every);
     let mut last_prune = std::time::Instant::now() - Duration::from_secs(3600);
     loop {
@@ -565,7 +558,11 @@ async fn reap_forever(
             last_prune = std::time::Instant::now();
         }
         // Failures are logged by the pass; the next tick tries again.
-        let _ = wc_functions::maintenance::run_once(&pool, publisher.as_deref(), prune).await;
+        let _ =
+            wc_functions::maintenance::run_once(&deps.pool, deps.publisher.as_deref(), prune).await;
+        if let Err(e) = wc_functions::maintenance::end_shells(&deps).await {
+            tracing::warn!(error = %e, "closing idle persistent shells failed");
+        }
     }
 }
 

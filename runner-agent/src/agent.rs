@@ -28,6 +28,7 @@ use crate::edit;
 use crate::exec::{self, OutputPiece, StopPolicy};
 use crate::explore;
 use crate::git;
+use crate::shell::Shells;
 use crate::sqs::{Delivery, ReceiveSettings, SqsQueue};
 use crate::validate;
 
@@ -138,6 +139,8 @@ struct Shared {
     cfg: RunnerConfig,
     /// What every execution shares (projects, environment, sandbox).
     host: Arc<exec::Host>,
+    /// The persistent shells this instance opened; all closed when it stops or is replaced.
+    shells: Arc<Shells>,
     opts: AgentOptions,
     instance_id: Uuid,
     held: Held,
@@ -150,6 +153,10 @@ struct Shared {
 
 impl Shared {
     fn fail(&self, e: AgentError) {
+        // A replaced instance's shells are no longer anyone's: the server made them `lost`.
+        if matches!(e, AgentError::Replaced(_)) {
+            self.shells.close_all();
+        }
         let mut f = self.fatal.lock().expect("fatal poisoned");
         if f.is_none() {
             tracing::error!(error = %e, "runner stopping");
@@ -178,7 +185,8 @@ impl Shared {
 }
 
 /// The kinds of work this host executes: explore and edit work only where they can be
-/// confined, Git work only where it can be confined and `git` is found.
+/// confined, Git work only where it can be confined and `git` is found; jobs, validation and
+/// persistent shells everywhere (they are confined by the sandbox, like every job).
 fn work_kinds() -> Vec<proto::WorkKind> {
     let confined = crate::explore::supported();
     proto::WorkKind::ALL
@@ -276,10 +284,13 @@ pub async fn run(
         projects = cfg.projects.len(), "runner registered"
     );
     let (fatal_tx, mut fatal_rx) = watch::channel(false);
+    let host = Arc::new(exec::Host::from_config(&cfg));
+    let shells = Arc::new(Shells::new(host.clone(), instance_id, opts.stop_policy));
     let shared = Arc::new(Shared {
         api,
         sqs,
-        host: Arc::new(exec::Host::from_config(&cfg)),
+        host,
+        shells,
         cfg,
         opts,
         instance_id,
@@ -370,6 +381,8 @@ pub async fn run(
         }
     }
     heartbeat.abort();
+    // Running shell work has ended above; the shells it left end with the runner.
+    shared.shells.close_all();
     match shared.fatal.lock().expect("fatal poisoned").take() {
         Some(e) => Err(e),
         None => Ok(()),
@@ -600,6 +613,7 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
         let item = lease.work.clone();
         let host = shared.host.clone();
         let identity = shared.cfg.git.clone();
+        let shells = shared.shells.clone();
         let policy = shared.opts.stop_policy;
         // On a runtime worker: the unsandboxed child's death signal follows the spawning thread.
         tokio::spawn(async move {
@@ -619,6 +633,11 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
                 }
                 WorkSpec::Validate(_) => {
                     validate::execute(&item, &host, cancel_rx, out_tx, &policy).await
+                }
+                // Answered in this process, output in the answer.
+                WorkSpec::PersistentShell(_) => {
+                    drop(out_tx);
+                    shells.execute(&item, cancel_rx).await
                 }
                 _ => exec::execute(&item, &host, cancel_rx, out_tx, &policy).await,
             }

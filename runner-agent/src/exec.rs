@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{self, Write as _};
+use std::os::fd::{AsRawFd as _, RawFd};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -194,7 +195,10 @@ async fn run(
             script_file = Some(file);
             (interpreter, find(interpreter), all)
         }
-        WorkSpec::Explore(_) | WorkSpec::Edit(_) | WorkSpec::Validate(_) => {
+        WorkSpec::Explore(_)
+        | WorkSpec::Edit(_)
+        | WorkSpec::Validate(_)
+        | WorkSpec::PersistentShell(_) => {
             return not_started(
                 started,
                 Termination::Rejected,
@@ -223,14 +227,10 @@ async fn run(
         cwd: &cwd,
         env: &env,
         stdin: item.stdin.is_some(),
+        inherit: &[],
+        private: script_file.as_ref().map(|f| f.dir.path()),
     };
-    let spawned = if sandboxed {
-        let script_dir = script_file.as_ref().map(|f| f.dir.as_path());
-        spawn_sandboxed(&host.sandbox, launch, script_dir).await
-    } else {
-        spawn_unsandboxed(launch)
-    };
-    let (mut child, mut group) = match spawned {
+    let (mut child, mut group) = match spawn(host, launch).await {
         Ok(spawned) => spawned,
         Err(e) => {
             return not_started(
@@ -333,7 +333,11 @@ fn base_env(name: &str) -> bool {
 /// The whole environment of a child: the runner's variables that [`base_env`] or the project's
 /// `env_pass` name, `TMPDIR=/tmp` (the private tmp) when sandboxed, then the work's own `env`
 /// additions, which were asked for.
-fn child_env(host: &Host, item: &WorkItem, sandboxed: bool) -> Vec<(OsString, OsString)> {
+pub(crate) fn child_env(
+    host: &Host,
+    item: &WorkItem,
+    sandboxed: bool,
+) -> Vec<(OsString, OsString)> {
     let pass = host.env_pass.get(&item.project);
     let passed = |name: &str| {
         base_env(name) || pass.is_some_and(|names| names.iter().any(|n| n.as_str() == name))
@@ -353,16 +357,89 @@ fn child_env(host: &Host, item: &WorkItem, sandboxed: bool) -> Vec<(OsString, Os
 }
 
 /// What to start for a job.
-struct Launch<'a> {
+pub(crate) struct Launch<'a> {
     /// `argv[0]` as the work gave it (what the child sees as its name).
-    name: &'a str,
+    pub(crate) name: &'a str,
     /// The program found for it on this host.
-    program: &'a OsString,
-    args: &'a [OsString],
-    root: &'a Path,
-    cwd: &'a Path,
-    env: &'a [(OsString, OsString)],
-    stdin: bool,
+    pub(crate) program: &'a OsString,
+    pub(crate) args: &'a [OsString],
+    /// The project root: the only tree a sandboxed job may write.
+    pub(crate) root: &'a Path,
+    pub(crate) cwd: &'a Path,
+    pub(crate) env: &'a [(OsString, OsString)],
+    /// Whether the child's stdin is a pipe from the runner ([`Child::stdin`]), else
+    /// `/dev/null`.
+    pub(crate) stdin: bool,
+    /// Descriptors the child keeps besides its standard streams (at most [`MAX_INHERITED`]).
+    pub(crate) inherit: &'a [Inherit],
+    /// A runner-made directory the job reads (its script, its input), opened read-only in a
+    /// sandbox.
+    pub(crate) private: Option<&'a Path>,
+}
+
+/// A descriptor of the runner that a child keeps across its exec, under the number it is given
+/// there. Every other descriptor the runner makes is close-on-exec and never reaches a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inherit {
+    /// The descriptor in the runner; it must stay open until the spawn returns.
+    pub(crate) fd: RawFd,
+    /// Its number in the child (3 or more: 0-2 are the standard streams).
+    pub(crate) child_fd: RawFd,
+}
+
+/// Most descriptors a child inherits besides its standard streams: the caller's and, in a
+/// sandbox, bwrap's status and gate descriptors.
+pub(crate) const MAX_INHERITED: usize = 6;
+
+/// Between fork and exec: puts each descriptor of `inherit` under its child number, open across
+/// the exec. Every source is first copied above all the child numbers, so placing one never
+/// closes the source of another; the copies are close-on-exec and vanish with the exec. Only
+/// async-signal-safe calls (fcntl, dup2), and nothing is allocated.
+fn place_inherited(inherit: &[Inherit]) -> io::Result<()> {
+    let above = inherit.iter().map(|i| i.child_fd).max().unwrap_or(2) + 1;
+    let mut copies: [RawFd; MAX_INHERITED] = [-1; MAX_INHERITED];
+    for (copy, i) in copies.iter_mut().zip(inherit) {
+        // SAFETY: fcntl on a descriptor number; an invalid one fails with EBADF.
+        *copy = unsafe { nix::libc::fcntl(i.fd, nix::libc::F_DUPFD_CLOEXEC, above) };
+        if *copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    for (copy, i) in copies.iter().zip(inherit) {
+        // SAFETY: dup2 between descriptor numbers; the target is replaced, which in this child
+        // is only ever a close-on-exec descriptor of the runner or a standard stream's copy.
+        if unsafe { nix::libc::dup2(*copy, i.child_fd) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an inheritance the child cannot get: too many descriptors, or a number that would
+/// replace a standard stream or repeat another.
+fn check_inherited(inherit: &[Inherit]) -> io::Result<()> {
+    let repeated = inherit
+        .iter()
+        .enumerate()
+        .any(|(n, i)| inherit[..n].iter().any(|j| j.child_fd == i.child_fd));
+    if inherit.len() > MAX_INHERITED || repeated || inherit.iter().any(|i| i.child_fd < 3) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the descriptors to inherit do not fit the child",
+        ));
+    }
+    Ok(())
+}
+
+/// Starts `launch` confined as the host says: in a bubblewrap sandbox, or unsandboxed in a
+/// process group (and cgroup) of its own. The one spawn path of every job and persistent shell.
+pub(crate) async fn spawn(host: &Host, launch: Launch<'_>) -> io::Result<(Child, Job)> {
+    check_inherited(launch.inherit)?;
+    if host.sandbox.mode() == SandboxMode::Bubblewrap {
+        spawn_sandboxed(&host.sandbox, launch).await
+    } else {
+        spawn_unsandboxed(launch)
+    }
 }
 
 impl Launch<'_> {
@@ -407,8 +484,10 @@ fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
     let mut command = launch.command(launch.program);
     // The child sees the name it was given, not the resolved path.
     command.arg0(launch.name).args(launch.args);
+    let inherit = launch.inherit.to_vec();
     // SAFETY: the closure runs in the child between fork and exec and only makes system calls
-    // (write, prctl, getppid, kill) that are async-signal-safe; it allocates nothing.
+    // (write, fcntl, dup2, prctl, getppid, kill) that are async-signal-safe; it allocates
+    // nothing.
     unsafe {
         command.pre_exec(move || {
             if let Some(fd) = procs_fd {
@@ -416,6 +495,8 @@ fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
                 let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
                 nix::unistd::write(fd, b"0")?;
             }
+            // After the join: placing a descriptor may replace the cgroup's.
+            place_inherited(&inherit)?;
             die_with_runner(parent)
         });
     }
@@ -429,13 +510,9 @@ fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
 }
 
 /// Starts the job in a bubblewrap sandbox (see [`crate::sandbox`]) and learns its PID namespace.
-/// `script_dir` is opened read-only inside it. The program is checked on this host first, so a
-/// missing or unexecutable one fails to start as it would unsandboxed.
-async fn spawn_sandboxed(
-    sandbox: &Sandbox,
-    launch: Launch<'_>,
-    script_dir: Option<&Path>,
-) -> io::Result<(Child, Job)> {
+/// The launch's private directory is opened read-only inside it. The program is checked on this
+/// host first, so a missing or unexecutable one fails to start as it would unsandboxed.
+async fn spawn_sandboxed(sandbox: &Sandbox, launch: Launch<'_>) -> io::Result<(Child, Job)> {
     let found = Path::new(launch.program);
     if !found.is_absolute() || !found.exists() {
         return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
@@ -444,10 +521,19 @@ async fn spawn_sandboxed(
         return Err(io::Error::from_raw_os_error(nix::libc::EACCES));
     }
     let (status_read, status_write) = io::pipe()?;
-    let status_fd = std::os::fd::AsRawFd::as_raw_fd(&status_write);
     let (gate_read, mut gate_write) = io::pipe()?;
-    let gate_fd = std::os::fd::AsRawFd::as_raw_fd(&gate_read);
-    let private: Vec<&Path> = script_dir.into_iter().collect();
+    // bwrap's own descriptors take the lowest numbers the caller's leave free.
+    let mut inherit = launch.inherit.to_vec();
+    let mut free = (3..).filter(|n| launch.inherit.iter().all(|i| i.child_fd != *n));
+    let (status_fd, gate_fd) = (free.next().unwrap_or(3), free.next().unwrap_or(4));
+    for (fd, child_fd) in [
+        (status_write.as_raw_fd(), status_fd),
+        (gate_read.as_raw_fd(), gate_fd),
+    ] {
+        inherit.push(Inherit { fd, child_fd });
+    }
+    check_inherited(&inherit)?;
+    let private: Vec<&Path> = launch.private.into_iter().collect();
     // bwrap finds the program as the work named it (on the child's PATH, or relative to the cwd),
     // so the child sees that name as its argv[0].
     let args = sandbox.bwrap_args(
@@ -462,19 +548,13 @@ async fn spawn_sandboxed(
     let parent = Pid::this();
     let mut command = launch.command(&sandbox.program().as_os_str().to_owned());
     command.args(args);
-    // SAFETY: runs in the child between fork and exec; fcntl, prctl, getppid and kill are
-    // async-signal-safe and nothing is allocated.
+    // SAFETY: runs in the child between fork and exec; fcntl, dup2, prctl, getppid and kill
+    // are async-signal-safe and nothing is allocated.
     unsafe {
         command.pre_exec(move || {
             // The status and gate descriptors are close-on-exec like every descriptor the
-            // runner makes; this child alone keeps them across its exec.
-            for raw in [status_fd, gate_fd] {
-                let fd = std::os::fd::BorrowedFd::borrow_raw(raw);
-                nix::fcntl::fcntl(
-                    fd,
-                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-                )?;
-            }
+            // runner makes; this child alone keeps them (and the caller's) across its exec.
+            place_inherited(&inherit)?;
             // bwrap arms its own death signal (`--die-with-parent`) only once it runs; a runner
             // killed while bwrap loads would leave the sandbox with no parent to follow.
             die_with_runner(parent)
@@ -523,7 +603,7 @@ fn leader_pid(child: &Child) -> io::Result<Pid> {
 /// signal, so a stopped job reads the same sandboxed or not; a program that itself exits with
 /// 129-192 is therefore reported as killed by the signal that status conventionally means. A
 /// signal on bwrap itself (the final SIGKILL) is reported as it is.
-fn sandboxed_status(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+pub(crate) fn sandboxed_status(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     match status.code() {
         Some(code @ 129..=192) => (None, Some(code - 128)),
         code => (code, status.signal()),
@@ -553,7 +633,7 @@ pub(crate) fn not_started(
 }
 
 /// Cuts an error text to [`MAX_ERROR_BYTES`] on a character boundary, marking the cut with `…`.
-fn bounded(mut msg: String) -> String {
+pub(crate) fn bounded(mut msg: String) -> String {
     if msg.len() > MAX_ERROR_BYTES {
         let mut end = MAX_ERROR_BYTES - '…'.len_utf8();
         while !msg.is_char_boundary(end) {
@@ -613,7 +693,7 @@ async fn escalate(child: &mut Child, group: &Job, policy: &StopPolicy) -> io::Re
 
 /// The processes of a running job. Dropping it unfinished kills them all, so work whose
 /// [`execute`] future is abandoned mid-run leaves nothing running.
-struct Job {
+pub(crate) struct Job {
     leader: Pid,
     reaped: bool,
     containment: Option<Containment>,
@@ -628,12 +708,19 @@ impl Job {
         }
     }
 
-    fn leader(&self) -> Pid {
+    /// The runner's child: the job's first process, or bwrap when sandboxed.
+    pub(crate) fn leader(&self) -> Pid {
         self.leader
     }
 
+    /// The sandbox's pid 1 (a host pid), when the job runs in a PID namespace whose start bwrap
+    /// reported: the parent of the job's first process.
+    pub(crate) fn sandbox_init(&self) -> Option<Pid> {
+        self.containment.as_ref().and_then(Containment::init)
+    }
+
     /// Notes that the leader has been waited for: its pid may now belong to someone else.
-    fn leader_reaped(&mut self) {
+    pub(crate) fn leader_reaped(&mut self) {
         self.reaped = true;
     }
 
@@ -643,7 +730,8 @@ impl Job {
         }
     }
 
-    fn kill_all(&self) {
+    /// Kills every process of the job.
+    pub(crate) fn kill_all(&self) {
         if let Some(c) = &self.containment {
             c.kill(self.reaped);
         }
@@ -655,7 +743,7 @@ impl Job {
     }
 
     /// Waits (bounded) for the job's processes to be gone and releases what held them.
-    async fn release(&mut self) {
+    pub(crate) async fn release(&mut self) {
         if let Some(c) = self.containment.take() {
             c.kill(self.reaped);
             c.release().await;
@@ -747,40 +835,61 @@ impl Capture {
     }
 }
 
-/// A script body in a private file (0600 in a fresh 0700 directory under the system temporary
-/// directory), removed with its directory when dropped. A sandboxed job gets a private `/tmp`,
-/// into which its own script directory alone is bound read-only.
+/// A fresh private directory (0700, under the system temporary directory) for the files the
+/// runner hands a job, removed with everything in it when dropped. A sandboxed job gets a
+/// private `/tmp`, into which its own directory alone is bound read-only ([`Launch::private`]).
+pub(crate) struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// A new directory named `{prefix}-{random}`.
+    pub(crate) fn create(prefix: &str) -> io::Result<Self> {
+        let path = std::env::temp_dir().join(format!("{prefix}-{}", Uuid::new_v4()));
+        // `create`, not `create_all`: a directory that already exists is someone else's.
+        DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(Self { path })
+    }
+
+    /// Where it is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `body` to the new private file (0600) `name` in it; answers its path.
+    pub(crate) fn write(&self, name: &str, body: &[u8]) -> io::Result<PathBuf> {
+        let path = self.path.join(name);
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?
+            .write_all(body)?;
+        Ok(path)
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %self.path.display(), error = %e, "cannot remove a private directory");
+        }
+    }
+}
+
+/// A script body in a private file, removed with its directory when dropped.
 struct ScriptFile {
-    dir: PathBuf,
+    dir: PrivateDir,
     path: PathBuf,
 }
 
 impl ScriptFile {
     fn write(body: &str) -> io::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("wc-script-{}", Uuid::new_v4()));
-        // `create`, not `create_all`: a directory that already exists is someone else's.
-        DirBuilder::new().mode(0o700).create(&dir)?;
-        let file = Self {
-            path: dir.join("script"),
-            dir,
-        };
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&file.path)?
-            .write_all(body.as_bytes())?;
-        Ok(file)
-    }
-}
-
-impl Drop for ScriptFile {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.dir)
-            && e.kind() != io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot remove the script directory");
-        }
+        let dir = PrivateDir::create("wc-script")?;
+        let path = dir.write("script", body.as_bytes())?;
+        Ok(Self { dir, path })
     }
 }
 
@@ -925,10 +1034,10 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         let file = ScriptFile::write("echo hi\n").unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&file.dir), 0o700);
+        assert_eq!(mode(file.dir.path()), 0o700);
         assert_eq!(mode(&file.path), 0o600);
         assert_eq!(std::fs::read_to_string(&file.path).unwrap(), "echo hi\n");
-        let dir = file.dir.clone();
+        let dir = file.dir.path().to_owned();
         drop(file);
         assert!(!dir.exists());
     }

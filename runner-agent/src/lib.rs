@@ -17,5 +17,6 @@ pub mod explore;
 pub mod git;
 pub mod program;
 pub mod sandbox;
+pub mod shell;
 pub mod sqs;
 pub mod validate;

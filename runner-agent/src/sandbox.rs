@@ -519,6 +519,15 @@ pub(crate) enum Containment {
 }
 
 impl Containment {
+    /// The sandbox's pid 1 (a host pid), when the job runs in a PID namespace whose start bwrap
+    /// reported.
+    pub(crate) fn init(&self) -> Option<Pid> {
+        match self {
+            Containment::Namespace { ns: Some(ns), .. } => Some(ns.init),
+            _ => None,
+        }
+    }
+
     /// Sends `signal` to every process of the job but the sandbox's own (bwrap and the
     /// namespace's pid 1, which would end the whole job at once).
     pub(crate) fn signal(&self, signal: Signal) {

@@ -273,6 +273,7 @@ pub async fn register(
     )
     .await?;
     let lost = crate::work::lose_replaced(&tx, reg.client_id, reg.instance_id, evidence).await?;
+    crate::shells::lose_replaced(&tx, reg.client_id, reg.instance_id).await?;
     for project in reg.projects {
         crate::projects::register(
             &tx,

@@ -209,7 +209,8 @@ pub(crate) async fn append_terminal_evidence(
         };
         sessions::append(tx, session_id, std::slice::from_ref(&event), true).await?;
     }
-    Ok(())
+    // After the sessions' evidence: locks are taken session first, shell second.
+    crate::shells::work_ended(tx, ended, answer).await
 }
 
 /// Evidence appended to a Workflow Session in the enqueuing transaction.
@@ -282,7 +283,7 @@ pub async fn enqueue(
 /// `limits` allow, and publishes it in the same statement: Postgres-queue work sends its
 /// `wc_work` hint (delivered at commit), SQS work gets its outbox row. The counts read the
 /// partial indexes over open work.
-async fn insert(
+pub(crate) async fn insert(
     client: &impl GenericClient,
     work: &NewWork,
     limits: OpenLimits,

@@ -12,7 +12,8 @@ search_project_texts, read_files (noting the sha256), then apply_text_edits with
 after the file was changed behind the session's back (refused sha256_mismatch with the current
 hash), the retry with the current hash, the handoff brief (workspace observed, progress
 needs_validation), cargo_test and validation_summary (the brief then ready_to_continue; a count
-the output cannot prove refused test_count_not_proven), git_diff, git_commit and git_log. One read through the symlink that leads
+the output cannot prove refused test_count_not_proven), git_diff, git_commit and git_log, then a
+persistent shell (open, three commands that keep cwd, exports and a function, status, close). One read through the symlink that leads
 outside the root is refused path_outside_root. Consecutive HTTP requests alternate between
 the instances; the runner is connected to the first only.
 """
@@ -286,6 +287,33 @@ class FilesFlow:
                 (ws.get("status"), ws.get("dirty")) == ("available", False), f"workspace after the commit: {short(ws)}"
             )
 
+            # A persistent shell: open, three commands that build on each other (each on the
+            # other instance than the last), status, close.
+            shell = await self.ok_session(c, "open_session_shell", {"session_id": sid, "shell": "bash"})
+            shell_id = shell.get("shell_id")
+            self.check(shell.get("state") == "ready" and isinstance(shell_id, str), f"open_session_shell: {short(shell)}")
+            steps = [
+                ("cd src/util && export ANSWER=42", ""),
+                ("twice() { echo $(( $1 * 2 )); }", ""),
+                ("basename \"$PWD\"; twice $ANSWER", "util\n84\n"),
+            ]
+            for command, stdout in steps:
+                ran = await self.ok_session(
+                    c, "session_shell_exec", {"session_id": sid, "shell_id": shell_id, "command": command}
+                )
+                self.check(
+                    (ran.get("exit_code"), ran.get("stdout"), ran.get("state")) == (0, stdout, "ready"),
+                    f"session_shell_exec {command!r}: {short(ran)}",
+                )
+            status = await self.ok_session(c, "session_shell_status", {"session_id": sid, "shell_id": shell_id})
+            self.check(status.get("state") == "ready", f"session_shell_status: {short(status)}")
+            closed = await self.ok_session(c, "close_session_shell", {"session_id": sid, "shell_id": shell_id})
+            self.check(
+                (closed.get("state"), closed.get("released")) == ("closed", True), f"close_session_shell: {short(closed)}"
+            )
+            after = await self.call(c, "session_shell_exec", {"session_id": sid, "shell_id": shell_id, "command": "true"})
+            tool_refused(after, "shell_closed", "session_shell_exec after close")
+
             # A read through the symlink that leads outside the root.
             outside = await self.call(c, "read_files", {"session_id": sid, "files": [{"path": "escape/passwd"}]})
             self.check(outside.is_error is True, f"escape/passwd: isError={outside.is_error}")
@@ -313,7 +341,7 @@ async def main() -> int:
     if len(args.instance) < 2:
         parser.error("give --instance twice: the flow alternates between two servers")
     flow = FilesFlow(args.instance, args.token, args.project_id, args.root)
-    name = "file tools: explore, stale edit refused, retry, handoff, cargo_test, validation_summary, diff, commit, log, escape refused"
+    name = "file tools: explore, stale edit refused, retry, handoff, cargo_test, validation_summary, diff, commit, log, persistent shell, escape refused"
     start = time.monotonic()
     try:
         note = await flow.run()

@@ -16,9 +16,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let pool = wc_store::pool::build_pool(&db)?;
     let config = ServerConfig::from_env()?;
     let publisher = wc_functions::queue_publisher(&config);
-    let (pool, publisher) = (&pool, publisher.as_deref());
+    let mut deps = wc_functions::deps::Deps::new(pool.clone(), config);
+    deps.publisher = publisher.clone();
+    let (pool, publisher, deps) = (&pool, publisher.as_deref(), &deps);
     lambda_runtime::run(service_fn(move |_event: LambdaEvent<Value>| async move {
         let report = maintenance::run_once(pool, publisher, true).await?;
+        let shells = maintenance::end_shells(deps).await?;
+        tracing::info!(shells, "persistent shells closed");
         tracing::info!(?report, "maintenance pass");
         Ok::<_, lambda_runtime::Error>(serde_json::to_value(report)?)
     }))

@@ -10,6 +10,7 @@
 pub mod classify;
 pub mod instructions;
 pub mod operation;
+pub mod shell;
 pub mod validation;
 
 use std::sync::Arc;
@@ -108,6 +109,8 @@ pub struct Target {
     pub local: String,
     /// The kinds of work its runner's instance executes.
     pub work_kinds: Vec<WorkKind>,
+    /// The runner's current instance (the owner of any shell opened now).
+    pub instance_id: Uuid,
 }
 
 fn unknown_project(project: &ProjectId) -> ToolError {
@@ -144,6 +147,8 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
         client_id: p.client_id,
         local: p.name,
         work_kinds: announced_kinds(runner.work_kinds.as_deref()),
+        // An online runner has registered an instance.
+        instance_id: runner.instance_id.unwrap_or_default(),
     })
 }
 
@@ -464,14 +469,19 @@ fn over_limit(over: work::OverLimit, limits: work::OpenLimits, project: &Project
 /// Sends the SQS message of just-committed work (never inside the enqueuing transaction). A
 /// failure is logged and the outbox row stays for the periodic drain.
 async fn publish_committed(ctx: &ToolContext, row: &WorkRow) {
+    publish(&ctx.deps, row).await;
+}
+
+/// [`publish_committed`] for a caller without a tool context.
+async fn publish(deps: &crate::deps::Deps, row: &WorkRow) {
     if row.queue != WorkQueue::Sqs {
         return;
     }
-    let Some(publisher) = &ctx.deps.publisher else {
+    let Some(publisher) = &deps.publisher else {
         tracing::error!(job_id = %row.id, "work routed to SQS but no publisher is configured; it stays in the outbox");
         return;
     };
-    match wc_store::outbox::drain_one(&ctx.deps.pool, publisher.as_ref(), row.id).await {
+    match wc_store::outbox::drain_one(&deps.pool, publisher.as_ref(), row.id).await {
         Ok(stats) if stats.failed > 0 => {
             tracing::warn!(job_id = %row.id, "the work message was not sent; the periodic drain retries it")
         }

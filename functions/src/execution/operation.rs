@@ -140,12 +140,13 @@ fn op_name(spec: &WorkSpec) -> Option<&'static str> {
         WorkSpec::Edit(op) => Some(op.name()),
         WorkSpec::Git(op) => Some(op.name()),
         WorkSpec::Validate(op) => Some(op.name()),
+        WorkSpec::PersistentShell(_) => Some("shell"),
         WorkSpec::Process { .. } | WorkSpec::Shell { .. } | WorkSpec::Script { .. } => None,
     }
 }
 
 /// The answer of ended work, or the typed failure its outcome says.
-fn answered(
+pub(super) fn answered(
     row: &WorkRow,
     answer: Option<Value>,
     op: Option<&str>,
@@ -246,6 +247,7 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::UnmergedPaths => ErrorKind::UnmergedPaths,
         OpErrorKind::MergeInProgress => ErrorKind::MergeInProgress,
         OpErrorKind::HookRejected => ErrorKind::HookRejected,
+        OpErrorKind::ShellBusy => ErrorKind::ShellBusy,
     };
     ToolError::new(kind, words)
 }
@@ -313,6 +315,7 @@ mod tests {
             OpErrorKind::UnmergedPaths,
             OpErrorKind::MergeInProgress,
             OpErrorKind::HookRejected,
+            OpErrorKind::ShellBusy,
         ];
         for kind in kinds {
             let e = refused(kind, format!("words about {}", kind.as_str()));

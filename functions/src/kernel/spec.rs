@@ -140,6 +140,11 @@ pub struct ToolSpec {
     pub ledger_facts: Option<LedgerFacts>,
     /// Which edit surface the tool is, for edit telemetry ([`Self::with_edit_surface`]).
     pub edit_surface: Option<EditSurface>,
+    /// Whether the ledger facts are recorded for a failure that carries an output too (a
+    /// lifecycle: the state a failed command left the shell in), not only for a success.
+    pub facts_on_failure: bool,
+    /// Arguments that never reach the ledger's argument summary (only their size does).
+    pub private_arguments: &'static [&'static str],
     /// The compiled input schema, built on the tool's first call (compiling every tool's
     /// schema at start-up would delay every cold start for tools the instance may never run).
     validator: std::sync::OnceLock<jsonschema::Validator>,
@@ -403,6 +408,8 @@ impl ToolSpec {
             output_schema: Arc::new(output_schema),
             ledger_facts: None,
             edit_surface: None,
+            facts_on_failure: false,
+            private_arguments: &[],
             validator: std::sync::OnceLock::new(),
             handler: erased,
         }
@@ -461,6 +468,21 @@ impl ToolSpec {
     /// Declares the facts a successful call records in the ledger besides its outcome.
     pub fn with_ledger_facts(mut self, facts: LedgerFacts) -> ToolSpec {
         self.ledger_facts = Some(facts);
+        self
+    }
+
+    /// Ledger facts recorded for every result with an output, success or not: lifecycle
+    /// evidence (which state the call left its object in).
+    pub fn with_lifecycle_facts(mut self, facts: LedgerFacts) -> ToolSpec {
+        self.ledger_facts = Some(facts);
+        self.facts_on_failure = true;
+        self
+    }
+
+    /// Keeps `fields` of the arguments out of the ledger: the argument summary records only
+    /// their size in bytes (`{"omitted": "private", "bytes": n}`).
+    pub fn with_private_arguments(mut self, fields: &'static [&'static str]) -> ToolSpec {
+        self.private_arguments = fields;
         self
     }
 

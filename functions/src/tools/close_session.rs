@@ -73,6 +73,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         )
     })
     .await?;
+    crate::execution::shell::release_for_session(&ctx, &args.session_id).await;
     Ok(Output {
         session_id: args.session_id,
         lifecycle: Lifecycle::Closed,

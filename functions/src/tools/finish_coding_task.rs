@@ -100,6 +100,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         )
     })
     .await?;
+    crate::execution::shell::release_for_session(&ctx, &session.id).await;
     let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
     let validation = evidence.validation(true);
     Ok(Output {

@@ -3,6 +3,7 @@
 mod apply_patch;
 mod apply_text_edits;
 mod close_session;
+mod close_session_shell;
 mod complete_session_message;
 mod finish_coding_task;
 mod get_session_assignment;
@@ -20,6 +21,7 @@ pub mod list_runners;
 mod list_session_messages;
 mod list_tools;
 mod observe_session_messages;
+mod open_session_shell;
 mod post_session_message;
 mod project_overview;
 mod read_files;
@@ -31,6 +33,8 @@ mod run_shell;
 mod runtime_status;
 mod search_project_texts;
 mod session_handoff_summary;
+mod session_shell_exec;
+mod session_shell_status;
 mod session_summary;
 mod start_session;
 mod stop_job;
@@ -62,6 +66,10 @@ pub fn all() -> Vec<ToolSpec> {
         job_log::spec(),
         stop_job::spec(),
         list_jobs::spec(),
+        open_session_shell::spec(),
+        session_shell_exec::spec(),
+        session_shell_status::spec(),
+        close_session_shell::spec(),
         project_overview::spec(),
         list_project_files::spec(),
         list_project_tracked_files::spec(),

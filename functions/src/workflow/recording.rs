@@ -53,8 +53,9 @@ struct Recording {
     arguments: Value,
 }
 
-/// A bounded, redacted summary of the arguments for the ledger.
-fn summarize(args: &Value) -> Value {
+/// A bounded, redacted summary of the arguments for the ledger; `private` fields are
+/// replaced by their size.
+fn summarize(args: &Value, private: &[&str]) -> Value {
     fn cut(v: &mut Value) {
         match v {
             Value::String(s) => {
@@ -73,6 +74,14 @@ fn summarize(args: &Value) -> Value {
         }
     }
     let mut v = args.clone();
+    if let Some(map) = v.as_object_mut() {
+        for field in private {
+            if let Some(value) = map.get_mut(*field) {
+                let bytes = value.as_str().map_or(0, str::len);
+                *value = json!({ "omitted": "private", "bytes": bytes });
+            }
+        }
+    }
     redact_json(&mut v);
     cut(&mut v);
     let bytes = serde_json::to_vec(&v)
@@ -151,7 +160,7 @@ async fn begin(
     let arguments = if pairs.is_empty() {
         Value::Null
     } else {
-        summarize(args)
+        summarize(args, spec.private_arguments)
     };
     let recording = Recording {
         pairs,
@@ -260,7 +269,7 @@ fn finished_event(call: &CallFacts<'_>, pair: &Pair, done: &Outcome<'_>) -> NewE
     if let Some(e) = &done.result.error {
         payload["error_kind"] = json!(e.kind.as_str());
     }
-    if done.result.success
+    if (done.result.success || spec.facts_on_failure)
         && let (Some(facts), Some(output), Value::Object(fields)) =
             (spec.ledger_facts, &done.result.output, &mut payload)
     {

@@ -3,10 +3,10 @@
 use super::*;
 
 /// A `wc-runner` process; killed when dropped.
-struct RunnerProcess(std::process::Child);
+pub(super) struct RunnerProcess(std::process::Child);
 
 impl RunnerProcess {
-    fn spawn(config: &Path) -> RunnerProcess {
+    pub(super) fn spawn(config: &Path) -> RunnerProcess {
         let bin = wc_e2e::server::workspace_binary("wc-runner");
         RunnerProcess(
             std::process::Command::new(bin)
@@ -20,7 +20,8 @@ impl RunnerProcess {
         )
     }
 
-    fn kill(&mut self) {
+    /// SIGKILL, then reaped.
+    pub(super) fn kill(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -15,6 +15,7 @@ mod jobs;
 mod results;
 mod runner_api;
 mod session_defaults;
+mod shells;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

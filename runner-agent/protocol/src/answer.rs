@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     FileListAnswer, GitCommitAnswer, GitDiffAnswer, GitLogAnswer, GitStatusAnswer,
     MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
-    TextEditsAnswer, TrackedFilesAnswer, ValidationAnswer, refuse,
+    ShellAnswer, TextEditsAnswer, TrackedFilesAnswer, ValidationAnswer, refuse,
 };
 
 /// Why an operation on project files was refused: a closed set the functions map to typed tool errors.
@@ -77,6 +77,8 @@ pub enum OpErrorKind {
     MergeInProgress,
     /// A hook of the repository (`pre-commit`, `commit-msg`) refused the commit.
     HookRejected,
+    /// The persistent shell is running another command.
+    ShellBusy,
 }
 
 impl OpErrorKind {
@@ -112,6 +114,7 @@ impl OpErrorKind {
             OpErrorKind::UnmergedPaths => "unmerged_paths",
             OpErrorKind::MergeInProgress => "merge_in_progress",
             OpErrorKind::HookRejected => "hook_rejected",
+            OpErrorKind::ShellBusy => "shell_busy",
         }
     }
 }
@@ -144,6 +147,8 @@ pub enum WorkAnswer {
     GitCommit(GitCommitAnswer),
     /// Answer to [`crate::ValidateOp`]: given whatever the validation's exit status.
     Validate(ValidationAnswer),
+    /// Answer to every [`crate::ShellOp`]: given whatever the command's exit status.
+    Shell(ShellAnswer),
 }
 
 impl WorkAnswer {
@@ -163,6 +168,7 @@ impl WorkAnswer {
             WorkAnswer::GitLog(_) => "git_log",
             WorkAnswer::GitCommit(_) => "git_commit",
             WorkAnswer::Validate(_) => "validate",
+            WorkAnswer::Shell(_) => "shell",
         }
     }
 

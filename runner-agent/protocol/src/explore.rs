@@ -502,6 +502,8 @@ pub enum WorkKind {
     Git,
     /// [`crate::WorkSpec::Validate`].
     Validate,
+    /// [`crate::WorkSpec::PersistentShell`].
+    PersistentShell,
 }
 
 impl WorkKind {
@@ -514,6 +516,7 @@ impl WorkKind {
         WorkKind::Edit,
         WorkKind::Git,
         WorkKind::Validate,
+        WorkKind::PersistentShell,
     ];
 
     /// What a runner that announces no kinds executes: the kinds that existed before runners
@@ -531,6 +534,7 @@ impl WorkKind {
             WorkKind::Edit => "edit",
             WorkKind::Git => "git",
             WorkKind::Validate => "validate",
+            WorkKind::PersistentShell => "persistent_shell",
         }
     }
 

@@ -20,6 +20,8 @@ mod git;
 pub use git::*;
 mod validate;
 pub use validate::*;
+mod shell;
+pub use shell::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -102,6 +104,10 @@ pub enum WorkSpec {
     /// output says ([`WorkOutcome::answer`] whatever the exit status); only runners that
     /// announce [`WorkKind::Validate`] receive it.
     Validate(ValidateOp),
+    /// An operation on a persistent shell of a Workflow Session, answered by the runner that
+    /// owns it ([`WorkOutcome::answer`] whatever the command's exit status); only runners
+    /// that announce [`WorkKind::PersistentShell`] receive it.
+    PersistentShell(ShellOp),
 }
 
 impl WorkSpec {
@@ -115,6 +121,7 @@ impl WorkSpec {
             WorkSpec::Edit(_) => WorkKind::Edit,
             WorkSpec::Git(_) => WorkKind::Git,
             WorkSpec::Validate(_) => WorkKind::Validate,
+            WorkSpec::PersistentShell(_) => WorkKind::PersistentShell,
         }
     }
 }
@@ -238,6 +245,23 @@ impl WorkItem {
                     return refuse("validate work takes no stdin or env");
                 }
                 op.validate()?;
+            }
+            WorkSpec::PersistentShell(op) => {
+                // Only an open starts somewhere, only an exec reads input; nothing adds to the
+                // environment the shell was opened with.
+                if !self.env.is_empty() {
+                    return refuse("persistent shell work takes no env");
+                }
+                if self.cwd.is_some() && !matches!(op, ShellOp::ShellOpen(_)) {
+                    return refuse("only a shell open takes a cwd");
+                }
+                if self.stdin.is_some() && !matches!(op, ShellOp::ShellExec(_)) {
+                    return refuse("only a shell exec takes stdin");
+                }
+                op.validate()?;
+                if let ShellOp::ShellExec(exec) = op {
+                    wire += exec.command.len();
+                }
             }
         }
         // Scripts and edits are bounded by their own limits, not by the command envelope.

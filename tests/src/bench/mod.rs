@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod runner;
 pub mod search;
 pub mod sessions;
+pub mod shells;
 pub mod validate;
 
 use std::future::Future;

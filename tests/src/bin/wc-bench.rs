@@ -203,6 +203,15 @@ async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> an
         let repetitions = if cli.quick { 5 } else { 11 };
         emit(&validate::against_direct(base, token, project, &dir, repetitions).await?);
     }
+    if wanted(cli, "shell_exec_true") {
+        use wc_e2e::bench::shells;
+        for &c in cli.concurrency.iter().filter(|&&c| c <= 8) {
+            let (run_shell, exec) =
+                shells::against_run_shell(base, token, project, c, duration).await?;
+            emit(&run_shell);
+            emit(&exec);
+        }
+    }
     if wanted(cli, "apply_text_edits_roundtrip") {
         if !files::has_tool(base, token, "apply_text_edits").await? {
             emit(&json!({
@@ -236,6 +245,7 @@ async fn main() -> anyhow::Result<()> {
         "search_project_texts_vs_rg",
         "cargo_check_vs_direct",
         "apply_text_edits_roundtrip",
+        "shell_exec_true",
     ];
     let recorded = [
         "mcp_recorded_call",

@@ -1,0 +1,147 @@
+//! `session_shell_exec`: run one command in the session's persistent shell, serialized
+//! (`shell_busy` while another runs), its result the command's own exit status.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use wc_domain::{SessionId, ShellId};
+use wc_runner_protocol::{ShellExecOp, ShellOp, Termination, WorkOutcome};
+use wc_store::shells::ShellStep;
+
+use crate::auth::Scope;
+use crate::execution::shell::{self, Answered, ExecView, Operation};
+use crate::execution::{self, ExecState, ResultExpectation};
+use crate::kernel::context::ToolContext;
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::result::ToolError;
+
+/// Longest command time limit: a command's answer must fit one synchronous call (longer work
+/// belongs in run_job).
+pub const MAX_EXEC_TIMEOUT_MS: u64 = 20_000;
+const DEFAULT_EXEC_TIMEOUT_MS: u64 = 10_000;
+
+/// Arguments of `session_shell_exec`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The session.
+    pub session_id: SessionId,
+    /// The shell (open_session_shell's `shell_id`).
+    pub shell_id: ShellId,
+    /// Shell text, at most 16,000 UTF-8 bytes, not blank.
+    #[schemars(
+        length(min = 1, max = 16000),
+        regex(pattern = r"^[^\u0000]*[^\u0000 \t\n\r\u000B\u000C][^\u0000]*$")
+    )]
+    pub command: String,
+    /// Time limit in ms (default 10000, at most 20000); then it is interrupted.
+    #[schemars(range(min = 1, max = 20000))]
+    pub timeout_ms: Option<u64>,
+    /// Standard input of this command (default: empty).
+    #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
+    pub stdin: Option<String>,
+    /// Expected result: success (default), failure or observe.
+    pub result_expectation: Option<ResultExpectation>,
+}
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    ToolSpec::new(
+        ToolMeta {
+            name: "session_shell_exec",
+            title: "Session shell exec",
+            description: "Run a command in the session's persistent shell; state (cd, export, functions) stays. success is the command's exit 0; a timeout interrupts it (timed_out; shell_reset_required if the shell could not recover). One command at a time: shell_busy.",
+            category: Category::Execution,
+            scopes: &[Scope::ProjectWrite],
+            read_only: false,
+            consequential: true,
+            rest_operation: false,
+        },
+        run,
+    )
+    .with_session(SessionUse::Works)
+    .with_lifecycle_facts(shell::facts)
+    .with_private_arguments(&["command", "stdin"])
+}
+
+async fn run(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {
+    let session = ctx.business_session(&args.session_id)?;
+    execution::check_shell_text("/command", &args.command)?;
+    let timeout_ms = args.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
+    if timeout_ms == 0 || timeout_ms > MAX_EXEC_TIMEOUT_MS {
+        return Err(execution::invalid(
+            "/timeout_ms",
+            "range",
+            format!("timeout_ms must be 1-{MAX_EXEC_TIMEOUT_MS} (longer work belongs in run_job)"),
+        ));
+    }
+    let row = shell::load(&ctx, &session, &args.shell_id).await?;
+    if row.state.is_terminal() {
+        return Err(shell::unusable(&row));
+    }
+    let target = execution::resolve_target(&ctx, &row.project_id).await?;
+    let operation = Operation {
+        tool: "session_shell_exec",
+        step: ShellStep::Exec(row.id.clone()),
+        op: ShellOp::ShellExec(ShellExecOp {
+            target: shell::target_of(&row.id, row.instance_id),
+            command: args.command,
+        }),
+        cwd: None,
+        stdin: args.stdin,
+        timeout_ms: Some(timeout_ms),
+    };
+    let (row, answer) = match shell::run(&ctx, &session, &target, operation).await? {
+        Answered::Runner(row, answer) => (row, answer),
+        Answered::Ended(row) => return Err(shell::unusable(&row)),
+    };
+    let Some(result) = answer.exec else {
+        // The runner no longer holds the shell (restarted, replaced): nothing ran.
+        return Err(shell::unusable(&row));
+    };
+    let expectation = execution::classify(
+        args.result_expectation.unwrap_or_default(),
+        &[],
+        if result.exit_code.is_some() {
+            ExecState::Succeeded
+        } else {
+            ExecState::TimedOut
+        },
+        Some(&as_outcome(result.exit_code)),
+    );
+    let view = ExecView {
+        shell_id: row.id.clone(),
+        state: answer.state,
+        result,
+        expectation,
+        detail: answer.detail,
+    };
+    match view.failure() {
+        None => Ok(view),
+        Some(error) => {
+            Err(error.with_output(serde_json::to_value(&view).map_err(ToolError::internal)?))
+        }
+    }
+}
+
+/// The command's end as the expectation rule reads a process's: it completed with its exit
+/// status, or it did not complete.
+fn as_outcome(exit_code: Option<i32>) -> WorkOutcome {
+    WorkOutcome {
+        termination: if exit_code.is_some() {
+            Termination::Exited
+        } else {
+            Termination::TimedOut
+        },
+        exit_code,
+        signal: None,
+        error: None,
+        duration_ms: 0,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        answer: None,
+        error_kind: None,
+        conflict: None,
+    }
+}

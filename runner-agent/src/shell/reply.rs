@@ -1,0 +1,103 @@
+//! The answers of shell operations: the shell's state after the operation, and for an exec
+//! what the command did ([`Reply::ran`]).
+
+use std::time::Duration;
+
+use wc_runner_protocol::{RelativePath, ShellAnswer, ShellExecResult, ShellState};
+
+use super::live::{Finish, Ran, Stop};
+use super::process::End;
+use crate::exec;
+
+/// An answer before its action is named.
+pub(super) struct Reply {
+    pub(super) state: ShellState,
+    pub(super) cwd: Option<RelativePath>,
+    pub(super) exec: Option<ShellExecResult>,
+    pub(super) detail: Option<String>,
+}
+
+impl Reply {
+    /// The shell is in `state`; nothing more to say.
+    pub(super) fn state(state: ShellState) -> Reply {
+        Reply {
+            state,
+            cwd: None,
+            exec: None,
+            detail: None,
+        }
+    }
+
+    /// The shell ended as `end` says.
+    pub(super) fn ended(end: &End) -> Reply {
+        Reply {
+            detail: Some(end.detail.clone()),
+            ..Reply::state(end.state)
+        }
+    }
+
+    /// This runner instance does not hold the shell, for the reason `why`.
+    pub(super) fn lost(why: &str) -> Reply {
+        Reply {
+            detail: Some(why.to_owned()),
+            ..Reply::state(ShellState::Lost)
+        }
+    }
+
+    /// The answer to an exec that ran as `ran`.
+    pub(super) fn ran(ran: Ran) -> Reply {
+        let (state, exit_code, stop, detail) = match ran.finish {
+            Finish::Completed(status) => (ShellState::Ready, Some(i32::from(status)), None, None),
+            Finish::Recovered(stop, _) => (
+                ShellState::Ready,
+                None,
+                Some(stop),
+                Some(format!(
+                    "{}; it was interrupted and the shell is ready",
+                    stop.words()
+                )),
+            ),
+            Finish::Ended(stop, end) => {
+                let code = end.exit_code.filter(|_| end.state == ShellState::Exited);
+                let detail = match stop {
+                    Some(stop) => format!("{}; {}", stop.words(), end.detail),
+                    None => end.detail,
+                };
+                (end.state, code, stop, Some(detail))
+            }
+        };
+        let exec = ShellExecResult {
+            exit_code,
+            timed_out: stop == Some(Stop::TimedOut),
+            recovered: stop.is_some() && state == ShellState::Ready,
+            stdout: String::from_utf8_lossy(&ran.stdout.kept).into_owned(),
+            stderr: String::from_utf8_lossy(&ran.stderr.kept).into_owned(),
+            stdout_bytes: ran.stdout.total,
+            stderr_bytes: ran.stderr.total,
+            stdout_truncated: ran.stdout.truncated(),
+            stderr_truncated: ran.stderr.truncated(),
+            duration_ms: millis(ran.duration),
+        };
+        Reply {
+            exec: Some(exec),
+            detail,
+            ..Reply::state(state)
+        }
+    }
+
+    /// The answer to the operation `action`, its detail within the protocol's bound.
+    pub(super) fn answer(self, action: &str) -> ShellAnswer {
+        ShellAnswer {
+            action: action.to_owned(),
+            state: self.state,
+            cwd: self.cwd,
+            exec: self.exec,
+            detail: self.detail.map(exec::bounded),
+        }
+    }
+}
+
+/// `d` in whole milliseconds, saturating.
+pub(super) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
