@@ -10,6 +10,8 @@
 //! as `NOTIFY` hints (`wc_work` with the client id when work is queued, `wc_work_done` with the
 //! work id when it ends); durable state stays the truth.
 
+mod shell_end;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, GenericClient, Pool};
 use serde_json::Value;
@@ -210,7 +212,7 @@ pub(crate) async fn append_terminal_evidence(
         sessions::append(tx, session_id, std::slice::from_ref(&event), true).await?;
     }
     // After the sessions' evidence: locks are taken session first, shell second.
-    crate::shells::work_ended(tx, ended, answer).await
+    shell_end::work_ended(tx, ended, answer).await
 }
 
 /// Evidence appended to a Workflow Session in the enqueuing transaction.

@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
 /// How long a close waits for the runner to confirm the release (the shell has ended either
@@ -55,6 +55,8 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Manages)
+    // The session's own ledger keeps the shell's end, as it keeps its open and commands.
+    .with_business_pair(BusinessPair::Always)
     .with_lifecycle_facts(shell::facts)
 }
 

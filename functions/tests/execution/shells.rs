@@ -322,7 +322,7 @@ async fn shells_are_refused_in_read_only_sessions_and_ids_of_others_look_unknown
     ] {
         let r = exec(st, key, session, &shell, "true").await;
         assert_eq!(kind(&r), "unknown_shell", "{r}");
-        let r = on_shell(st, key, "session_shell_status", &session, &shell).await;
+        let r = on_shell(st, key, "session_shell_status", session, &shell).await;
         assert_eq!(kind(&r), "unknown_shell", "{r}");
     }
     // An oversized command is refused before anything reaches the shell.
@@ -520,10 +520,50 @@ async fn a_killed_runners_shell_dies_with_it_and_ends_lost() {
             .await
             .unwrap();
         let r = on_shell(st, key, "session_shell_status", &s, &id).await;
-        (output(&r)["state"] == "lost").then(|| r)
+        (output(&r)["state"] == "lost").then_some(r)
     })
     .await;
     assert_ended(&app.db, &id, "lost", "runner_disconnected").await;
     let r = exec(st, key, &s, &id, "true").await;
     assert_eq!(kind(&r), "shell_reset_required", "{r}");
+}
+
+#[tokio::test]
+async fn new_session_defaults_never_move_an_open_shell_a_new_one_takes_them() {
+    let env = start().await;
+    std::fs::create_dir(env.root().join("sub")).unwrap();
+    let (st, key) = (&env.st, env.key.as_str());
+    let s = session(&env, "normal").await;
+    let id = open(&env, &s).await;
+    let r = env
+        .call(
+            "update_session_context",
+            json!({ "session_id": s, "default_cwd": "sub", "default_shell": "sh" }),
+        )
+        .await;
+    output(&r);
+    // Still bash, still at the root.
+    let r = exec(st, key, &s, &id, "pwd; echo \"bash=${BASH_VERSION:+yes}\"").await;
+    let root = env.root().display().to_string();
+    assert_eq!(output(&r)["stdout"], format!("{root}\nbash=yes\n"), "{r}");
+    // Closed and opened again, the shell starts where the defaults now say, as sh.
+    output(&on_shell(st, key, "close_session_shell", &s, &id).await);
+    let r = env
+        .mcp_tool("open_session_shell", json!({ "session_id": s }))
+        .await;
+    assert_eq!(
+        (&output(&r)["cwd"], &output(&r)["shell"]),
+        (&json!("sub"), &json!("sh")),
+        "{r}"
+    );
+    let fresh = output(&r)["shell_id"].as_str().unwrap().to_owned();
+    let r = exec(
+        st,
+        key,
+        &s,
+        &fresh,
+        "pwd; echo \"bash=${BASH_VERSION:+yes}\"",
+    )
+    .await;
+    assert_eq!(output(&r)["stdout"], format!("{root}/sub\nbash=\n"), "{r}");
 }

@@ -43,6 +43,20 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             let c = fresh("run in me").await;
             (json!({ "session_id": c, "command": "true" }), Some(c))
         }
+        "open_session_shell" => {
+            let c = fresh("open a shell in me").await;
+            (json!({ "session_id": c }), Some(c))
+        }
+        "session_shell_exec" | "session_shell_status" | "close_session_shell" => {
+            let c = fresh("run in my shell").await;
+            let open = call(st, key, "open_session_shell", json!({ "session_id": c })).await;
+            let id = output(&open)["shell_id"].clone();
+            let mut args = json!({ "session_id": c, "shell_id": id });
+            if tool == "session_shell_exec" {
+                args["command"] = json!("true");
+            }
+            (args, Some(c))
+        }
         "run_script" => (json!({ "project": P, "script": "exit 0" }), None),
         "run_job" => (json!({ "project": P, "argv": ["true"] }), None),
         "job_status" | "job_log" | "stop_job" => {
@@ -150,8 +164,11 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 22] = [
+const WORK_IN_THEIR_SESSION: [&str; 25] = [
     "run_shell",
+    "open_session_shell",
+    "session_shell_exec",
+    "close_session_shell",
     "run_process",
     "run_script",
     "run_job",

@@ -1312,7 +1312,14 @@ mod tests {
         assert_eq!(
             json["work_kinds"],
             serde_json::json!([
-                "process", "shell", "script", "explore", "edit", "git", "validate"
+                "process",
+                "shell",
+                "script",
+                "explore",
+                "edit",
+                "git",
+                "validate",
+                "persistent_shell"
             ])
         );
         json.as_object_mut().unwrap().remove("work_kinds");
