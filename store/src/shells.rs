@@ -118,7 +118,8 @@ pub enum ShellStep {
 }
 
 impl ShellStep {
-    fn shell_id(&self) -> &ShellId {
+    /// The shell it is about.
+    pub fn shell_id(&self) -> &ShellId {
         match self {
             ShellStep::Open(new) => &new.id,
             ShellStep::Exec(id) | ShellStep::Status(id) | ShellStep::Close(id) => id,

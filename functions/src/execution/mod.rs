@@ -365,12 +365,7 @@ async fn submit_as(
     if let Some(min) = req.min_tests {
         expectation["min_tests"] = json!(min);
     }
-    let queue = match ctx.deps.config.runner_sqs_queues.get(&target.client_id) {
-        Some(url) => QueueRoute::Sqs {
-            queue_url: url.clone(),
-        },
-        None => QueueRoute::Postgres,
-    };
+    let queue = route(&ctx.deps.config, &target.client_id);
     let new = NewWork {
         id: item.work_id,
         client_id: target.client_id.clone(),
@@ -403,26 +398,15 @@ async fn submit_as(
             }),
         },
     });
-    let quotas = &ctx.deps.config.work;
-    let limits = work::OpenLimits {
-        per_owner: i64::from(quotas.max_open_per_caller),
-        per_project: i64::from(quotas.max_open_per_project),
-    };
+    let limits = open_limits(ctx);
     match work::enqueue(&ctx.deps.pool, &new, evidence.as_ref(), limits).await? {
         wc_store::ChangeOutcome::Applied { value, .. } => match value {
             Enqueued::Queued(row) => {
                 publish_committed(ctx, &row).await;
                 Ok(*row)
             }
-            Enqueued::SessionNotFound => Err(ToolError::new(
-                ErrorKind::UnknownSessionId,
-                "the session no longer exists",
-            )),
-            Enqueued::SessionInactive(lifecycle) => Err(ToolError::new(
-                ErrorKind::SessionClosed,
-                format!("the session is {lifecycle}"),
-            )
-            .with("lifecycle", lifecycle.as_str())),
+            Enqueued::SessionNotFound => Err(session_gone()),
+            Enqueued::SessionInactive(lifecycle) => Err(session_inactive(lifecycle)),
             Enqueued::OverLimit(over) => Err(over_limit(over, limits, &target.project_id)),
         },
         wc_store::ChangeOutcome::Conflict { .. } => Err(ToolError::new(
@@ -430,6 +414,39 @@ async fn submit_as(
             "the session is busy; retry",
         )),
     }
+}
+
+/// The queue that carries work to `client_id`'s runner.
+fn route(config: &crate::config::ServerConfig, client_id: &str) -> QueueRoute {
+    match config.runner_sqs_queues.get(client_id) {
+        Some(url) => QueueRoute::Sqs {
+            queue_url: url.clone(),
+        },
+        None => QueueRoute::Postgres,
+    }
+}
+
+/// The open-work limits a caller's new work is queued under.
+fn open_limits(ctx: &ToolContext) -> work::OpenLimits {
+    let quotas = &ctx.deps.config.work;
+    work::OpenLimits {
+        per_owner: i64::from(quotas.max_open_per_caller),
+        per_project: i64::from(quotas.max_open_per_project),
+    }
+}
+
+/// The refusal of work for a session deleted meanwhile.
+fn session_gone() -> ToolError {
+    ToolError::new(ErrorKind::UnknownSessionId, "the session no longer exists")
+}
+
+/// The refusal of work for a session that is no longer active.
+fn session_inactive(lifecycle: wc_domain::Lifecycle) -> ToolError {
+    ToolError::new(
+        ErrorKind::SessionClosed,
+        format!("the session is {lifecycle}"),
+    )
+    .with("lifecycle", lifecycle.as_str())
 }
 
 /// How long a caller refused for open work is told to wait: about the time a short command

@@ -23,7 +23,7 @@ use wc_runner_protocol::{
 };
 use wc_store::sessions::SessionRow;
 use wc_store::shells::{self, ShellRow, ShellStep, Submitted};
-use wc_store::work::{self, NewWork, QueueRoute};
+use wc_store::work::NewWork;
 
 use super::{SYNC_OUTPUT_BYTES, Target};
 use crate::kernel::context::ToolContext;
@@ -99,6 +99,29 @@ pub enum Answered {
     Ended(ShellRow),
 }
 
+/// The work item of shell `op` for runner-local project `project`.
+fn item(
+    project: String,
+    op: ShellOp,
+    cwd: Option<RelativePath>,
+    stdin: Option<String>,
+    timeout_ms: u64,
+) -> WorkItem {
+    WorkItem {
+        protocol_version: PROTOCOL_VERSION,
+        work_id: Uuid::now_v7(),
+        project,
+        cwd,
+        spec: WorkSpec::PersistentShell(op),
+        stdin,
+        env: Default::default(),
+        limits: WorkLimits {
+            timeout_ms,
+            output_bytes_per_stream: SYNC_OUTPUT_BYTES,
+        },
+    }
+}
+
 /// The runner target of shell `op`, for the session's shell row (which names its instance).
 pub fn target_of(shell_id: &ShellId, instance_id: Uuid) -> ShellTarget {
     ShellTarget {
@@ -148,23 +171,17 @@ pub async fn run(
         .with("work_kind", WorkKind::PersistentShell.as_str()));
     }
     let timeout_ms = operation.timeout_ms.unwrap_or(CONTROL_TIMEOUT_MS);
-    let item = WorkItem {
-        protocol_version: PROTOCOL_VERSION,
-        work_id: Uuid::now_v7(),
-        project: target.local.clone(),
-        cwd: operation.cwd.clone(),
-        spec: WorkSpec::PersistentShell(operation.op.clone()),
-        stdin: operation.stdin.clone(),
-        env: Default::default(),
-        limits: WorkLimits {
-            timeout_ms,
-            output_bytes_per_stream: SYNC_OUTPUT_BYTES,
-        },
-    };
+    let item = item(
+        target.local.clone(),
+        operation.op.clone(),
+        operation.cwd.clone(),
+        operation.stdin.clone(),
+        timeout_ms,
+    );
     item.validate().map_err(|e| {
         ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("rule", "runner_protocol")
     })?;
-    let queue = route(&ctx.deps.config, &target.client_id);
+    let queue = super::route(&ctx.deps.config, &target.client_id);
     let new = NewWork {
         id: item.work_id,
         client_id: target.client_id.clone(),
@@ -178,11 +195,7 @@ pub async fn run(
         expectation: serde_json::json!({ "invocation_id": ctx.invocation_id }),
         queue,
     };
-    let quotas = &ctx.deps.config.work;
-    let limits = work::OpenLimits {
-        per_owner: i64::from(quotas.max_open_per_caller),
-        per_project: i64::from(quotas.max_open_per_project),
-    };
+    let limits = super::open_limits(ctx);
     let waiter = ctx.deps.wake.on_done(item.work_id);
     let submitted =
         shells::submit(&ctx.deps.pool, &session.id, &operation.step, &new, limits).await?;
@@ -214,20 +227,9 @@ pub async fn run(
             .with("shell_id", shell.id.as_str())
             .with("state", shell.state.as_str()));
         }
-        Submitted::UnknownShell => return Err(unknown_shell(operation.step_id())),
-        Submitted::SessionNotFound => {
-            return Err(ToolError::new(
-                ErrorKind::UnknownSessionId,
-                "the session no longer exists",
-            ));
-        }
-        Submitted::SessionInactive(lifecycle) => {
-            return Err(ToolError::new(
-                ErrorKind::SessionClosed,
-                format!("the session is {lifecycle}"),
-            )
-            .with("lifecycle", lifecycle.as_str()));
-        }
+        Submitted::UnknownShell => return Err(unknown_shell(operation.step.shell_id())),
+        Submitted::SessionNotFound => return Err(super::session_gone()),
+        Submitted::SessionInactive(lifecycle) => return Err(super::session_inactive(lifecycle)),
         Submitted::OverLimit(over) => {
             return Err(super::over_limit(over, limits, &target.project_id));
         }
@@ -248,15 +250,6 @@ pub async fn run(
         .await?
         .ok_or_else(|| ToolError::internal("the shell row vanished"))?;
     Ok(Answered::Runner(now, answer))
-}
-
-impl Operation {
-    fn step_id(&self) -> &ShellId {
-        match &self.step {
-            ShellStep::Open(new) => &new.id,
-            ShellStep::Exec(id) | ShellStep::Status(id) | ShellStep::Close(id) => id,
-        }
-    }
 }
 
 /// The failure of an operation its runner did not answer in time. The work stays with the
@@ -397,22 +390,8 @@ pub async fn release(deps: &crate::deps::Deps, shell: &ShellRow) {
         let Some(project) = wc_store::projects::get(&client, &shell.project_id).await? else {
             return Ok::<_, ToolError>(None);
         };
-        let item = WorkItem {
-            protocol_version: PROTOCOL_VERSION,
-            work_id: Uuid::now_v7(),
-            project: project.name,
-            cwd: None,
-            spec: WorkSpec::PersistentShell(ShellOp::ShellClose(target_of(
-                &shell.id,
-                shell.instance_id,
-            ))),
-            stdin: None,
-            env: Default::default(),
-            limits: WorkLimits {
-                timeout_ms: CONTROL_TIMEOUT_MS,
-                output_bytes_per_stream: SYNC_OUTPUT_BYTES,
-            },
-        };
+        let close = ShellOp::ShellClose(target_of(&shell.id, shell.instance_id));
+        let item = item(project.name, close, None, None, CONTROL_TIMEOUT_MS);
         let new = NewWork {
             id: item.work_id,
             client_id: shell.client_id.clone(),
@@ -423,7 +402,7 @@ pub async fn release(deps: &crate::deps::Deps, shell: &ShellRow) {
             mode: WorkMode::Sync,
             item: serde_json::to_value(&item).map_err(ToolError::internal)?,
             expectation: serde_json::json!({}),
-            queue: route(&deps.config, &shell.client_id),
+            queue: super::route(&deps.config, &shell.client_id),
         };
         Ok(shells::queue_release(&deps.pool, &new).await?)
     };
@@ -449,15 +428,5 @@ pub async fn close_unreachable(ctx: &ToolContext, shell: &ShellRow) -> Result<Sh
         None => shells::get(&client, &shell.id)
             .await?
             .ok_or_else(|| ToolError::internal("the shell row vanished")),
-    }
-}
-
-/// The queue that carries work to `client_id`'s runner.
-fn route(config: &crate::config::ServerConfig, client_id: &str) -> QueueRoute {
-    match config.runner_sqs_queues.get(client_id) {
-        Some(url) => QueueRoute::Sqs {
-            queue_url: url.clone(),
-        },
-        None => QueueRoute::Postgres,
     }
 }
