@@ -91,6 +91,11 @@ random_id! {
     ShellId, "shell id", prefix = "wc_shell_", body = 22..=22
 }
 
+random_id! {
+    /// A durable MCP task id (`wc_task_…`): one tool call answered later; never reused.
+    TaskId, "task id", prefix = "wc_task_", body = 22..=22
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +121,8 @@ mod tests {
         assert_eq!(MessageId::parse(m.as_str()), Ok(m));
         let s = ShellId::generate();
         assert_eq!(ShellId::parse(s.as_str()), Ok(s));
+        let t = TaskId::generate();
+        assert_eq!(TaskId::parse(t.as_str()), Ok(t));
     }
 
     #[test]
@@ -153,11 +160,12 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn the_schema_pattern_and_the_parser_agree(raw in "(wc_sess_|wc_msg_|wc_shell_|wc_)?[A-Za-z0-9_!. -]{0,70}") {
+        fn the_schema_pattern_and_the_parser_agree(raw in "(wc_sess_|wc_msg_|wc_shell_|wc_task_|wc_)?[A-Za-z0-9_!. -]{0,70}") {
             for (pattern, parsed) in [
                 (SessionId::PATTERN, SessionId::parse(&raw).is_ok()),
                 (MessageId::PATTERN, MessageId::parse(&raw).is_ok()),
                 (ShellId::PATTERN, ShellId::parse(&raw).is_ok()),
+                (TaskId::PATTERN, TaskId::parse(&raw).is_ok()),
             ] {
                 proptest::prop_assert_eq!(regex::Regex::new(pattern).unwrap().is_match(&raw), parsed, "{}", pattern);
             }

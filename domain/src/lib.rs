@@ -17,16 +17,18 @@ pub mod path;
 pub mod project;
 pub mod session;
 pub mod shell;
+pub mod task;
 pub mod work;
 
 pub use board::{MessageKind, MessageStatus, Priority};
 pub use error::ParseError;
-pub use ids::{MessageId, SessionId, ShellId};
+pub use ids::{MessageId, SessionId, ShellId, TaskId};
 pub use memory::MemoryKey;
 pub use path::RelativePath;
 pub use project::ProjectId;
 pub use session::{EventRole, Lifecycle, Mode};
 pub use shell::ShellState;
+pub use task::TaskStatus;
 pub use work::{EndReason, WorkId, WorkMode, WorkQueue, WorkState};
 
 /// The schema of a closed set of strings: one `const` branch per value, with its description.

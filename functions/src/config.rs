@@ -44,6 +44,15 @@ pub struct ServerConfig {
     /// How long a persistent shell may sit unused before upkeep closes it
     /// (`WC_SHELL_IDLE_SECS`, default 1800).
     pub shell_idle: Duration,
+    /// How long a durable MCP task is kept after it is created (`WC_TASK_TTL_SECS`, default
+    /// 86400): its `ttlMs`; upkeep deletes it after.
+    pub task_ttl: Duration,
+    /// Polling interval suggested to task clients (`WC_TASK_POLL_MS`, default 1000).
+    pub task_poll_interval: Duration,
+    /// An execution call whose `timeout_ms` is above this becomes a task for a client that
+    /// declares the tasks extension (`WC_TASK_THRESHOLD_MS`, default 20000, under API
+    /// Gateway's 29 s).
+    pub task_threshold: Duration,
     /// Use Postgres `LISTEN/NOTIFY` as a wake-up hint (`WC_NOTIFY=0` turns it off; durable
     /// state is polled either way).
     pub notify: bool,
@@ -222,6 +231,15 @@ impl ServerConfig {
         if let Some(secs) = env_number("WC_SHELL_IDLE_SECS", 1, 7 * 24 * 3600)? {
             cfg.shell_idle = Duration::from_secs(secs);
         }
+        if let Some(secs) = env_number("WC_TASK_TTL_SECS", 60, 30 * 24 * 3600)? {
+            cfg.task_ttl = Duration::from_secs(secs);
+        }
+        if let Some(ms) = env_number("WC_TASK_POLL_MS", 100, 60_000)? {
+            cfg.task_poll_interval = Duration::from_millis(ms);
+        }
+        if let Some(ms) = env_number("WC_TASK_THRESHOLD_MS", 0, 3_600_000)? {
+            cfg.task_threshold = Duration::from_millis(ms);
+        }
         if cfg.exec_wait + Duration::from_secs(1) > cfg.dispatch_deadline {
             return Err(ConfigError(
                 "WC_EXEC_WAIT_MS must be at least 1 s below WC_DISPATCH_DEADLINE_MS".into(),
@@ -341,6 +359,9 @@ impl Default for ServerConfig {
             runner_lease: Duration::from_secs(60),
             exec_wait: Duration::from_secs(20),
             shell_idle: Duration::from_secs(1800),
+            task_ttl: Duration::from_secs(86_400),
+            task_poll_interval: Duration::from_secs(1),
+            task_threshold: Duration::from_secs(20),
             notify: true,
             runner_sqs_queues: Default::default(),
             sqs_endpoint_url: None,

@@ -89,6 +89,21 @@ pub fn tools_markdown(runtime: &Registry) -> String {
          the tool's effect (a message posted, the session finished). A finished or closed session\n\
          takes no new calls: reading one leaves it as it was.\n"
     );
+    let _ = writeln!(
+        out,
+        "## Tasks\n\n\
+         On the 2026-07-28 contract a `tools/call` whose request `_meta` declares the tasks\n\
+         extension (`io.modelcontextprotocol/tasks` in its client capabilities) may be answered\n\
+         with a durable task handle (`resultType: \"task\"`) instead of the result: poll\n\
+         `tasks/get` on any instance until `completed` (its `result` is the `CallToolResult` the\n\
+         call would have given had it waited, a tool error included), `failed` or `cancelled`;\n\
+         `tasks/cancel` stops the task's work as `stop_job` does. A task is its creator's\n\
+         authority group's only and lives for `ttlMs` (`WC_TASK_TTL_SECS`, default one day).\n\
+         Which calls become tasks is each tool's `execution.taskSupport` below (`optional`, with\n\
+         the condition under which a call takes one; a tool without the line never does); a\n\
+         request that does not declare the extension, and every older revision, gets the\n\
+         blocking answer.\n"
+    );
     let specs: Vec<_> = runtime
         .specs()
         .iter()
@@ -136,6 +151,13 @@ pub fn tools_markdown(runtime: &Registry) -> String {
             "\n## `{}` — {}\n\n{}\n",
             m.name, m.title, m.description
         );
+        if let Some(task) = s.task {
+            let _ = writeln!(
+                out,
+                "`execution.taskSupport`: `optional` — {}.\n",
+                task.when.describe()
+            );
+        }
         let _ = writeln!(
             out,
             "Input schema:\n\n```json\n{}\n```\n",

@@ -1,6 +1,7 @@
 //! Periodic upkeep of durable state, one pass at a time: expired runner leases end as `lost`,
 //! due SQS outbox messages are sent, and finished work older than a week is pruned (bounded per
-//! pass); [`end_shells`] closes idle persistent shells and those of ended sessions. `wc-local` runs a pass every quarter lease; in the cloud the `wc-scheduled` function
+//! pass); [`end_shells`] closes idle persistent shells and those of ended sessions;
+//! [`end_tasks`] ends MCP tasks whose work ended while nobody polled, and deletes expired ones. `wc-local` runs a pass every quarter lease; in the cloud the `wc-scheduled` function
 //! runs one per scheduled invocation. Every step is safe to run from several places at once:
 //! each is a guarded statement or claims its rows with `FOR UPDATE SKIP LOCKED`.
 
@@ -111,4 +112,26 @@ pub async fn end_shells(deps: &crate::deps::Deps) -> Result<usize, StoreError> {
     }
     wc_store::shells::prune_ended(&client, KEEP_FINISHED).await?;
     Ok(ended.len())
+}
+
+/// Most MCP tasks ended, and most expired ones deleted, per pass.
+pub const TASK_LIMIT: i64 = 500;
+
+/// What [`end_tasks`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TaskReport {
+    /// Open tasks whose work had ended, now ended (their evidence landed).
+    pub ended: u64,
+    /// Tasks past their TTL, deleted.
+    pub expired: u64,
+}
+
+/// Ends open MCP tasks whose work has ended (a client that stopped polling still gets its
+/// sessions' `tool_call_finished`), then deletes tasks past their TTL (at most
+/// [`TASK_LIMIT`] each).
+pub async fn end_tasks(state: &crate::AppState) -> Result<TaskReport, StoreError> {
+    let ended = crate::mcp::tasks::end_ended(state, TASK_LIMIT).await?;
+    let client = state.deps.client().await?;
+    let expired = wc_store::tasks::prune_expired(&client, TASK_LIMIT).await?;
+    Ok(TaskReport { ended, expired })
 }

@@ -394,7 +394,7 @@ async fn serve(
     let state = AppState::new(pool.clone(), config)
         .with_wakeups(wake)
         .with_publisher(publisher);
-    let reaper = tokio::spawn(reap_forever(state.deps.clone()));
+    let reaper = tokio::spawn(reap_forever(state.clone()));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         axum::serve(listener, app(state))
@@ -546,8 +546,9 @@ async fn start_runner(
 }
 
 /// Runs a [`wc_functions::maintenance`] pass a quarter of the lease apart (pruning hourly).
-/// Persistent shells are closed by the same pass.
-async fn reap_forever(deps: wc_functions::deps::Deps) {
+/// Persistent shells are closed, and MCP tasks ended and expired, by the same pass.
+async fn reap_forever(state: AppState) {
+    let deps = &state.deps;
     let every = (deps.config.runner_lease / 4).max(Duration::from_millis(250));
     let mut tick = tokio::time::interval(every);
     let mut last_prune = std::time::Instant::now() - Duration::from_secs(3600);
@@ -560,8 +561,11 @@ async fn reap_forever(deps: wc_functions::deps::Deps) {
         // Failures are logged by the pass; the next tick tries again.
         let _ =
             wc_functions::maintenance::run_once(&deps.pool, deps.publisher.as_deref(), prune).await;
-        if let Err(e) = wc_functions::maintenance::end_shells(&deps).await {
+        if let Err(e) = wc_functions::maintenance::end_shells(deps).await {
             tracing::warn!(error = %e, "closing idle persistent shells failed");
+        }
+        if let Err(e) = wc_functions::maintenance::end_tasks(&state).await {
+            tracing::warn!(error = %e, "ending MCP tasks failed");
         }
     }
 }

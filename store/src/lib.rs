@@ -5,7 +5,7 @@
 //! connection is made, with TLS and IAM database authentication ([`connect`], [`iam_auth`]),
 //! `LISTEN` wake-up hints ([`notify`]), the embedded schema migrations ([`migrate`]), one
 //! module per aggregate ([`sessions`] and its [`board`], [`audit`], [`credentials`],
-//! [`projects`], [`runners`], the runner work queue [`work`], session [`shells`] and its SQS [`outbox`]), database
+//! [`projects`], [`runners`], the runner work queue [`work`], session [`shells`], MCP [`tasks`] and its SQS [`outbox`]), database
 //! health ([`health`]) and a local PostgreSQL cluster manager for the embedded default
 //! ([`cluster`]).
 //!
@@ -37,6 +37,7 @@ pub mod projects;
 pub mod runners;
 pub mod sessions;
 pub mod shells;
+pub mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod work;

@@ -22,6 +22,7 @@ use wc_domain::{EndReason, Lifecycle, ProjectId, SessionId, WorkMode, WorkQueue,
 use crate::StoreError;
 use crate::change::{ChangeOutcome, RETRY};
 use crate::sessions::{self, NewEvent};
+use crate::tasks::{self, NewTask};
 
 /// `NOTIFY` channel announcing queued work; the payload is the runner client id.
 pub const CHANNEL_QUEUED: &str = "wc_work";
@@ -250,10 +251,38 @@ pub async fn enqueue(
     evidence: Option<&Evidence>,
     limits: OpenLimits,
 ) -> Result<ChangeOutcome<Enqueued>, StoreError> {
+    enqueue_with(pool, work, evidence, None, limits).await
+}
+
+/// [`enqueue`], with the MCP task that waits for the work written in the same transaction
+/// (its `work_id` is the work's): the task exists exactly when the work does.
+pub async fn enqueue_with(
+    pool: &Pool,
+    work: &NewWork,
+    evidence: Option<&Evidence>,
+    task: Option<&NewTask>,
+    limits: OpenLimits,
+) -> Result<ChangeOutcome<Enqueued>, StoreError> {
+    let task = task.map(|t| NewTask {
+        work_id: Some(work.id),
+        ..t.clone()
+    });
     let Some(evidence) = evidence else {
-        let client = pool.get().await?;
-        let value = match insert(&client, work, limits).await? {
-            Ok(row) => Enqueued::Queued(Box::new(row)),
+        let mut client = pool.get().await?;
+        let Some(task) = task else {
+            let value = match insert(&client, work, limits).await? {
+                Ok(row) => Enqueued::Queued(Box::new(row)),
+                Err(over) => Enqueued::OverLimit(over),
+            };
+            return Ok(ChangeOutcome::Applied { value, attempts: 1 });
+        };
+        let tx = client.transaction().await?;
+        let value = match insert(&tx, work, limits).await? {
+            Ok(row) => {
+                tasks::insert(&tx, &task).await?;
+                tx.commit().await?;
+                Enqueued::Queued(Box::new(row))
+            }
             Err(over) => Enqueued::OverLimit(over),
         };
         return Ok(ChangeOutcome::Applied { value, attempts: 1 });
@@ -261,6 +290,7 @@ pub async fn enqueue(
     let ran = sessions::change(pool, &evidence.session_id, |tx, session| {
         let work = work.clone();
         let event = evidence.event.clone();
+        let task = task.clone();
         Box::pin(async move {
             let Some(session) = session else {
                 return Ok(Enqueued::SessionNotFound);
@@ -272,6 +302,9 @@ pub async fn enqueue(
                 Ok(row) => row,
                 Err(over) => return Ok(Enqueued::OverLimit(over)),
             };
+            if let Some(task) = &task {
+                tasks::insert(&**tx, task).await?;
+            }
             let change = sessions::SessionChange::default();
             sessions::write_back(&**tx, &session.id, &change, &[event]).await?;
             Ok(Enqueued::Queued(Box::new(row)))

@@ -27,12 +27,6 @@ timeout 170 "$PY" "$SUITE_ROOT/tests/clients/mcp_python_suite.py" \
 
 if ((status != 0)); then
     ((status == 124)) && echo "FAIL: the Python MCP suite did not finish within 170s" >&2
-    echo "FAIL: the Python MCP suite failed (exit $status); server logs follow" >&2
-    for n in A B; do
-        log_var="${n}_LOG"
-        echo "---- wc-local $n stderr (last 40 lines) ----" >&2
-        tail -n 40 "${!log_var}" >&2 || true
-    done
-    exit 1
+    fail_with_logs "the Python MCP suite failed (exit $status)"
 fi
 echo "OK: Python MCP SDK suite passed against two instances"

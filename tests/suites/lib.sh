@@ -109,3 +109,19 @@ start_pair() {
     start_local A "$SUITE_DB" --project "demo=$project_dir"
     start_local B "$SUITE_DB"
 }
+
+# fail_with_logs MESSAGE [NAME…]: reports MESSAGE and the last 40 lines of each named
+# wc-local's stderr (default A and B), then exits 1.
+fail_with_logs() {
+    local message="$1"
+    shift
+    echo "FAIL: $message; server logs follow" >&2
+    local names=("$@") n log_var
+    ((${#names[@]})) || names=(A B)
+    for n in "${names[@]}"; do
+        log_var="${n}_LOG"
+        echo "---- wc-local $n stderr (last 40 lines) ----" >&2
+        tail -n 40 "${!log_var}" >&2 || true
+    done
+    exit 1
+}

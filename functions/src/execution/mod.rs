@@ -28,6 +28,7 @@ use wc_runner_protocol::{
     PROTOCOL_VERSION, Termination, WorkItem, WorkKind, WorkLimits, WorkOutcome, WorkSpec,
 };
 use wc_store::sessions::{NewEvent, SessionRow};
+use wc_store::tasks::NewTask;
 use wc_store::work::{self, Enqueued, Evidence, NewWork, QueueRoute, WorkRow};
 
 pub use classify::{ExpectationView, ResultExpectation, classify};
@@ -399,9 +400,34 @@ async fn submit_as(
         },
     });
     let limits = open_limits(ctx);
-    match work::enqueue(&ctx.deps.pool, &new, evidence.as_ref(), limits).await? {
+    let offer = ctx.task_offer(req.mode == WorkMode::Job, req.timeout_ms);
+    let task = offer.map(|offer| NewTask {
+        id: offer.id.clone(),
+        owner_authority_fingerprint: new.owner_authority_fingerprint.clone(),
+        tool: req.tool.to_owned(),
+        work_id: Some(item.work_id),
+        session_id: new.session_id.clone(),
+        recording: offer.recording(),
+        plan: Value::Null,
+        input_requests: None,
+        status_message: Some(format!("{} is queued for its runner", req.tool)),
+        ttl_ms: offer.ttl.as_millis() as i64,
+        poll_interval_ms: offer.poll_interval.as_millis() as i32,
+    });
+    match work::enqueue_with(
+        &ctx.deps.pool,
+        &new,
+        evidence.as_ref(),
+        task.as_ref(),
+        limits,
+    )
+    .await?
+    {
         wc_store::ChangeOutcome::Applied { value, .. } => match value {
             Enqueued::Queued(row) => {
+                if let Some(offer) = offer {
+                    offer.take();
+                }
                 publish_committed(ctx, &row).await;
                 Ok(*row)
             }
@@ -722,9 +748,18 @@ pub async fn view(
     row: &WorkRow,
     with_output: bool,
 ) -> Result<ExecOutput, ToolError> {
+    view_in(&ctx.deps, row, with_output).await
+}
+
+/// [`view`] with only the dependencies.
+async fn view_in(
+    deps: &crate::deps::Deps,
+    row: &WorkRow,
+    with_output: bool,
+) -> Result<ExecOutput, ToolError> {
     let mut out = status_view(row);
     if with_output {
-        let client = ctx.deps.client().await?;
+        let client = deps.client().await?;
         let (stdout, stderr) = work::read_heads(&client, row.id, SYNC_OUTPUT_BYTES as i64).await?;
         out.stdout = Some(String::from_utf8_lossy(&stdout).into_owned());
         out.stderr = Some(String::from_utf8_lossy(&stderr).into_owned());
@@ -1001,8 +1036,29 @@ pub async fn run_waited(
     let id = Uuid::now_v7();
     // Registered before the work exists: its end cannot be announced before we listen.
     let waiter = ctx.deps.wake.on_done(id);
-    submit_as(ctx, id, target, session, req).await?;
+    let row = submit_as(ctx, id, target, session, req).await?;
+    if ctx.task.as_ref().is_some_and(|(offer, _)| offer.is_taken()) {
+        // The call is a task: its result is collected from the task, not waited for here.
+        return Ok((row, None));
+    }
     wait_with(ctx, id, waiter, ctx.deps.config.exec_wait, true).await
+}
+
+/// The final output of an execution tool's task: what [`run_sync`] answers for ended work.
+pub fn finish_task(
+    deps: &crate::deps::Deps,
+    row: WorkRow,
+    _answer: Option<Value>,
+) -> crate::kernel::ports::PortFuture<'_, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let out = settle(ended_view(deps, &row).await?)?;
+        serde_json::to_value(out).map_err(ToolError::internal)
+    })
+}
+
+/// The view of ended work with its kept output.
+pub async fn ended_view(deps: &crate::deps::Deps, row: &WorkRow) -> Result<ExecOutput, ToolError> {
+    view_in(deps, row, true).await
 }
 
 /// The timeout of a call: the argument, else the default; bounded by the protocol.

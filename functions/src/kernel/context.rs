@@ -75,9 +75,26 @@ pub struct ToolContext {
     /// The recording session named by `recording_session_id`, authorized by the session authority port. It is
     /// provenance only: never a business target, guard or source of execution defaults.
     pub recorder: Option<Arc<wc_store::sessions::SessionRow>>,
+    /// The task this call may become: offered by the surface, kept only for a tool that
+    /// supports tasks, with when it takes one.
+    pub task: Option<(Arc<super::task::TaskOffer>, super::task::TaskWhen)>,
 }
 
 impl ToolContext {
+    /// The task offer a call that queues work takes: `background` work always, and work whose
+    /// `timeout_ms` exceeds the offer's threshold when the tool takes long calls as tasks.
+    pub fn task_offer(
+        &self,
+        background: bool,
+        timeout_ms: u64,
+    ) -> Option<&Arc<super::task::TaskOffer>> {
+        use super::task::TaskWhen;
+        let (offer, when) = self.task.as_ref()?;
+        let long = u128::from(timeout_ms) > offer.threshold.as_millis();
+        let takes = background || (*when == TaskWhen::BackgroundOrLong && long);
+        takes.then_some(offer)
+    }
+
     /// The caller as its credential admits it now, for a call that waited before answering:
     /// a credential revoked meanwhile is `invalid_token`, the refusal its next request gets.
     pub async fn readmitted(&self) -> Result<Principal, crate::result::ToolError> {

@@ -12,6 +12,7 @@ pub mod args;
 pub mod context;
 pub mod ports;
 pub mod spec;
+pub mod task;
 pub mod telemetry;
 pub mod wrapper;
 
@@ -60,6 +61,8 @@ pub struct ToolCall {
     pub window: Option<ClientWindow>,
     /// Where the request's audit row learns how the call went, when the request is audited.
     pub audit: Option<Arc<dyn CallAudit>>,
+    /// The task the call may become, when the surface can answer with one.
+    pub task: Option<Arc<task::TaskOffer>>,
 }
 
 impl std::fmt::Debug for ToolCall {
@@ -81,6 +84,8 @@ pub struct Invoked {
     pub json: String,
     /// Its telemetry record.
     pub telemetry: ModelErgonomics,
+    /// The task the call became: its result is the task's to give, later.
+    pub task: Option<wc_domain::TaskId>,
 }
 
 /// The named tool is not registered.
@@ -191,7 +196,9 @@ impl ToolRuntime {
             .clone();
         let started = Instant::now();
         let audit = call.audit.clone();
+        let offer = call.task.clone();
         let (result, execution) = self.run(deps, &spec, call, started).await;
+        let task = offer.filter(|o| o.is_taken()).map(|o| o.id.clone());
         let json = serde_json::to_string(&result).expect("tool results serialize");
         let bytes = match execution {
             ExecutionState::Rejected => None,
@@ -224,6 +231,7 @@ impl ToolRuntime {
             result,
             json,
             telemetry,
+            task,
         };
         if let Some(audit) = &audit {
             audit.note(spec.meta.name, &invoked);
@@ -278,7 +286,16 @@ impl ToolRuntime {
             Ok(r) => r,
             Err(e) => return rejected(e),
         };
+        // A call that may become a task keeps its recording as data for whoever ends it.
+        let offer = match (&call.task, spec.task) {
+            (Some(offer), Some(support)) => {
+                offer.suspend(recording.suspend(&facts));
+                Some((offer.clone(), support.when))
+            }
+            _ => None,
+        };
         let ctx = ToolContext {
+            task: offer.clone(),
             deps: deps.clone(),
             registry: self.registry.clone(),
             principal: call.principal.clone(),
@@ -311,6 +328,10 @@ impl ToolRuntime {
                 (ToolResult::err(err), ExecutionState::TimedOut)
             }
         };
+        if offer.is_some_and(|(o, _)| o.is_taken()) {
+            // The call is a task now: its recording finishes with the task's end.
+            return (result, execution);
+        }
         let outcome = Outcome {
             result: &result,
             execution,
@@ -323,6 +344,65 @@ impl ToolRuntime {
                 .await;
         }
         (result, execution)
+    }
+}
+
+/// How a task's call ended: its result and the `finished` events its recording owes.
+#[derive(Debug)]
+pub struct TaskEnd {
+    /// The call's result, as the call would have answered had it waited.
+    pub result: ToolResult,
+    /// The call's `tool_call_finished` events, per session.
+    pub events: Vec<(wc_domain::SessionId, Vec<wc_store::sessions::NewEvent>)>,
+    /// How the work ended.
+    pub work_state: wc_domain::WorkState,
+}
+
+impl ToolRuntime {
+    /// The end of `task`'s call, once its work has ended (`None` while it runs). The same
+    /// answer on every instance and every attempt: it is read from durable state alone.
+    pub async fn end_task(
+        &self,
+        deps: &Deps,
+        task: &wc_store::tasks::TaskRow,
+    ) -> Result<Option<TaskEnd>, ToolError> {
+        let spec = self
+            .get(&task.tool)
+            .ok_or_else(|| ToolError::internal(format!("task of unknown tool {}", task.tool)))?;
+        let (Some(support), Some(work_id)) = (spec.task, task.work_id) else {
+            return Err(ToolError::internal(format!(
+                "task of {} has no work to wait for",
+                task.tool
+            )));
+        };
+        let (work, answer) = {
+            let client = deps.client().await?;
+            wc_store::work::get_answered(&client, work_id).await?
+        }
+        .ok_or_else(|| ToolError::internal("the task's work vanished"))?;
+        if !work.is_terminal() {
+            return Ok(None);
+        }
+        let work_state = work.state;
+        let result = match (support.finish)(deps, work, answer).await {
+            Ok(output) => ToolResult::ok(output),
+            Err(e) => ToolResult::err(e),
+        };
+        let elapsed = chrono::Utc::now() - task.created_at;
+        let outcome = Outcome {
+            result: &result,
+            execution: ExecutionState::Completed,
+            duration_ms: elapsed.num_milliseconds().max(0) as u64,
+        };
+        let events = self
+            .ports
+            .recorder
+            .finished_events(&task.recording, spec, outcome);
+        Ok(Some(TaskEnd {
+            result,
+            events,
+            work_state,
+        }))
     }
 }
 
@@ -423,6 +503,15 @@ mod tests {
                 Ok(Box::new(Open(self.0.clone())) as Box<dyn Recording>)
             })
         }
+
+        fn finished_events(
+            &self,
+            _: &Value,
+            _: &ToolSpec,
+            _: Outcome<'_>,
+        ) -> Vec<(wc_domain::SessionId, Vec<wc_store::sessions::NewEvent>)> {
+            Vec::new()
+        }
     }
 
     impl Recording for Open {
@@ -435,6 +524,10 @@ mod tests {
             Box::pin(async move {
                 push(&self.0, format!("finish {}", outcome.result.success));
             })
+        }
+
+        fn suspend(&self, _: &CallFacts<'_>) -> Value {
+            Value::Null
         }
     }
 
@@ -535,6 +628,7 @@ mod tests {
             }),
             window: None,
             audit: Some(Arc::new(Audit(trace.clone()))),
+            task: None,
         }
     }
 

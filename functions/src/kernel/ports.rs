@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 use wc_domain::{ProjectId, SessionId};
-use wc_store::sessions::SessionRow;
+use wc_store::sessions::{NewEvent, SessionRow};
 
 use super::Invoked;
 use super::spec::ToolSpec;
@@ -86,6 +86,16 @@ pub trait Recorder: Send + Sync {
         sessions: &'a Sessions,
         args: &'a Value,
     ) -> PortFuture<'a, Result<Box<dyn Recording>, crate::result::ToolError>>;
+
+    /// The `finished` events of a recording [`Recording::suspend`]ed into `suspended`, per
+    /// session, for a call of `spec` that ended with `outcome`: written by whoever ends the
+    /// call's task, with its end.
+    fn finished_events(
+        &self,
+        suspended: &Value,
+        spec: &ToolSpec,
+        outcome: Outcome<'_>,
+    ) -> Vec<(SessionId, Vec<NewEvent>)>;
 }
 
 /// One call's recording, finished once after dispatch.
@@ -97,6 +107,10 @@ pub trait Recording: Send + Sync {
         call: &'a CallFacts<'a>,
         outcome: Outcome<'a>,
     ) -> PortFuture<'a, ()>;
+
+    /// The recording as data, for a call that becomes a task: its `started` events are
+    /// committed; its `finished` events come from [`Recorder::finished_events`].
+    fn suspend(&self, call: &CallFacts<'_>) -> Value;
 }
 
 /// A projection onto a finished call's result (the recorder's ACK attention). Runs after the

@@ -145,6 +145,8 @@ pub struct ToolSpec {
     pub facts_on_failure: bool,
     /// Arguments that never reach the ledger's argument summary (only their size does).
     pub private_arguments: &'static [&'static str],
+    /// Whether and when a call may become a durable task ([`Self::with_task`]).
+    pub task: Option<super::task::TaskSupport>,
     /// The compiled input schema, built on the tool's first call (compiling every tool's
     /// schema at start-up would delay every cold start for tools the instance may never run).
     validator: std::sync::OnceLock<jsonschema::Validator>,
@@ -410,6 +412,7 @@ impl ToolSpec {
             edit_surface: None,
             facts_on_failure: false,
             private_arguments: &[],
+            task: None,
             validator: std::sync::OnceLock::new(),
             handler: erased,
         }
@@ -483,6 +486,17 @@ impl ToolSpec {
     /// their size in bytes (`{"omitted": "private", "bytes": n}`).
     pub fn with_private_arguments(mut self, fields: &'static [&'static str]) -> ToolSpec {
         self.private_arguments = fields;
+        self
+    }
+
+    /// Declares that a call may become a durable task (when the surface offers one), ended by
+    /// `finish` from its ended work.
+    pub fn with_task(
+        mut self,
+        when: super::task::TaskWhen,
+        finish: super::task::FinishTask,
+    ) -> ToolSpec {
+        self.task = Some(super::task::TaskSupport { finish, when });
         self
     }
 

@@ -17,10 +17,13 @@
 //!   on the server. They are listed as kernel tools, but their rounds are MCP protocol, so
 //!   [`call_tool`] answers them before the kernel is reached (older protocol versions, which
 //!   have no input requests, get the kernel's refusal instead).
+//! - **Task tools** (`greet`, `slow_compute`, `failing_job`, `protocol_error_job`,
+//!   `confirm_delete`, `multi_input`, `test_tool_with_task`) are durable task rows like every
+//!   wc task (`super::task_fixtures`); what runs behind them is a plan in the row.
 //! - **Prompts, resources, a resource template and completion** (static data).
 //!
 //! What cannot work on a stateless, JSON-response server (server-to-client requests on the
-//! 2025-11-25 wire, notifications during a call, resource subscriptions, tasks) is recorded
+//! 2025-11-25 wire, notifications during a call, resource subscriptions) is recorded
 //! in `tests/suites/conformance-baseline.txt`, not faked here.
 
 use std::borrow::Cow;
@@ -78,7 +81,7 @@ pub(super) fn advertise(capabilities: &mut ServerCapabilities) {
 // ---------------------------------------------------------------------------------------------
 // Kernel tools
 
-fn meta(name: &'static str, title: &'static str, description: &'static str) -> ToolMeta {
+pub(super) fn meta(name: &'static str, title: &'static str, description: &'static str) -> ToolMeta {
     ToolMeta {
         name,
         title,
@@ -264,6 +267,7 @@ pub fn tools() -> Vec<ToolSpec> {
             multiple_content_types,
         ),
     ];
+    specs.extend(super::task_fixtures::tools());
     specs.extend(FLOWS.iter().map(|&(name, title, description, _)| {
         ToolSpec::new(meta(name, title, description), needs_input_requests)
     }));
@@ -389,6 +393,9 @@ pub(super) async fn call_tool(
     params: CallToolRequestParams,
     ctx: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, McpError> {
+    if let Some(answer) = super::task_fixtures::call(handler, &params, &ctx).await {
+        return answer;
+    }
     if is_modern(&ctx)
         && let Some(flow) = tool_flow(&params.name)
     {
@@ -508,13 +515,18 @@ impl Need {
 }
 
 /// One input request of a flow, under its key.
-struct Ask {
-    key: &'static str,
+pub(super) struct Ask {
+    pub(super) key: &'static str,
     need: Need,
-    request: Value,
+    pub(super) request: Value,
 }
 
-fn elicit(key: &'static str, message: &str, properties: Value, required: &[&str]) -> Ask {
+pub(super) fn elicit(
+    key: &'static str,
+    message: &str,
+    properties: Value,
+    required: &[&str],
+) -> Ask {
     Ask {
         key,
         need: Need::Elicitation,
@@ -555,7 +567,7 @@ fn list_roots(key: &'static str) -> Ask {
     }
 }
 
-fn ask_name(key: &'static str, message: &str) -> Ask {
+pub(super) fn ask_name(key: &'static str, message: &str) -> Ask {
     elicit(
         key,
         message,
@@ -565,14 +577,14 @@ fn ask_name(key: &'static str, message: &str) -> Ask {
 }
 
 /// A multi round-trip exchange: rounds of input requests, then a final answer.
-struct Flow {
+pub(super) struct Flow {
     /// Questions, round by round.
-    rounds: Vec<Vec<Ask>>,
+    pub(super) rounds: Vec<Vec<Ask>>,
     /// Whether questions the client has no capability for are left out; otherwise the whole
     /// call needs every capability (`-32021` names the missing ones).
-    optional: bool,
+    pub(super) optional: bool,
     /// The final answer from the collected responses.
-    finish: fn(&Map<String, Value>) -> String,
+    pub(super) finish: fn(&Map<String, Value>) -> String,
 }
 
 type FlowEntry = (&'static str, &'static str, &'static str, fn() -> Flow);
@@ -760,7 +772,7 @@ fn prompt_flow() -> Flow {
 }
 
 /// A string field of an accepted elicitation, or what the user did instead.
-fn elicited(answers: &Map<String, Value>, key: &str, field: &str) -> String {
+pub(super) fn elicited(answers: &Map<String, Value>, key: &str, field: &str) -> String {
     let Some(answer) = answers.get(key) else {
         return "(not asked)".into();
     };
@@ -810,13 +822,13 @@ fn roots(answers: &Map<String, Value>, key: &str) -> String {
 }
 
 /// One request of an exchange.
-struct Exchange<'a> {
+pub(super) struct Exchange<'a> {
     /// `tools/call` or `prompts/get`.
-    surface: &'static str,
+    pub(super) surface: &'static str,
     /// Tool or prompt name.
-    name: &'a str,
-    input_responses: Option<&'a InputResponses>,
-    request_state: Option<&'a str>,
+    pub(super) name: &'a str,
+    pub(super) input_responses: Option<&'a InputResponses>,
+    pub(super) request_state: Option<&'a str>,
 }
 
 /// What `requestState` carries between rounds: everything the server needs, nothing kept.
@@ -830,7 +842,7 @@ struct FlowState {
     expires_at_ms: u64,
 }
 
-enum Round {
+pub(super) enum Round {
     /// Ask the client (again).
     Ask(InputRequiredResult),
     /// Every answer is in.
@@ -906,7 +918,7 @@ fn now_ms() -> u64 {
 
 /// Runs one round of `flow`: verifies the echoed state, takes the responses it asked for,
 /// and either asks again (the rest of this round, or the next round) or finishes.
-fn run_flow(
+pub(super) fn run_flow(
     flow: &Flow,
     exchange: &Exchange<'_>,
     ctx: &RequestContext<RoleServer>,

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 #[cfg(feature = "conformance-fixtures")]
 use rmcp::model::{
@@ -53,6 +53,12 @@ impl WcMcp {
     /// A handler over `state`.
     pub fn new(state: AppState, listings: Arc<Listings>) -> Self {
         Self { state, listings }
+    }
+
+    /// The application state it serves.
+    #[cfg(feature = "conformance-fixtures")]
+    pub(super) fn state(&self) -> &AppState {
+        &self.state
     }
 }
 
@@ -118,7 +124,12 @@ fn window(
 
 impl ServerHandler for WcMcp {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        // Tasks (SEP-2663): advertised always; a call becomes one only when its request
+        // declares the extension (rmcp refuses `tasks/*` otherwise, with -32021).
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build();
         #[cfg(feature = "conformance-fixtures")]
         let capabilities = {
             let mut capabilities = capabilities;
@@ -135,6 +146,39 @@ impl ServerHandler for WcMcp {
                  every result is {{success, output, error}}. {}",
                 crate::kernel::wrapper::INSTRUCTIONS
             ))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let who = principal(&ctx)?;
+        super::tasks::get(&self.state, &who, &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let who = principal(&ctx)?;
+        super::tasks::update(
+            &self.state,
+            &who,
+            &request.task_id,
+            &request.input_responses,
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let who = principal(&ctx)?;
+        super::tasks::cancel(&self.state, &who, &request.task_id).await
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -330,13 +374,16 @@ impl WcMcp {
             wrapper.context_materials.clear();
         }
         let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
+        let task =
+            (spec.task.is_some() && declares_tasks(&ctx)).then(|| super::tasks::offer(&self.state));
         let call = ToolCall {
             name: spec.meta.name.to_owned(),
             arguments: Value::Object(args),
             wrapper,
-            principal: who,
+            principal: who.clone(),
             window,
             audit: slot.map(|s| Arc::new(s) as Arc<dyn CallAudit>),
+            task,
         };
         let invoked = self
             .state
@@ -344,15 +391,29 @@ impl WcMcp {
             .invoke(&self.state.deps, call)
             .await
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let success = invoked.result.success;
-        // The text block is the JSON the kernel serialized once; structuredContent is the same
-        // object as a value.
-        let mut result = CallToolResult::success(vec![ContentBlock::text(invoked.json)]);
-        result.structured_content = Some(invoked.result.into_value());
-        result.is_error = Some(!success);
-        if is_modern(&ctx) {
-            result.meta = Some(server_meta());
+        if let Some(id) = &invoked.task {
+            // Committed with its work before the kernel answered: readable from here on.
+            let client = self.state.deps.client().await.map_err(|e| {
+                McpError::internal_error(format!("the task store is unavailable: {e}"), None)
+            })?;
+            let row = wc_store::tasks::get(&client, id, &super::tasks::owner(&who))
+                .await
+                .map_err(|e| McpError::internal_error(format!("reading the task: {e}"), None))?
+                .ok_or_else(|| McpError::internal_error("the task just created is gone", None))?;
+            return Ok(CallToolResponse::Task(super::tasks::created(&row)));
         }
-        Ok(CallToolResponse::Complete(result))
+        Ok(CallToolResponse::Complete(super::tasks::call_tool_result(
+            invoked.result,
+            is_modern(&ctx),
+        )))
     }
+}
+
+/// Whether the request declares the tasks extension in its client capabilities (a 2026-07-28
+/// request; older revisions keep the blocking behaviour).
+pub(super) fn declares_tasks(ctx: &RequestContext<RoleServer>) -> bool {
+    is_modern(ctx)
+        && ctx
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
 }

@@ -20,6 +20,9 @@ pub mod fixtures;
 pub mod guard;
 mod handler;
 pub mod listing;
+#[cfg(feature = "conformance-fixtures")]
+mod task_fixtures;
+pub mod tasks;
 
 use std::sync::Arc;
 

@@ -129,6 +129,7 @@ async fn run(
         principal: Arc::new(principal),
         window: None,
         audit: slot.map(|s| Arc::new(s) as Arc<dyn CallAudit>),
+        task: None,
     };
     match state.runtime.invoke(&state.deps, call).await {
         Ok(invoked) => respond_invoked(invoked),

@@ -10,6 +10,7 @@ use crate::auth::Scope;
 use crate::execution::{self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
 /// Arguments of `run_script`.
@@ -71,6 +72,7 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {

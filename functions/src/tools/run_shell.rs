@@ -12,6 +12,7 @@ use crate::execution::{
 };
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
 /// Arguments of `run_shell`.
@@ -70,6 +71,7 @@ pub fn spec() -> ToolSpec {
         run,
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {

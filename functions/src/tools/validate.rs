@@ -15,6 +15,7 @@ use crate::execution::validation::{self, ValidationFacts};
 use crate::execution::{self, ExecOutput, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::task::TaskWhen;
 use crate::result::{ErrorKind, ToolError};
 
 /// What a validation tool returns.
@@ -207,6 +208,7 @@ pub fn cargo_check() -> ToolSpec {
         },
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, finish_task)
 }
 
 /// `cargo_clippy`.
@@ -223,6 +225,7 @@ pub fn cargo_clippy() -> ToolSpec {
         },
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, finish_task)
 }
 
 /// `cargo_test`.
@@ -250,6 +253,7 @@ pub fn cargo_test() -> ToolSpec {
         },
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, finish_task)
 }
 
 /// `cargo_fmt`.
@@ -269,6 +273,7 @@ pub fn cargo_fmt() -> ToolSpec {
         },
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, finish_task)
 }
 
 /// `go_test`.
@@ -289,6 +294,7 @@ pub fn go_test() -> ToolSpec {
         },
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, finish_task)
 }
 
 /// `pytest`.
@@ -309,6 +315,7 @@ pub fn pytest() -> ToolSpec {
         },
     )
     .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, finish_task)
 }
 
 async fn run(
@@ -358,6 +365,23 @@ async fn run(
     settle(Output {
         execution,
         validation: facts,
+    })
+}
+
+/// The final output of a validation task: what the call answers for ended work.
+pub fn finish_task(
+    deps: &crate::deps::Deps,
+    row: wc_store::work::WorkRow,
+    answer: Option<serde_json::Value>,
+) -> crate::kernel::ports::PortFuture<'_, Result<serde_json::Value, ToolError>> {
+    Box::pin(async move {
+        let execution = execution::ended_view(deps, &row).await?;
+        let facts = validation::facts(&row, answer.as_ref());
+        let out = settle(Output {
+            execution,
+            validation: facts,
+        })?;
+        serde_json::to_value(out).map_err(ToolError::internal)
     })
 }
 

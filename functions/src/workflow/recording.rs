@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 use wc_domain::{EventRole, SessionId};
@@ -111,6 +112,15 @@ impl ports::Recorder for LedgerRecorder {
             Ok(Box::new(recording) as Box<dyn ports::Recording>)
         })
     }
+
+    fn finished_events(
+        &self,
+        suspended: &Value,
+        spec: &ToolSpec,
+        outcome: Outcome<'_>,
+    ) -> Vec<(SessionId, Vec<NewEvent>)> {
+        resumed_events(suspended, spec, &outcome)
+    }
 }
 
 impl ports::Recording for Recording {
@@ -122,6 +132,64 @@ impl ports::Recording for Recording {
     ) -> PortFuture<'a, ()> {
         Box::pin(async move { end(&deps.pool, &self, call, &outcome).await })
     }
+
+    fn suspend(&self, call: &CallFacts<'_>) -> Value {
+        let pairs: Vec<SuspendedPair> = self
+            .pairs
+            .iter()
+            .map(|p| SuspendedPair {
+                session_id: p.session.id.clone(),
+                role: p.role,
+                call_id: p.call_id,
+            })
+            .collect();
+        json!({ "invocation_id": call.invocation_id, "pairs": pairs })
+    }
+}
+
+/// A pair of a suspended recording: its `started` event is committed.
+#[derive(Debug, Serialize, Deserialize)]
+struct SuspendedPair {
+    session_id: SessionId,
+    role: EventRole,
+    call_id: Uuid,
+}
+
+/// A recording suspended while its call runs as a task.
+#[derive(Debug, Deserialize)]
+struct Suspended {
+    invocation_id: Uuid,
+    pairs: Vec<SuspendedPair>,
+}
+
+/// The `finished` events a suspended recording owes, per session, recorder pair first (the
+/// reverse of its start order, as [`Recording::events`] orders them).
+fn resumed_events(
+    suspended: &Value,
+    spec: &ToolSpec,
+    outcome: &Outcome<'_>,
+) -> Vec<(SessionId, Vec<NewEvent>)> {
+    let Ok(s) = serde_json::from_value::<Suspended>(suspended.clone()) else {
+        tracing::warn!(
+            tool = spec.meta.name,
+            "a task's suspended recording does not parse; its end is not recorded"
+        );
+        return Vec::new();
+    };
+    let mut by_session: BTreeMap<SessionId, Vec<NewEvent>> = BTreeMap::new();
+    for pair in s.pairs.iter().rev() {
+        by_session
+            .entry(pair.session_id.clone())
+            .or_default()
+            .push(finished_event(
+                spec,
+                s.invocation_id,
+                pair.role,
+                pair.call_id,
+                outcome,
+            ));
+    }
+    by_session.into_iter().collect()
 }
 
 /// Decides the call's pairs and, for a mutating tool, commits the `started` events. A
@@ -229,7 +297,13 @@ impl Recording {
                 by_session
                     .entry(&pair.session.id)
                     .or_default()
-                    .push(finished_event(call, pair, done));
+                    .push(finished_event(
+                        call.spec,
+                        call.invocation_id,
+                        pair.role,
+                        pair.call_id,
+                        done,
+                    ));
             }
         }
         by_session
@@ -258,8 +332,13 @@ fn started_event(recording: &Recording, call: &CallFacts<'_>, pair: &Pair) -> Ne
     }
 }
 
-fn finished_event(call: &CallFacts<'_>, pair: &Pair, done: &Outcome<'_>) -> NewEvent {
-    let spec = call.spec;
+fn finished_event(
+    spec: &ToolSpec,
+    invocation_id: Uuid,
+    role: EventRole,
+    call_id: Uuid,
+    done: &Outcome<'_>,
+) -> NewEvent {
     let mut payload = json!({
         "tool": spec.meta.name,
         "success": done.result.success,
@@ -277,9 +356,9 @@ fn finished_event(call: &CallFacts<'_>, pair: &Pair, done: &Outcome<'_>) -> NewE
     }
     NewEvent {
         kind: "tool_call_finished".into(),
-        call_id: pair.call_id,
-        invocation_id: call.invocation_id,
-        role: pair.role,
+        call_id,
+        invocation_id,
+        role,
         tool_name: Some(spec.meta.name.to_owned()),
         payload,
     }

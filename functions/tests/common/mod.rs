@@ -185,7 +185,7 @@ pub fn notification(method: &str) -> Value {
 }
 
 /// A `POST /mcp` of `body` with the headers a `version` client sends: content type, accept,
-/// protocol version, and on 2026-07-28 `Mcp-Method` and (for tools/call) `Mcp-Name`.
+/// protocol version, and on 2026-07-28 `Mcp-Method` and (for tools/call and tasks/*) `Mcp-Name`.
 pub fn mcp_request(version: &str, auth: Option<&str>, body: &Value) -> Request<Body> {
     let mut b = Request::post("/mcp")
         .header(header::HOST, "localhost")
@@ -203,6 +203,11 @@ pub fn mcp_request(version: &str, auth: Option<&str>, body: &Value) -> Request<B
             && let Some(name) = body["params"]["name"].as_str()
         {
             b = b.header("mcp-name", name);
+        }
+        if method.starts_with("tasks/")
+            && let Some(id) = body["params"]["taskId"].as_str()
+        {
+            b = b.header("mcp-name", id);
         }
     }
     b.body(Body::from(serde_json::to_vec(body).unwrap()))

@@ -2,7 +2,7 @@
 //! real runner agent (in-process, and the `wc-runner` binary for crashes), real processes.
 //! Results, expectations, timeouts that kill whole process groups, output bounds, path
 //! confinement, input bounds, jobs, session defaults and evidence, two server instances, a
-//! runner crash, and the runner API's refusals over a network connection.
+//! runner crash, durable MCP tasks, and the runner API's refusals over a network connection.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -16,6 +16,7 @@ mod results;
 mod runner_api;
 mod session_defaults;
 mod shells;
+mod tasks;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

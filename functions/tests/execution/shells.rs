@@ -57,7 +57,7 @@ async fn exec(st: &AppState, key: &str, s: &str, id: &str, command: &str) -> Val
 
 /// Host pids whose command line contains `marker` (a process started inside the sandbox is a
 /// process of this host too).
-fn pids_with(marker: &str) -> Vec<i32> {
+pub(super) fn pids_with(marker: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {

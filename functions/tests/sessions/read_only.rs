@@ -101,6 +101,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
             principal: principal.clone(),
             window: None,
             audit: None,
+            task: None,
         };
         async move {
             st.runtime

@@ -10,6 +10,7 @@ pub mod runner;
 pub mod search;
 pub mod sessions;
 pub mod shells;
+pub mod tasks;
 pub mod validate;
 
 use std::future::Future;
@@ -170,7 +171,8 @@ impl Paired {
     }
 
     /// The two report lines, `a`'s named `name_a` and `b`'s `name_b`; `b`'s carries the
-    /// ratio as `ratio_field` and the rounds' ratios as `{ratio_field}_by_round`.
+    /// ratio as `ratio_field`, the rounds' ratios as `{ratio_field}_by_round` and its median
+    /// latency over `a`'s as `p50_{ratio_field}`.
     pub fn reports(
         self,
         name_a: &str,
@@ -182,6 +184,10 @@ impl Paired {
         let mut b = report(name_b, concurrency, self.b);
         b[ratio_field] = json!(self.ratio);
         b[format!("{ratio_field}_by_round")] = json!(self.ratio_by_round);
+        b[format!("p50_{ratio_field}")] = json!(ratio(
+            b["p50_ms"].as_f64().unwrap_or(0.0),
+            a["p50_ms"].as_f64().unwrap_or(0.0)
+        ));
         (a, b)
     }
 }

@@ -212,6 +212,15 @@ async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> an
             emit(&exec);
         }
     }
+    if wanted(cli, "tasks_get") {
+        use wc_e2e::bench::tasks;
+        for &c in &cli.concurrency {
+            let (job_status, get) =
+                tasks::against_job_status(base, token, project, c, duration).await?;
+            emit(&job_status);
+            emit(&get);
+        }
+    }
     if wanted(cli, "apply_text_edits_roundtrip") {
         if !files::has_tool(base, token, "apply_text_edits").await? {
             emit(&json!({
@@ -246,6 +255,7 @@ async fn main() -> anyhow::Result<()> {
         "cargo_check_vs_direct",
         "apply_text_edits_roundtrip",
         "shell_exec_true",
+        "tasks_get",
     ];
     let recorded = [
         "mcp_recorded_call",

@@ -1,0 +1,313 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`, 2026-07-28) over durable task rows.
+//!
+//! rmcp parses `tasks/get`, `tasks/update` and `tasks/cancel`, checks `Mcp-Name` against the
+//! task id and refuses a request that did not declare the extension (`-32021`); this module
+//! answers them from Postgres ([`wc_store::tasks`]), so any instance serves any task. A tool
+//! call becomes a task in the kernel ([`crate::kernel::task`]); a poll that finds the task's
+//! work ended ends the task — its result and its recording's `tool_call_finished` events in
+//! one transaction, exactly once — and upkeep does the same for tasks nobody polls
+//! ([`end_ended`]). A task of another authority group, an expired task and an unknown id get
+//! the same `-32602`.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolResult, CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, JsonObject, Task,
+    TaskPayload, TaskStatus as Wire,
+};
+use serde_json::{Value, json};
+use wc_domain::{TaskId, TaskStatus, WorkState};
+use wc_store::ChangeOutcome;
+use wc_store::tasks::{self, Ending, Step, TaskRow};
+
+use crate::AppState;
+use crate::auth::Principal;
+use crate::kernel::task::TaskOffer;
+use crate::result::ToolResult;
+use crate::workflow::authority;
+
+/// The offer of a task for a call whose request declared the extension.
+pub(super) fn offer(state: &AppState) -> Arc<TaskOffer> {
+    let cfg = &state.deps.config;
+    TaskOffer::new(cfg.task_ttl, cfg.task_poll_interval, cfg.task_threshold)
+}
+
+/// The owner key of `who`'s tasks: its authority group.
+pub(super) fn owner(who: &Principal) -> String {
+    authority::fingerprint(who)
+}
+
+fn unknown(raw: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "Failed to retrieve task: no task {} (unknown, expired, or not yours)",
+            crate::telemetry::loggable(raw)
+        ),
+        None,
+    )
+}
+
+fn store_error(e: impl std::fmt::Display) -> McpError {
+    tracing::warn!(error = %crate::telemetry::loggable(&e.to_string()), "task store failure");
+    McpError::internal_error("the task store is unavailable; retry", None)
+}
+
+fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn wire_status(s: TaskStatus) -> Wire {
+    match s {
+        TaskStatus::Working => Wire::Working,
+        TaskStatus::InputRequired => Wire::InputRequired,
+        TaskStatus::Completed => Wire::Completed,
+        TaskStatus::Failed => Wire::Failed,
+        TaskStatus::Cancelled => Wire::Cancelled,
+    }
+}
+
+fn base(row: &TaskRow) -> Task {
+    let mut task = Task::new(
+        row.id.as_str(),
+        wire_status(row.status),
+        iso(row.created_at),
+        iso(row.updated_at),
+    )
+    .with_ttl_ms(row.ttl_ms.max(1) as u64)
+    .with_poll_interval_ms(row.poll_interval_ms.max(1) as u64);
+    task.status_message = row.status_message.clone();
+    task
+}
+
+/// The `CreateTaskResult` of a task just committed.
+pub(super) fn created(row: &TaskRow) -> CreateTaskResult {
+    CreateTaskResult::new(base(row)).with_meta(super::handler::server_meta())
+}
+
+fn object(v: &Option<Value>) -> JsonObject {
+    match v {
+        Some(Value::Object(m)) => m.clone(),
+        _ => JsonObject::new(),
+    }
+}
+
+/// The task as `tasks/get` shows it.
+fn detailed(row: &TaskRow) -> Result<DetailedTask, McpError> {
+    let payload = match row.status {
+        TaskStatus::Working => TaskPayload::Working,
+        TaskStatus::InputRequired => {
+            let input_requests: InputRequests =
+                serde_json::from_value(row.input_requests.clone().unwrap_or_else(|| json!({})))
+                    .map_err(|e| {
+                        McpError::internal_error(format!("stored input requests: {e}"), None)
+                    })?;
+            TaskPayload::InputRequired { input_requests }
+        }
+        TaskStatus::Completed => TaskPayload::Completed {
+            result: object(&row.result),
+        },
+        TaskStatus::Failed => TaskPayload::Failed {
+            error: object(&row.error),
+        },
+        TaskStatus::Cancelled => TaskPayload::Cancelled,
+    };
+    Ok(DetailedTask::new(base(row), payload))
+}
+
+fn parse_id(raw: &str) -> Result<TaskId, McpError> {
+    TaskId::parse(raw).map_err(|_| unknown(raw))
+}
+
+/// Loads `raw` for `who`: the row, or `-32602` for anything that is not theirs.
+async fn load(state: &AppState, who: &Principal, raw: &str) -> Result<TaskRow, McpError> {
+    let id = parse_id(raw)?;
+    let client = state.deps.client().await.map_err(store_error)?;
+    tasks::get(&client, &id, &owner(who))
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| unknown(raw))
+}
+
+/// Applies `step` to the task under its lock; the row as it then is.
+pub(super) async fn change<F>(
+    state: &AppState,
+    row: &TaskRow,
+    decide: F,
+) -> Result<TaskRow, McpError>
+where
+    F: Fn(&TaskRow) -> Option<Step> + Send + Sync + 'static,
+{
+    match tasks::change(
+        &state.deps.pool,
+        &row.id,
+        &row.owner_authority_fingerprint,
+        decide,
+    )
+    .await
+    .map_err(store_error)?
+    {
+        ChangeOutcome::Applied {
+            value: Some(row), ..
+        } => Ok(row),
+        ChangeOutcome::Applied { value: None, .. } => Err(unknown(row.id.as_str())),
+        ChangeOutcome::Conflict { .. } => {
+            Err(McpError::internal_error("the task is busy; retry", None))
+        }
+    }
+}
+
+/// `tasks/get`: the task, advanced to what its work says now.
+pub(super) async fn get(
+    state: &AppState,
+    who: &Principal,
+    raw: &str,
+) -> Result<GetTaskResult, McpError> {
+    let row = load(state, who, raw).await?;
+    let row = advance(state, row).await?;
+    let mut result = GetTaskResult::new(detailed(&row)?);
+    result.meta = Some(super::handler::server_meta());
+    Ok(result)
+}
+
+/// `tasks/cancel`: notes the request and stops the task's work (as `stop_job` does); the task
+/// ends `cancelled` once the work has stopped, or with its result if it ended first. A
+/// terminal task is left as it is.
+pub(super) async fn cancel(state: &AppState, who: &Principal, raw: &str) -> Result<(), McpError> {
+    let row = load(state, who, raw).await?;
+    if row.status.is_terminal() {
+        return Ok(());
+    }
+    #[cfg(feature = "conformance-fixtures")]
+    if super::task_fixtures::is_task_fixture(&row) {
+        change(state, &row, |_| {
+            Some(Step::End(Ending {
+                status: TaskStatus::Cancelled,
+                result: None,
+                error: None,
+                status_message: Some("cancelled on request".into()),
+                events: Vec::new(),
+            }))
+        })
+        .await?;
+        return Ok(());
+    }
+    let row = change(state, &row, |_| Some(Step::RequestCancel)).await?;
+    if let Some(work_id) = row.work_id {
+        let mut client = state.deps.client().await.map_err(store_error)?;
+        wc_store::work::request_cancel(&mut client, work_id, &crate::execution::terminal_evidence)
+            .await
+            .map_err(store_error)?;
+    }
+    // Work that was still queued ended at once: the task can end now too.
+    advance(state, row).await?;
+    Ok(())
+}
+
+/// `tasks/update`: records the answers to outstanding input requests (others are ignored).
+pub(super) async fn update(
+    state: &AppState,
+    who: &Principal,
+    raw: &str,
+    responses: &rmcp::model::InputResponses,
+) -> Result<(), McpError> {
+    let row = load(state, who, raw).await?;
+    let answers = serde_json::to_value(responses)
+        .map_err(|e| McpError::invalid_params(format!("inputResponses: {e}"), None))?;
+    if row.status == TaskStatus::InputRequired {
+        change(state, &row, move |r| {
+            (r.status == TaskStatus::InputRequired).then(|| Step::Answer(answers.clone()))
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Moves an open task on from durable state: a task whose work has ended ends now (exactly
+/// once, whichever instance gets there first); fixture tasks follow their plan.
+async fn advance(state: &AppState, row: TaskRow) -> Result<TaskRow, McpError> {
+    if row.status.is_terminal() {
+        return Ok(row);
+    }
+    #[cfg(feature = "conformance-fixtures")]
+    if super::task_fixtures::is_task_fixture(&row) {
+        return super::task_fixtures::advance(state, row).await;
+    }
+    let Some(end) = state
+        .runtime
+        .end_task(&state.deps, &row)
+        .await
+        .map_err(|e| McpError::internal_error(e.message, None))?
+    else {
+        return Ok(row);
+    };
+    let work_cancelled = end.work_state == WorkState::Cancelled;
+    let ending = ending(&row, end, work_cancelled);
+    change(state, &row, move |_| Some(Step::End(ending.clone()))).await
+}
+
+/// How a kernel task ends: `cancelled` when its cancellation stopped the work, otherwise
+/// `completed` with the call's result (a tool error is a completed task whose result says
+/// `isError`).
+fn ending(row: &TaskRow, end: crate::kernel::TaskEnd, work_cancelled: bool) -> Ending {
+    let success = end.result.success;
+    if row.cancel_requested_at.is_some() && work_cancelled {
+        return Ending {
+            status: TaskStatus::Cancelled,
+            result: None,
+            error: None,
+            status_message: Some("cancelled on request: its work was stopped".into()),
+            events: end.events,
+        };
+    }
+    let result = call_tool_result(end.result, true);
+    Ending {
+        status: TaskStatus::Completed,
+        result: serde_json::to_value(result).ok(),
+        error: None,
+        status_message: Some(if success {
+            format!("{} finished", row.tool)
+        } else {
+            format!("{} finished with an error", row.tool)
+        }),
+        events: end.events,
+    }
+}
+
+/// A kernel result as the MCP `CallToolResult` a blocking call answers: the JSON text and
+/// the same object as structured content.
+pub(super) fn call_tool_result(result: ToolResult, modern: bool) -> CallToolResult {
+    let success = result.success;
+    let json = serde_json::to_string(&result).expect("tool results serialize");
+    let mut out = CallToolResult::success(vec![rmcp::model::ContentBlock::text(json)]);
+    out.structured_content = Some(result.into_value());
+    out.is_error = Some(!success);
+    if modern {
+        out.meta = Some(super::handler::server_meta());
+    }
+    out
+}
+
+/// Upkeep: ends up to `limit` open tasks whose work has ended, for clients that stopped
+/// polling, so their sessions' evidence lands. Returns how many it ended.
+pub async fn end_ended(state: &AppState, limit: i64) -> Result<u64, wc_store::StoreError> {
+    let open = {
+        let client = state.deps.client().await?;
+        tasks::open_with_ended_work(&client, limit).await?
+    };
+    let mut ended = 0;
+    for (id, owner) in open {
+        let row = {
+            let client = state.deps.client().await?;
+            tasks::get(&client, &id, &owner).await?
+        };
+        let Some(row) = row else { continue };
+        match advance(state, row).await {
+            Ok(r) if r.status.is_terminal() => ended += 1,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(task = %id, error = %e.message, "could not end a task"),
+        }
+    }
+    Ok(ended)
+}

@@ -1,0 +1,347 @@
+//! Durable MCP tasks (`io.modelcontextprotocol/tasks`) over real runner work: created on one
+//! instance, polled and cancelled on another, owned by the caller's authority group, their
+//! recording finished exactly once whoever ends them.
+
+use super::shells::pids_with;
+use super::*;
+
+/// `_meta` of a 2026-07-28 request that declares the tasks extension.
+fn declaring() -> Value {
+    let mut meta = modern_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] =
+        json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    meta
+}
+
+/// A JSON-RPC request of `method` on instance `st` with `key`, declaring the extension
+/// when `tasks`; the reply.
+async fn request(st: &AppState, key: &str, method: &str, params: Value, tasks: bool) -> Reply {
+    let mut body = rpc(MODERN, 7, method, params);
+    if tasks {
+        body["params"]["_meta"] = declaring();
+    }
+    send(st, mcp_request(MODERN, Some(key), &body)).await
+}
+
+/// `tools/call` of `tool` declaring the extension; the JSON-RPC result.
+async fn call_as_task(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
+    let r = request(
+        st,
+        key,
+        "tools/call",
+        json!({ "name": tool, "arguments": args }),
+        true,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.result().clone()
+}
+
+/// `tasks/get` of `id`; the reply.
+async fn get(st: &AppState, key: &str, id: &str) -> Reply {
+    request(st, key, "tasks/get", json!({ "taskId": id }), true).await
+}
+
+/// A Workflow Session on P; its id.
+async fn session(env: &RunnerApp, instruction: &str) -> String {
+    let r = env
+        .call(
+            "work_on_project",
+            json!({ "project": P, "instruction": instruction }),
+        )
+        .await;
+    output(&r)["session_id"].as_str().unwrap().to_owned()
+}
+
+/// Whether `e` is the `kind` event of a `tool` call.
+fn is_call(e: &LedgerRow, kind: &str, tool: &str) -> bool {
+    e.kind == kind && e.tool_name.as_deref() == Some(tool)
+}
+
+/// Polls `id` on `st` until it is terminal; the last `tasks/get` result.
+async fn until_terminal(st: &AppState, key: &str, id: &str) -> Value {
+    eventually("the task ends", async || {
+        let r = get(st, key, id).await;
+        let t = r.result().clone();
+        matches!(
+            t["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        )
+        .then_some(t)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_job_task_made_on_one_instance_is_polled_and_answered_by_another() {
+    let env = start().await;
+    let b = env.second();
+    let created = call_as_task(
+        &env.st,
+        &env.key,
+        "run_job",
+        json!({ "project": P, "command": "sleep 3; echo done" }),
+    )
+    .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["status"], "working", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    for field in ["createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"] {
+        assert!(!created[field].is_null(), "{field} missing: {created}");
+    }
+    assert!(created.get("result").is_none(), "{created}");
+
+    // Durable before it was answered: the other instance reads it at once.
+    let first = get(&b, &env.key, &id).await;
+    assert_eq!(first.result()["resultType"], "complete", "{}", first.text());
+    assert_eq!(first.result()["taskId"], json!(id));
+    assert_eq!(first.result()["status"], "working");
+
+    let done = until_terminal(&b, &env.key, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = &done["result"];
+    assert_eq!(result["isError"], false, "{done}");
+    let sc = &result["structuredContent"];
+    assert_eq!(sc["success"], true, "{done}");
+    assert_eq!(sc["output"]["stdout"], "done\n", "{done}");
+    assert_eq!(sc["output"]["exit_code"], 0);
+    // The text block is the same object, as in every tool result.
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(&text, sc);
+
+    // The result is the job's: job_status says the same of the same job.
+    let job = sc["output"]["job_id"].as_str().unwrap();
+    let status = output(&call(&b, &env.key, "job_status", json!({ "job_id": job })).await).clone();
+    assert_eq!(status["execution_state"], sc["output"]["execution_state"]);
+    assert_eq!(status["exit_code"], sc["output"]["exit_code"]);
+    assert_eq!(status["duration_ms"], sc["output"]["duration_ms"]);
+
+    // Terminal is final: the first instance reads the same end.
+    let again = get(&env.st, &env.key, &id).await;
+    assert_eq!(again.result()["result"], done["result"]);
+    assert_eq!(again.result()["lastUpdatedAt"], done["lastUpdatedAt"]);
+}
+
+#[tokio::test]
+async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
+    let env = start().await;
+    let created = call_as_task(
+        &env.st,
+        &env.key,
+        "run_job",
+        json!({ "project": P, "command": "sleep 1" }),
+    )
+    .await;
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    let other = env.token(CredentialKind::SharedKey, &ALL_SCOPES, &[]).await;
+    let foreign = get(&env.st, &other, &id).await;
+    let unknown = get(&env.st, &other, "wc_task_AAAAAAAAAAAAAAAAAAAAAA").await;
+    let malformed = get(&env.st, &other, "not-a-task").await;
+    for r in [&foreign, &unknown, &malformed] {
+        assert_eq!(r.rpc_code(), Some(-32602), "{}", r.text());
+    }
+    // Another principal's cancel changes nothing and reveals nothing.
+    let cancel = request(
+        &env.st,
+        &other,
+        "tasks/cancel",
+        json!({ "taskId": id }),
+        true,
+    )
+    .await;
+    assert_eq!(cancel.rpc_code(), Some(-32602), "{}", cancel.text());
+    let done = until_terminal(&env.st, &env.key, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+
+    // Without the extension declared: no task methods, and tools/call answers as before.
+    let gated = request(
+        &env.st,
+        &env.key,
+        "tasks/get",
+        json!({ "taskId": id }),
+        false,
+    )
+    .await;
+    assert_eq!(gated.rpc_code(), Some(-32021), "{}", gated.text());
+    let plain = request(
+        &env.st,
+        &env.key,
+        "tools/call",
+        json!({ "name": "run_job", "arguments": { "project": P, "command": "true" } }),
+        false,
+    )
+    .await;
+    let plain = plain.result();
+    assert!(plain.get("taskId").is_none(), "{plain}");
+    assert!(
+        plain["structuredContent"]["output"]["job_id"].is_string(),
+        "{plain}"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_task_on_another_instance_kills_its_process_group() {
+    let env = start().await;
+    let b = env.second();
+    let marker = format!("wc-task-{}", Uuid::now_v7().simple());
+    let created = call_as_task(
+        &env.st,
+        &env.key,
+        "run_job",
+        json!({
+            "project": P,
+            "argv": ["sh", "-c", "sh -c 'sleep 300; true' \"$0\" & sleep 300; true", &marker],
+        }),
+    )
+    .await;
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    // Both shells (and the sandbox that started them, whose command line names them too).
+    eventually("the job's two shells run", async || {
+        (pids_with(&marker).len() >= 2).then_some(())
+    })
+    .await;
+    let ack = request(&b, &env.key, "tasks/cancel", json!({ "taskId": id }), true).await;
+    assert_eq!(
+        ack.result(),
+        &json!({ "resultType": "complete" }),
+        "{}",
+        ack.text()
+    );
+    let done = until_terminal(&b, &env.key, &id).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert!(done.get("result").is_none(), "{done}");
+    eventually("the job's processes are gone", async || {
+        pids_with(&marker).is_empty().then_some(())
+    })
+    .await;
+    // Cancelling a terminal task is the same empty acknowledgement.
+    let again = request(
+        &env.st,
+        &env.key,
+        "tasks/cancel",
+        json!({ "taskId": id }),
+        true,
+    )
+    .await;
+    assert_eq!(again.result(), &json!({ "resultType": "complete" }));
+}
+
+#[tokio::test]
+async fn a_tasks_recording_finishes_once_when_it_ends_whoever_polls() {
+    let env = start().await;
+    let b = env.second();
+    let s = session(&env, "run a long job").await;
+    let created = call_as_task(
+        &env.st,
+        &env.key,
+        "run_shell",
+        json!({ "session_id": s, "command": "sleep 1; echo slow", "timeout_ms": 60000 }),
+    )
+    .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    let finished = |ledger: &[LedgerRow]| {
+        ledger
+            .iter()
+            .filter(|e| {
+                e.kind == "tool_call_finished" && e.tool_name.as_deref() == Some("run_shell")
+            })
+            .count()
+    };
+    let before = ledger(&env.db, &s).await;
+    assert!(
+        before
+            .iter()
+            .any(|e| is_call(e, "tool_call_started", "run_shell")),
+        "durable intent before the effect"
+    );
+    assert_eq!(finished(&before), 0, "the call has not ended yet");
+
+    // Two instances poll at once, again and again, while the work ends.
+    let poll = |st: AppState| {
+        let (key, id) = (env.key.clone(), id.clone());
+        async move { until_terminal(&st, &key, &id).await }
+    };
+    let (x, y) = tokio::join!(poll(env.st.clone()), poll(b.clone()));
+    assert_eq!(x["result"], y["result"]);
+    assert_eq!(
+        x["result"]["structuredContent"]["output"]["stdout"],
+        "slow\n"
+    );
+    let after = ledger(&env.db, &s).await;
+    assert_eq!(finished(&after), 1, "{after:#?}");
+    let end = after
+        .iter()
+        .find(|e| e.kind == "tool_call_finished")
+        .unwrap();
+    let start = after
+        .iter()
+        .find(|e| is_call(e, "tool_call_started", "run_shell"))
+        .unwrap();
+    assert_eq!(end.call_id, start.call_id, "one pair");
+    assert_eq!(end.invocation_id, start.invocation_id);
+    assert_eq!(end.payload["success"], true, "{:?}", end.payload);
+}
+
+#[tokio::test]
+async fn upkeep_ends_a_task_nobody_polls() {
+    let env = start().await;
+    let s = session(&env, "start and walk away").await;
+    let created = call_as_task(
+        &env.st,
+        &env.key,
+        "run_job",
+        json!({ "session_id": s, "command": "echo left" }),
+    )
+    .await;
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    eventually("the work ends", async || {
+        let client = env.db.pool().get().await.unwrap();
+        let row = client
+            .query_one(
+                "SELECT w.state FROM mcp_tasks t JOIN runner_work w ON w.id = t.work_id WHERE t.id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        let state: String = row.get(0);
+        (state != "queued" && state != "leased").then_some(())
+    })
+    .await;
+    let report = wc_functions::maintenance::end_tasks(&env.st).await.unwrap();
+    assert_eq!(report.ended, 1, "{report:?}");
+    let ended = ledger(&env.db, &s).await;
+    assert!(
+        ended
+            .iter()
+            .any(|e| is_call(e, "tool_call_finished", "run_job")),
+        "{ended:#?}"
+    );
+    // Already ended: the next pass and the next poll change nothing.
+    assert_eq!(
+        wc_functions::maintenance::end_tasks(&env.st)
+            .await
+            .unwrap()
+            .ended,
+        0
+    );
+    let t = get(&env.st, &env.key, &id).await;
+    assert_eq!(t.result()["status"], "completed", "{}", t.text());
+    assert_eq!(
+        t.result()["result"]["structuredContent"]["output"]["stdout"],
+        "left\n"
+    );
+
+    // Past its TTL a task is gone: deleted by upkeep, unknown to its owner.
+    let client = env.db.pool().get().await.unwrap();
+    client
+        .execute(
+            "UPDATE mcp_tasks SET expires_at = now() - interval '1 second' WHERE id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(get(&env.st, &env.key, &id).await.rpc_code(), Some(-32602));
+    let report = wc_functions::maintenance::end_tasks(&env.st).await.unwrap();
+    assert_eq!(report.expired, 1, "{report:?}");
+}
