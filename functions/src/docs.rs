@@ -102,7 +102,12 @@ pub fn tools_markdown(runtime: &Registry) -> String {
          Which calls become tasks is each tool's `execution.taskSupport` below (`optional`, with\n\
          the condition under which a call takes one; a tool without the line never does); a\n\
          request that does not declare the extension, and every older revision, gets the\n\
-         blocking answer.\n"
+         blocking answer.\n\n\
+         **Progress.** An MCP `tools/call` whose `_meta` carries a `progressToken` is answered\n\
+         as an event stream while an execution waits: `notifications/progress` about once a\n\
+         second (`progress` the seconds since it was queued, `total` its timeout, `message` where\n\
+         it is), then the result. A working task's `statusMessage` says the same. Without a\n\
+         token the answer is one JSON object.\n"
     );
     let specs: Vec<_> = runtime
         .specs()

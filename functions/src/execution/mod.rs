@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 use wc_domain::{
     EndReason, EventRole, ProjectId, RelativePath, SessionId, WorkId, WorkMode, WorkQueue,
+    WorkState,
 };
 use wc_runner_protocol::{
     PROTOCOL_VERSION, Termination, WorkItem, WorkKind, WorkLimits, WorkOutcome, WorkSpec,
@@ -561,9 +562,15 @@ async fn wait_with(
     settle_first: bool,
 ) -> Result<(WorkRow, Option<Value>), ToolError> {
     let deadline = Instant::now() + wait;
+    // A caller that asked for progress hears how the work is doing at least this often.
+    let step = |left: Duration| match &ctx.progress {
+        Some(_) => left.min(PROGRESS_EVERY),
+        None => left,
+    };
     if settle_first {
-        waiter.wait(wait).await;
+        waiter.wait(step(wait)).await;
     }
+    let mut reported = 0.0;
     loop {
         let (row, answer) = {
             let client = ctx.deps.client().await?;
@@ -574,7 +581,51 @@ async fn wait_with(
         if row.is_terminal() || left.is_zero() {
             return Ok((row, answer));
         }
-        waiter.wait(left).await;
+        if let Some(progress) = &ctx.progress {
+            let now = progress_of(&row, Utc::now());
+            if now.elapsed_s > reported {
+                reported = now.elapsed_s;
+                progress
+                    .report(now.elapsed_s, now.timeout_s, now.message)
+                    .await;
+            }
+        }
+        waiter.wait(step(left)).await;
+    }
+}
+
+/// How often a waiting call reports progress to a caller that asked for it.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// How unfinished work is doing, as progress reports and task status messages say it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkProgress {
+    /// Seconds since it was queued (the progress value: it only grows).
+    pub elapsed_s: f64,
+    /// Its timeout in seconds, the most it can take.
+    pub timeout_s: Option<f64>,
+    /// Where it is, in words.
+    pub message: String,
+}
+
+/// The progress of `row` at `now`.
+pub fn progress_of(row: &WorkRow, now: chrono::DateTime<Utc>) -> WorkProgress {
+    let secs = |from: chrono::DateTime<Utc>| (now - from).num_milliseconds().max(0) as f64 / 1000.0;
+    let message = match (row.state, row.leased_at) {
+        (WorkState::Leased, Some(at)) => {
+            format!("{} running on its runner for {:.1} s", row.tool, secs(at))
+        }
+        (WorkState::Queued, _) => format!("{} queued for its runner", row.tool),
+        (state, _) => format!("{} {state}", row.tool),
+    };
+    WorkProgress {
+        elapsed_s: secs(row.created_at),
+        timeout_s: row
+            .item
+            .pointer("/limits/timeout_ms")
+            .and_then(Value::as_u64)
+            .map(|ms| ms as f64 / 1000.0),
+        message,
     }
 }
 

@@ -53,6 +53,18 @@ impl ClientWindow {
     }
 }
 
+/// Where a call says how it is doing while it runs, when its caller asked (an MCP request
+/// with a `progressToken`). Reports are awaited in order, before the call's answer.
+pub trait Progress: Send + Sync {
+    /// Reports `progress` (greater than every earlier report) of `total`, when known.
+    fn report(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: String,
+    ) -> super::ports::PortFuture<'_, ()>;
+}
+
 /// Everything a tool may use for one call.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -78,6 +90,8 @@ pub struct ToolContext {
     /// The task this call may become: offered by the surface, kept only for a tool that
     /// supports tasks, with when it takes one.
     pub task: Option<(Arc<super::task::TaskOffer>, super::task::TaskWhen)>,
+    /// Where the call reports its progress, when its caller asked.
+    pub progress: Option<Arc<dyn Progress>>,
 }
 
 impl ToolContext {

@@ -63,6 +63,8 @@ pub struct ToolCall {
     pub audit: Option<Arc<dyn CallAudit>>,
     /// The task the call may become, when the surface can answer with one.
     pub task: Option<Arc<task::TaskOffer>>,
+    /// Where the call reports its progress, when its caller asked.
+    pub progress: Option<Arc<dyn context::Progress>>,
 }
 
 impl std::fmt::Debug for ToolCall {
@@ -296,6 +298,7 @@ impl ToolRuntime {
         };
         let ctx = ToolContext {
             task: offer.clone(),
+            progress: call.progress.clone(),
             deps: deps.clone(),
             registry: self.registry.clone(),
             principal: call.principal.clone(),
@@ -359,13 +362,13 @@ pub struct TaskEnd {
 }
 
 impl ToolRuntime {
-    /// The end of `task`'s call, once its work has ended (`None` while it runs). The same
+    /// The end of `task`'s call, once its work has ended (while it runs: the work). The same
     /// answer on every instance and every attempt: it is read from durable state alone.
     pub async fn end_task(
         &self,
         deps: &Deps,
         task: &wc_store::tasks::TaskRow,
-    ) -> Result<Option<TaskEnd>, ToolError> {
+    ) -> Result<Result<TaskEnd, wc_store::work::WorkRow>, ToolError> {
         let spec = self
             .get(&task.tool)
             .ok_or_else(|| ToolError::internal(format!("task of unknown tool {}", task.tool)))?;
@@ -381,7 +384,7 @@ impl ToolRuntime {
         }
         .ok_or_else(|| ToolError::internal("the task's work vanished"))?;
         if !work.is_terminal() {
-            return Ok(None);
+            return Ok(Err(work));
         }
         let work_state = work.state;
         let result = match (support.finish)(deps, work, answer).await {
@@ -398,7 +401,7 @@ impl ToolRuntime {
             .ports
             .recorder
             .finished_events(&task.recording, spec, outcome);
-        Ok(Some(TaskEnd {
+        Ok(Ok(TaskEnd {
             result,
             events,
             work_state,
@@ -629,6 +632,7 @@ mod tests {
             window: None,
             audit: Some(Arc::new(Audit(trace.clone()))),
             task: None,
+            progress: None,
         }
     }
 

@@ -35,10 +35,10 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
     CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, InputRequest, InputRequests, InputRequiredResult,
-    InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, Prompt,
-    PromptArgument, PromptMessage, PromptsCapability, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
-    ResourceTemplate, ResourcesCapability, Role, ServerCapabilities,
+    InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, PromptsCapability,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource,
+    ResourceContents, ResourceTemplate, ResourcesCapability, Role, ServerCapabilities,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -215,8 +215,7 @@ pub fn tools() -> Vec<ToolSpec> {
             meta(
                 "test_tool_with_logging",
                 "Tool with logging",
-                "Would send log notifications while running; this server sends JSON responses, \
-                 so no notification reaches the caller.",
+                "Sends three info log lines while running (2025-11-25).",
             ),
             tool_with_logging,
         ),
@@ -224,8 +223,7 @@ pub fn tools() -> Vec<ToolSpec> {
             meta(
                 "test_tool_with_progress",
                 "Tool with progress",
-                "Would send progress notifications while running; this server sends JSON \
-                 responses, so no notification reaches the caller.",
+                "Sends progress 0, 50 and 100 of 100 while running, given a progress token.",
             ),
             tool_with_progress,
         ),
@@ -294,13 +292,13 @@ async fn logging_tool(_: ToolContext, _: NoArgs) -> Result<TextOutput, ToolError
 
 async fn tool_with_logging(_: ToolContext, _: NoArgs) -> Result<TextOutput, ToolError> {
     Ok(TextOutput::new(
-        "Tool execution completed (log notifications need a streamed response, which this server does not send)",
+        "Tool execution completed (its log lines went out on this request's stream)",
     ))
 }
 
 async fn tool_with_progress(_: ToolContext, _: NoArgs) -> Result<TextOutput, ToolError> {
     Ok(TextOutput::new(
-        "Tool execution completed (progress notifications need a streamed response, which this server does not send)",
+        "Tool execution completed (its progress went out on this request's stream)",
     ))
 }
 
@@ -432,6 +430,11 @@ pub(super) async fn call_tool(
             }
         });
     }
+    match &*params.name {
+        "test_tool_with_progress" => announce_progress(&params, &ctx).await,
+        "test_tool_with_logging" if !is_modern(&ctx) => announce_logs(&ctx).await,
+        _ => {}
+    }
     let content_tool = is_content_tool(&params.name);
     let response = handler.call_kernel_tool(params, ctx).await?;
     if !content_tool {
@@ -450,6 +453,49 @@ pub(super) async fn call_tool(
         result.content = blocks;
     }
     Ok(CallToolResponse::Complete(result))
+}
+
+/// `test_tool_with_progress`: 0, 50 and 100 of 100, 50 ms apart, on the request's own stream,
+/// when the request carries a progress token.
+async fn announce_progress(params: &CallToolRequestParams, ctx: &RequestContext<RoleServer>) {
+    let Some(token) = super::handler::progress_token(params, ctx) else {
+        return;
+    };
+    for (i, done) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let note = ProgressNotificationParam::new(token.clone(), done).with_total(100.0);
+        if ctx.peer.notify_progress(note).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// `test_tool_with_logging` (2025-11-25; logging is gone from 2026-07-28): three info lines,
+/// 50 ms apart. A stateless server cannot remember `logging/setLevel`, so it logs at the
+/// level a server picks when none is set.
+#[expect(
+    deprecated,
+    reason = "logging exists only before 2026-07-28 (SEP-2577)"
+)]
+async fn announce_logs(ctx: &RequestContext<RoleServer>) {
+    use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+    let lines = [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+    ];
+    for (i, line) in lines.into_iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut note = LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(line));
+        note.logger = Some("wc".into());
+        if ctx.peer.notify_logging_message(note).await.is_err() {
+            return;
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ use std::time::Instant;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
     GetTaskResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestParamsMeta,
+    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 #[cfg(feature = "conformance-fixtures")]
 use rmcp::model::{
@@ -26,7 +27,7 @@ use super::fixtures;
 use super::listing::{Era, Listings, conflicts_with_wrapper};
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
-use crate::kernel::context::ClientWindow;
+use crate::kernel::context::{ClientWindow, Progress};
 use crate::kernel::ports::CallAudit;
 use crate::kernel::telemetry::ModelErgonomics;
 use crate::kernel::{ToolCall, wrapper};
@@ -376,6 +377,12 @@ impl WcMcp {
         let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
         let task =
             (spec.task.is_some() && declares_tasks(&ctx)).then(|| super::tasks::offer(&self.state));
+        let progress = progress_token(&params, &ctx).map(|token| {
+            Arc::new(PeerProgress {
+                peer: ctx.peer.clone(),
+                token,
+            }) as Arc<dyn Progress>
+        });
         let call = ToolCall {
             name: spec.meta.name.to_owned(),
             arguments: Value::Object(args),
@@ -384,6 +391,7 @@ impl WcMcp {
             window,
             audit: slot.map(|s| Arc::new(s) as Arc<dyn CallAudit>),
             task,
+            progress,
         };
         let invoked = self
             .state
@@ -406,6 +414,42 @@ impl WcMcp {
             invoked.result,
             is_modern(&ctx),
         )))
+    }
+}
+
+/// The request's progress token: rmcp hands the request `_meta` over in the context.
+pub(super) fn progress_token(
+    params: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Option<ProgressToken> {
+    ctx.meta
+        .get_progress_token()
+        .or_else(|| params.progress_token())
+}
+
+/// A call's progress as `notifications/progress` on its request's own response: once one is
+/// sent, rmcp answers that request with an event stream (the notifications, then the result)
+/// instead of one JSON object. The stream belongs to the request; nothing outlives it.
+struct PeerProgress {
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
+}
+
+impl Progress for PeerProgress {
+    fn report(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: String,
+    ) -> crate::kernel::ports::PortFuture<'_, ()> {
+        Box::pin(async move {
+            let mut param =
+                ProgressNotificationParam::new(self.token.clone(), progress).with_message(message);
+            param.total = total;
+            if let Err(e) = self.peer.notify_progress(param).await {
+                tracing::debug!(error = %e, "a progress notification was not sent");
+            }
+        })
     }
 }
 

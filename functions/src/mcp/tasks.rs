@@ -234,13 +234,19 @@ async fn advance(state: &AppState, row: TaskRow) -> Result<TaskRow, McpError> {
     if super::task_fixtures::is_task_fixture(&row) {
         return super::task_fixtures::advance(state, row).await;
     }
-    let Some(end) = state
+    let end = match state
         .runtime
         .end_task(&state.deps, &row)
         .await
         .map_err(|e| McpError::internal_error(e.message, None))?
-    else {
-        return Ok(row);
+    {
+        Ok(end) => end,
+        Err(work) => {
+            // Still running: the status message says how it is doing now (read, not stored).
+            let mut row = row;
+            row.status_message = Some(crate::execution::progress_of(&work, Utc::now()).message);
+            return Ok(row);
+        }
     };
     let work_cancelled = end.work_state == WorkState::Cancelled;
     let ending = ending(&row, end, work_cancelled);

@@ -130,6 +130,7 @@ async fn run(
         window: None,
         audit: slot.map(|s| Arc::new(s) as Arc<dyn CallAudit>),
         task: None,
+        progress: None,
     };
     match state.runtime.invoke(&state.deps, call).await {
         Ok(invoked) => respond_invoked(invoked),

@@ -345,3 +345,108 @@ async fn upkeep_ends_a_task_nobody_polls() {
     let report = wc_functions::maintenance::end_tasks(&env.st).await.unwrap();
     assert_eq!(report.expired, 1, "{report:?}");
 }
+
+#[tokio::test]
+async fn a_call_with_a_progress_token_streams_its_progress_then_its_result() {
+    let env = start().await;
+    let mut body = rpc(
+        MODERN,
+        9,
+        "tools/call",
+        json!({ "name": "run_shell", "arguments": { "project": P, "command": "sleep 2.5; echo late" } }),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("wc-progress-1");
+    let r = send(&env.st, mcp_request(MODERN, Some(&env.key), &body)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.headers["content-type"].to_str().unwrap(),
+        "text/event-stream",
+        "{}",
+        r.text()
+    );
+    let messages: Vec<Value> = r
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
+    let (result, notes) = messages.split_last().expect("a message");
+    assert_eq!(result["id"], 9, "the stream ends with the answer: {result}");
+    let sc = &result["result"]["structuredContent"];
+    assert_eq!(sc["output"]["stdout"], "late\n", "{result}");
+    let progress: Vec<f64> = notes
+        .iter()
+        .map(|n| {
+            assert_eq!(n["method"], "notifications/progress", "{n}");
+            assert_eq!(n["params"]["progressToken"], "wc-progress-1", "{n}");
+            assert!(
+                n["params"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("run_shell"),
+                "{n}"
+            );
+            assert_eq!(n["params"]["total"], 600.0, "the timeout bounds it: {n}");
+            n["params"]["progress"].as_f64().unwrap()
+        })
+        .collect();
+    assert!(
+        progress.len() >= 2,
+        "a 2.5 s run reports about once a second: {progress:?}"
+    );
+    assert!(
+        progress.windows(2).all(|w| w[0] < w[1]),
+        "progress only grows: {progress:?}"
+    );
+
+    // Without a token the same call answers one JSON object.
+    let plain = send(
+        &env.st,
+        mcp_request(
+            MODERN,
+            Some(&env.key),
+            &rpc(
+                MODERN,
+                10,
+                "tools/call",
+                json!({ "name": "run_shell", "arguments": { "project": P, "command": "sleep 1.5" } }),
+            ),
+        ),
+    )
+    .await;
+    assert_eq!(
+        plain.headers["content-type"].to_str().unwrap(),
+        "application/json"
+    );
+}
+
+#[tokio::test]
+async fn a_working_tasks_status_message_says_how_its_work_is_doing() {
+    let env = start().await;
+    let created = call_as_task(
+        &env.st,
+        &env.key,
+        "run_job",
+        json!({ "project": P, "command": "sleep 2" }),
+    )
+    .await;
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    let running = eventually("the task's work runs", async || {
+        let t = get(&env.st, &env.key, &id).await.result().clone();
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("running"))
+            .then_some(t)
+    })
+    .await;
+    assert_eq!(running["status"], "working", "{running}");
+    assert!(
+        running["statusMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with("run_job running on its runner for "),
+        "{running}"
+    );
+    let done = until_terminal(&env.st, &env.key, &id).await;
+    assert_eq!(done["statusMessage"], "run_job finished", "{done}");
+}

@@ -102,6 +102,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
             window: None,
             audit: None,
             task: None,
+            progress: None,
         };
         async move {
             st.runtime
