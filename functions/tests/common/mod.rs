@@ -673,3 +673,63 @@ impl TestRunner {
         .await
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// MCP tasks (io.modelcontextprotocol/tasks)
+
+/// `_meta` of a 2026-07-28 request that declares the tasks extension.
+pub fn declaring() -> Value {
+    let mut meta = modern_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] =
+        json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    meta
+}
+
+/// A JSON-RPC request of `method` on instance `st` with `key`, declaring the extension
+/// when `tasks`; the reply.
+pub async fn tasks_rpc(
+    st: &AppState,
+    key: &str,
+    method: &str,
+    params: Value,
+    tasks: bool,
+) -> Reply {
+    let mut body = rpc(MODERN, 7, method, params);
+    if tasks {
+        body["params"]["_meta"] = declaring();
+    }
+    send(st, mcp_request(MODERN, Some(key), &body)).await
+}
+
+/// `tools/call` of `tool` declaring the extension; the JSON-RPC result.
+pub async fn call_as_task(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
+    let r = tasks_rpc(
+        st,
+        key,
+        "tools/call",
+        json!({ "name": tool, "arguments": args }),
+        true,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.result().clone()
+}
+
+/// `tasks/get` of `id`; the reply.
+pub async fn task_get(st: &AppState, key: &str, id: &str) -> Reply {
+    tasks_rpc(st, key, "tasks/get", json!({ "taskId": id }), true).await
+}
+
+/// Polls `id` on `st` until it is terminal; the last `tasks/get` result.
+pub async fn task_until_terminal(st: &AppState, key: &str, id: &str) -> Value {
+    eventually("the task ends", async || {
+        let r = task_get(st, key, id).await;
+        let t = r.result().clone();
+        matches!(
+            t["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        )
+        .then_some(t)
+    })
+    .await
+}

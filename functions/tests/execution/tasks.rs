@@ -5,43 +5,6 @@
 use super::shells::pids_with;
 use super::*;
 
-/// `_meta` of a 2026-07-28 request that declares the tasks extension.
-fn declaring() -> Value {
-    let mut meta = modern_meta();
-    meta["io.modelcontextprotocol/clientCapabilities"] =
-        json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
-    meta
-}
-
-/// A JSON-RPC request of `method` on instance `st` with `key`, declaring the extension
-/// when `tasks`; the reply.
-async fn request(st: &AppState, key: &str, method: &str, params: Value, tasks: bool) -> Reply {
-    let mut body = rpc(MODERN, 7, method, params);
-    if tasks {
-        body["params"]["_meta"] = declaring();
-    }
-    send(st, mcp_request(MODERN, Some(key), &body)).await
-}
-
-/// `tools/call` of `tool` declaring the extension; the JSON-RPC result.
-async fn call_as_task(st: &AppState, key: &str, tool: &str, args: Value) -> Value {
-    let r = request(
-        st,
-        key,
-        "tools/call",
-        json!({ "name": tool, "arguments": args }),
-        true,
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.text());
-    r.result().clone()
-}
-
-/// `tasks/get` of `id`; the reply.
-async fn get(st: &AppState, key: &str, id: &str) -> Reply {
-    request(st, key, "tasks/get", json!({ "taskId": id }), true).await
-}
-
 /// A Workflow Session on P; its id.
 async fn session(env: &RunnerApp, instruction: &str) -> String {
     let r = env
@@ -56,20 +19,6 @@ async fn session(env: &RunnerApp, instruction: &str) -> String {
 /// Whether `e` is the `kind` event of a `tool` call.
 fn is_call(e: &LedgerRow, kind: &str, tool: &str) -> bool {
     e.kind == kind && e.tool_name.as_deref() == Some(tool)
-}
-
-/// Polls `id` on `st` until it is terminal; the last `tasks/get` result.
-async fn until_terminal(st: &AppState, key: &str, id: &str) -> Value {
-    eventually("the task ends", async || {
-        let r = get(st, key, id).await;
-        let t = r.result().clone();
-        matches!(
-            t["status"].as_str(),
-            Some("completed" | "failed" | "cancelled")
-        )
-        .then_some(t)
-    })
-    .await
 }
 
 #[tokio::test]
@@ -92,12 +41,12 @@ async fn a_job_task_made_on_one_instance_is_polled_and_answered_by_another() {
     assert!(created.get("result").is_none(), "{created}");
 
     // Durable before it was answered: the other instance reads it at once.
-    let first = get(&b, &env.key, &id).await;
+    let first = task_get(&b, &env.key, &id).await;
     assert_eq!(first.result()["resultType"], "complete", "{}", first.text());
     assert_eq!(first.result()["taskId"], json!(id));
     assert_eq!(first.result()["status"], "working");
 
-    let done = until_terminal(&b, &env.key, &id).await;
+    let done = task_until_terminal(&b, &env.key, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
     let result = &done["result"];
     assert_eq!(result["isError"], false, "{done}");
@@ -117,7 +66,7 @@ async fn a_job_task_made_on_one_instance_is_polled_and_answered_by_another() {
     assert_eq!(status["duration_ms"], sc["output"]["duration_ms"]);
 
     // Terminal is final: the first instance reads the same end.
-    let again = get(&env.st, &env.key, &id).await;
+    let again = task_get(&env.st, &env.key, &id).await;
     assert_eq!(again.result()["result"], done["result"]);
     assert_eq!(again.result()["lastUpdatedAt"], done["lastUpdatedAt"]);
 }
@@ -134,14 +83,14 @@ async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
     .await;
     let id = created["taskId"].as_str().unwrap().to_owned();
     let other = env.token(CredentialKind::SharedKey, &ALL_SCOPES, &[]).await;
-    let foreign = get(&env.st, &other, &id).await;
-    let unknown = get(&env.st, &other, "wc_task_AAAAAAAAAAAAAAAAAAAAAA").await;
-    let malformed = get(&env.st, &other, "not-a-task").await;
+    let foreign = task_get(&env.st, &other, &id).await;
+    let unknown = task_get(&env.st, &other, "wc_task_AAAAAAAAAAAAAAAAAAAAAA").await;
+    let malformed = task_get(&env.st, &other, "not-a-task").await;
     for r in [&foreign, &unknown, &malformed] {
         assert_eq!(r.rpc_code(), Some(-32602), "{}", r.text());
     }
     // Another principal's cancel changes nothing and reveals nothing.
-    let cancel = request(
+    let cancel = tasks_rpc(
         &env.st,
         &other,
         "tasks/cancel",
@@ -150,11 +99,11 @@ async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
     )
     .await;
     assert_eq!(cancel.rpc_code(), Some(-32602), "{}", cancel.text());
-    let done = until_terminal(&env.st, &env.key, &id).await;
+    let done = task_until_terminal(&env.st, &env.key, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
 
     // Without the extension declared: no task methods, and tools/call answers as before.
-    let gated = request(
+    let gated = tasks_rpc(
         &env.st,
         &env.key,
         "tasks/get",
@@ -163,7 +112,7 @@ async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
     )
     .await;
     assert_eq!(gated.rpc_code(), Some(-32021), "{}", gated.text());
-    let plain = request(
+    let plain = tasks_rpc(
         &env.st,
         &env.key,
         "tools/call",
@@ -200,14 +149,14 @@ async fn cancelling_a_task_on_another_instance_kills_its_process_group() {
         (pids_with(&marker).len() >= 2).then_some(())
     })
     .await;
-    let ack = request(&b, &env.key, "tasks/cancel", json!({ "taskId": id }), true).await;
+    let ack = tasks_rpc(&b, &env.key, "tasks/cancel", json!({ "taskId": id }), true).await;
     assert_eq!(
         ack.result(),
         &json!({ "resultType": "complete" }),
         "{}",
         ack.text()
     );
-    let done = until_terminal(&b, &env.key, &id).await;
+    let done = task_until_terminal(&b, &env.key, &id).await;
     assert_eq!(done["status"], "cancelled", "{done}");
     assert!(done.get("result").is_none(), "{done}");
     eventually("the job's processes are gone", async || {
@@ -215,7 +164,7 @@ async fn cancelling_a_task_on_another_instance_kills_its_process_group() {
     })
     .await;
     // Cancelling a terminal task is the same empty acknowledgement.
-    let again = request(
+    let again = tasks_rpc(
         &env.st,
         &env.key,
         "tasks/cancel",
@@ -260,7 +209,7 @@ async fn a_tasks_recording_finishes_once_when_it_ends_whoever_polls() {
     // Two instances poll at once, again and again, while the work ends.
     let poll = |st: AppState| {
         let (key, id) = (env.key.clone(), id.clone());
-        async move { until_terminal(&st, &key, &id).await }
+        async move { task_until_terminal(&st, &key, &id).await }
     };
     let (x, y) = tokio::join!(poll(env.st.clone()), poll(b.clone()));
     assert_eq!(x["result"], y["result"]);
@@ -325,7 +274,7 @@ async fn upkeep_ends_a_task_nobody_polls() {
             .ended,
         0
     );
-    let t = get(&env.st, &env.key, &id).await;
+    let t = task_get(&env.st, &env.key, &id).await;
     assert_eq!(t.result()["status"], "completed", "{}", t.text());
     assert_eq!(
         t.result()["result"]["structuredContent"]["output"]["stdout"],
@@ -341,7 +290,10 @@ async fn upkeep_ends_a_task_nobody_polls() {
         )
         .await
         .unwrap();
-    assert_eq!(get(&env.st, &env.key, &id).await.rpc_code(), Some(-32602));
+    assert_eq!(
+        task_get(&env.st, &env.key, &id).await.rpc_code(),
+        Some(-32602)
+    );
     let report = wc_functions::maintenance::end_tasks(&env.st).await.unwrap();
     assert_eq!(report.expired, 1, "{report:?}");
 }
@@ -432,7 +384,7 @@ async fn a_working_tasks_status_message_says_how_its_work_is_doing() {
     .await;
     let id = created["taskId"].as_str().unwrap().to_owned();
     let running = eventually("the task's work runs", async || {
-        let t = get(&env.st, &env.key, &id).await.result().clone();
+        let t = task_get(&env.st, &env.key, &id).await.result().clone();
         t["statusMessage"]
             .as_str()
             .is_some_and(|m| m.contains("running"))
@@ -447,6 +399,6 @@ async fn a_working_tasks_status_message_says_how_its_work_is_doing() {
             .starts_with("run_job running on its runner for "),
         "{running}"
     );
-    let done = until_terminal(&env.st, &env.key, &id).await;
+    let done = task_until_terminal(&env.st, &env.key, &id).await;
     assert_eq!(done["statusMessage"], "run_job finished", "{done}");
 }

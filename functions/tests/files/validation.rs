@@ -266,3 +266,39 @@ async fn diagnostics_formatting_and_a_background_check_land_once() {
     let runs = ledger_validations(&env, &sid).await;
     assert_eq!(runs.len(), 3, "{runs:?}");
 }
+
+#[tokio::test]
+async fn a_background_check_as_a_task_completes_with_what_its_output_proved() {
+    let env = start().await;
+    std::fs::write(
+        env.root().join("src/lib.rs"),
+        "pub mod util;\n\npub fn answer() -> u32 {\n    let unused = 1;\n    42\n}\n",
+    )
+    .unwrap();
+    let sid = session(&env).await;
+    let created = call_as_task(
+        &env.st,
+        &env.key,
+        "cargo_check",
+        json!({"session_id": sid, "background": true}),
+    )
+    .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    let second = env.second();
+    let done = task_until_terminal(&second, &env.key, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let sc = &done["result"]["structuredContent"];
+    assert_eq!(sc["success"], true, "{done}");
+    // The same answer the blocking call gives: the execution and what its output proved.
+    assert_eq!(sc["output"]["execution_state"], "succeeded", "{done}");
+    let v = &sc["output"]["validation"];
+    assert!(
+        v["diagnostics"]["warnings"].as_u64().unwrap() >= 1,
+        "{done}"
+    );
+    assert_eq!(v["diagnostics"]["errors"], 0, "{done}");
+    // The session's validation evidence has the run, once.
+    let runs = ledger_validations(&env, &sid).await;
+    assert_eq!(runs.len(), 1, "{runs:?}");
+}
