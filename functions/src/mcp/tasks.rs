@@ -23,7 +23,7 @@ use wc_store::ChangeOutcome;
 use wc_store::tasks::{self, Ending, Step, TaskRow};
 
 use crate::AppState;
-use crate::auth::Principal;
+use crate::auth::{Principal, ProjectGrants};
 use crate::kernel::task::TaskOffer;
 use crate::result::ToolResult;
 use crate::workflow::authority;
@@ -120,14 +120,25 @@ fn parse_id(raw: &str) -> Result<TaskId, McpError> {
     TaskId::parse(raw).map_err(|_| unknown(raw))
 }
 
-/// Loads `raw` for `who`: the row, or `-32602` for anything that is not theirs.
+/// Loads `raw` for `who`: the row, or `-32602` for anything that is not theirs — another
+/// authority group's, or (as `job_status` sees jobs) one whose work is in a project `who`'s
+/// credential does not reach.
 async fn load(state: &AppState, who: &Principal, raw: &str) -> Result<TaskRow, McpError> {
     let id = parse_id(raw)?;
     let client = state.deps.client().await.map_err(store_error)?;
-    tasks::get(&client, &id, &owner(who))
+    let row = tasks::get(&client, &id, &owner(who))
         .await
         .map_err(store_error)?
-        .ok_or_else(|| unknown(raw))
+        .ok_or_else(|| unknown(raw))?;
+    if let (Some(work_id), ProjectGrants::Only(_)) = (row.work_id, &who.projects) {
+        let work = wc_store::work::get(&client, work_id)
+            .await
+            .map_err(store_error)?;
+        if !work.is_some_and(|w| who.projects.allows(&w.project_id)) {
+            return Err(unknown(raw));
+        }
+    }
+    Ok(row)
 }
 
 /// Applies `step` to the task under its lock; the row as it then is.

@@ -102,6 +102,39 @@ async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
     let done = task_until_terminal(&env.st, &env.key, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
 
+    // One authority group, two credentials: the task is the group's, but a credential that
+    // does not reach the task's project is told it does not exist, as job_status tells it.
+    let wide = credential_in_group(
+        &env.db,
+        CredentialKind::Project,
+        &ALL_SCOPES,
+        &[P],
+        Some("team"),
+    )
+    .await;
+    let narrow = credential_in_group(
+        &env.db,
+        CredentialKind::Project,
+        &ALL_SCOPES,
+        &["agent:local:other"],
+        Some("team"),
+    )
+    .await;
+    let shared = call_as_task(
+        &env.st,
+        &wide,
+        "run_job",
+        json!({ "project": P, "command": "true" }),
+    )
+    .await;
+    let shared = shared["taskId"].as_str().unwrap();
+    assert_eq!(
+        task_get(&env.st, &wide, shared).await.result()["taskId"],
+        shared
+    );
+    let hidden = task_get(&env.st, &narrow, shared).await;
+    assert_eq!(hidden.rpc_code(), Some(-32602), "{}", hidden.text());
+
     // Without the extension declared: no task methods, and tools/call answers as before.
     let gated = tasks_rpc(
         &env.st,
