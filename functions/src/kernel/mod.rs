@@ -389,6 +389,11 @@ impl ToolRuntime {
         let work_state = work.state;
         let result = match (support.finish)(deps, work, answer).await {
             Ok(output) => ToolResult::ok(output),
+            // A failure to read the result says nothing of the call: the task stays open
+            // and the next poll (or upkeep pass) reads it again.
+            Err(e) if matches!(e.kind, ErrorKind::Unavailable | ErrorKind::Internal) => {
+                return Err(e);
+            }
             Err(e) => ToolResult::err(e),
         };
         let elapsed = chrono::Utc::now() - task.created_at;

@@ -352,6 +352,7 @@ mod tests {
                 },
                 "ratio_to_baseline": 1.1,
                 "ratio_to_baseline_by_round": [1.1, 1.1],
+                "p50_ratio_to_baseline": 0.5,
             })
         );
     }
