@@ -195,15 +195,6 @@ pub enum Step {
     /// Record answers to outstanding input requests: each key of the object that is
     /// outstanding is kept, any other is ignored; the status follows what is still open.
     Answer(Value),
-    /// Replace its plan, status message and outstanding input requests (its driver moved on).
-    Advance {
-        /// The new plan.
-        plan: Value,
-        /// The new status message.
-        status_message: Option<String>,
-        /// Outstanding input requests (`None`: none, the task is `working`).
-        input_requests: Option<Value>,
-    },
     /// Note that its cancellation was asked for (the first time only).
     RequestCancel,
 }
@@ -315,24 +306,6 @@ async fn apply(
                 ))
                 .await?;
             client.query_one(&stmt, &[&id, &answers]).await?
-        }
-        Step::Advance {
-            plan,
-            status_message,
-            input_requests,
-        } => {
-            let stmt = client
-                .prepare_cached(&format!(
-                    "UPDATE mcp_tasks SET plan = $2::jsonb, status_message = $3::text, \
-                       input_requests = $4::jsonb, \
-                       status = CASE WHEN $4::jsonb IS NULL THEN 'working' ELSE 'input_required' END, \
-                       updated_at = now() \
-                     WHERE id = $1::text RETURNING {COLUMNS}"
-                ))
-                .await?;
-            client
-                .query_one(&stmt, &[&id, &plan, &status_message, &input_requests])
-                .await?
         }
         Step::RequestCancel => {
             let stmt = client
