@@ -189,9 +189,13 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
     }
     if surfaces.mcp {
         // Authentication, then the body, then auditing, then the JSON-RPC shape check, so a
-        // rejected request still leaves its audit row.
+        // rejected request still leaves its audit row, then the task ids of a listen.
         let mcp = Router::new()
             .route_service("/mcp", mcp::service(state.clone()))
+            .route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                mcp::listen::prepare,
+            ))
             .route_layer(middleware::from_fn(mcp::guard::jsonrpc_guard))
             .route_layer(middleware::from_fn_with_state(
                 state.clone(),

@@ -53,6 +53,9 @@ pub struct ServerConfig {
     /// declares the tasks extension (`WC_TASK_THRESHOLD_MS`, default 20000, under API
     /// Gateway's 29 s).
     pub task_threshold: Duration,
+    /// Longest life of one `subscriptions/listen` stream before it ends gracefully and the
+    /// client listens again (`WC_LISTEN_MAX_MS`, default 25000, under API Gateway's 29 s).
+    pub listen_max: Duration,
     /// Use Postgres `LISTEN/NOTIFY` as a wake-up hint (`WC_NOTIFY=0` turns it off; durable
     /// state is polled either way).
     pub notify: bool,
@@ -240,6 +243,9 @@ impl ServerConfig {
         if let Some(ms) = env_number("WC_TASK_THRESHOLD_MS", 0, 3_600_000)? {
             cfg.task_threshold = Duration::from_millis(ms);
         }
+        if let Some(ms) = env_number("WC_LISTEN_MAX_MS", 100, 3_600_000)? {
+            cfg.listen_max = Duration::from_millis(ms);
+        }
         if cfg.exec_wait + Duration::from_secs(1) > cfg.dispatch_deadline {
             return Err(ConfigError(
                 "WC_EXEC_WAIT_MS must be at least 1 s below WC_DISPATCH_DEADLINE_MS".into(),
@@ -362,6 +368,7 @@ impl Default for ServerConfig {
             task_ttl: Duration::from_secs(86_400),
             task_poll_interval: Duration::from_secs(1),
             task_threshold: Duration::from_secs(20),
+            listen_max: Duration::from_secs(25),
             notify: true,
             runner_sqs_queues: Default::default(),
             sqs_endpoint_url: None,

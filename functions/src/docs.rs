@@ -103,6 +103,13 @@ pub fn tools_markdown(runtime: &Registry) -> String {
          the condition under which a call takes one; a tool without the line never does); a\n\
          request that does not declare the extension, and every older revision, gets the\n\
          blocking answer.\n\n\
+         **Task notifications.** Instead of polling, a client that declares the extension may\n\
+         `subscriptions/listen` with `notifications.taskIds` (at most 16): the acknowledgement\n\
+         names those that are the caller's own live tasks (others are left out, as `tasks/get`\n\
+         would refuse them); then each one's `notifications/tasks` — what `tasks/get` answers —\n\
+         at once and whenever its status or input requests change. The stream ends with its\n\
+         result when every named task has ended, or after `WC_LISTEN_MAX_MS` (default 25 s;\n\
+         listen again). Task ids without the extension declared are `-32021`.\n\n\
          **Progress.** An MCP `tools/call` whose `_meta` carries a `progressToken` is answered\n\
          as an event stream while an execution waits: `notifications/progress` about once a\n\
          second (`progress` the seconds since it was queued, `total` its timeout, `message` where\n\

@@ -5,8 +5,9 @@ the 2026-07-28 wire itself (per-request _meta, Mcp-Method / Mcp-Name headers) wi
 library only:
 
   create   run_job as a task on one instance, polled on both alternately until completed: the
-           result is the job's (stdout "done"); then a long task is left running and its id
-           printed, for the restart step.
+           result is the job's (stdout "done"); a listener on B is told of a task made on A
+           live, through its cancel; then a long task is left running and its id printed, for
+           the restart step.
   resume   after wc-local restarted, the left task is still readable and ends: its runner
            instance was replaced, so it completes with the tool error `lost`, on either
            instance, identically.
@@ -39,7 +40,8 @@ class Client:
         self.token = token
         self.ids = itertools.count(1)
 
-    def request(self, method, params):
+    def post(self, method, params):
+        """The open HTTP response to one request, and its id."""
         params = dict(params)
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": VERSION,
@@ -61,12 +63,32 @@ class Client:
             self.base + "/mcp", data=json.dumps(body).encode(), headers=headers, method="POST"
         )
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                reply = json.loads(r.read())
+            return urllib.request.urlopen(req, timeout=30), body["id"]
         except urllib.error.HTTPError as e:
             raise Failed(f"{method}: HTTP {e.code}: {e.read()[:400]!r}") from e
+
+    def request(self, method, params):
+        r, _ = self.post(method, params)
+        with r:
+            reply = json.loads(r.read())
         check("result" in reply, f"{method}: no result: {reply}")
         return reply["result"]
+
+    def stream(self, method, params):
+        """The request's id, and its event-stream messages as they arrive."""
+        r, rid = self.post(method, params)
+        kind = r.headers.get("Content-Type", "")
+        if not kind.startswith("text/event-stream"):
+            raise Failed(f"{method}: not a stream: {kind} {r.read()[:400]!r}")
+
+        def messages():
+            with r:
+                for line in r:
+                    line = line.decode().strip()
+                    if line.startswith("data:") and line[5:].strip():
+                        yield json.loads(line[5:])
+
+        return rid, messages()
 
 
 def poll(clients, task_id, limit_s=60):
@@ -95,6 +117,7 @@ def create(clients, project):
     sc = done["result"]["structuredContent"]
     check(sc["success"] is True and sc["output"]["stdout"] == "done\n", f"wrong result: {sc}")
     check(json.loads(done["result"]["content"][0]["text"]) == sc, "text block and structured content differ")
+    listen_live(clients, project)
     left = a.request("tools/call", {"name": "run_job", "arguments": {"project": project, "command": "sleep 60; echo never"}})
     check(left.get("resultType") == "task", f"second run_job did not become a task: {left}")
     # Wait until its runner has it, so the restart happens in the middle of the run.
@@ -108,6 +131,31 @@ def create(clients, project):
         raise Failed("the long job never started")
     print(f"created: completed after {polls} polls alternating two instances", file=sys.stderr)
     print(left["taskId"])
+
+
+def listen_live(clients, project):
+    """A listen on B for a task made on A is live: its first notification arrives while the
+    task works, a cancel sent through A after it is told on the same stream, and the stream
+    then ends with the listen's result. (Were the stream held back until its bound, the
+    cancel would come after its end and no `cancelled` would be on it.)"""
+    a, b = clients
+    made = a.request("tools/call", {"name": "run_job", "arguments": {"project": project, "command": "sleep 60"}})
+    task_id = made["taskId"]
+    rid, messages = b.stream("subscriptions/listen", {"notifications": {"taskIds": [task_id]}})
+    ack = next(messages)
+    check(ack.get("method") == "notifications/subscriptions/acknowledged", f"no acknowledgement: {ack}")
+    check(ack["params"]["notifications"].get("taskIds") == [task_id], f"task not acknowledged: {ack}")
+    first = next(messages)
+    check(first.get("method") == "notifications/tasks", f"not a task notification: {first}")
+    check(first["params"]["taskId"] == task_id and first["params"]["status"] == "working", f"first: {first}")
+    check(first["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == rid, f"subscription id: {first}")
+    a.request("tasks/cancel", {"taskId": task_id})
+    told = next(messages)
+    check(told.get("method") == "notifications/tasks" and told["params"]["status"] == "cancelled", f"after cancel: {told}")
+    end = next(messages)
+    check(end.get("id") == rid and end["result"]["resultType"] == "complete", f"no final result: {end}")
+    check(next(messages, None) is None, "the stream goes on after its result")
+    print("listened: working, then cancelled through the other instance, live on one stream", file=sys.stderr)
 
 
 def resume(clients, task_id):

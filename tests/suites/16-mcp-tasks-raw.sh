@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Durable MCP tasks through a raw 2026-07-28 client (tests/clients/mcp_tasks_raw.py; the pinned
 # Python SDK does not speak the tasks extension): a run_job task created on instance A is polled
-# on A and B alternately until it completes with the job's result; a second one is left running,
+# on A and B alternately until it completes with the job's result; a listener on B
+# (`subscriptions/listen`) is told of a task made on A live, through its cancel; a second one is
+# left running,
 # A (and its embedded runner) is killed and started again on the same database, and the task is
 # still readable on both instances and ends — `lost`, since its runner was replaced mid-run.
 #

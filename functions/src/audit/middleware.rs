@@ -238,6 +238,18 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
         persist(&state, &pending, status, classified).await;
         return resp;
     }
+    // A stream (a `subscriptions/listen`) passes through as it comes: it is recorded when it
+    // starts, a success when it was opened, since it can last as long as its bound.
+    let streams = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if streams {
+        let method = rpc.as_ref().and_then(|r| r.method.as_deref()).unwrap_or("");
+        let classified = classify_other(method, status == 200);
+        persist(&state, &pending, status, classified).await;
+        return resp;
+    }
     let (resp_parts, resp_body) = resp.into_parts();
     let response_bytes = buffer(resp_body).await.unwrap_or_default();
     let parsed: Option<RpcResponse<'_>> = serde_json::from_slice(&response_bytes).ok();
@@ -275,19 +287,7 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
             }
         }
         Some("tools/call") => classify_tool_call(&state, &pending, rpc.as_ref()),
-        Some(other) => Classified {
-            action_name: other.chars().take(64).collect(),
-            operation: format!(
-                "mcp_{}",
-                other
-                    .replace(['/', '.'], "_")
-                    .chars()
-                    .take(48)
-                    .collect::<String>()
-            ),
-            success: rpc_ok,
-            summary: json!({ "transport": "mcp" }),
-        },
+        Some(other) => classify_other(other, rpc_ok),
         None => Classified {
             action_name: "invalid".into(),
             operation: "mcp_invalid_request".into(),
@@ -297,6 +297,23 @@ pub async fn audit_mcp(State(state): State<AppState>, req: Request, next: Next) 
     };
     persist(&state, &pending, status, classified).await;
     Response::from_parts(resp_parts, Body::from(response_bytes))
+}
+
+/// The audit row of any other method.
+fn classify_other(method: &str, success: bool) -> Classified {
+    Classified {
+        action_name: method.chars().take(64).collect(),
+        operation: format!(
+            "mcp_{}",
+            method
+                .replace(['/', '.'], "_")
+                .chars()
+                .take(48)
+                .collect::<String>()
+        ),
+        success,
+        summary: json!({ "transport": "mcp" }),
+    }
 }
 
 /// The audit row of a `tools/call`, from what the handler noted.

@@ -8,7 +8,7 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams,
     GetTaskResult, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestParamsMeta,
-    ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, UpdateTaskParams,
 };
 #[cfg(feature = "conformance-fixtures")]
 use rmcp::model::{
@@ -18,7 +18,7 @@ use rmcp::model::{
     ListResourcesResult, ReadResourceRequestMethod, ReadResourceRequestParams,
     ReadResourceResponse, SetLevelRequestMethod,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
@@ -180,6 +180,23 @@ impl ServerHandler for WcMcp {
     ) -> Result<(), McpError> {
         let who = principal(&ctx)?;
         super::tasks::cancel(&self.state, &who, &request.task_id).await
+    }
+
+    /// None of the core categories is served; task ids, which rmcp's filter cannot hold,
+    /// are read and acknowledged around it ([`super::listen`]).
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::default())
+    }
+
+    async fn listen(&self, sub: SubscriptionContext) -> Result<(), McpError> {
+        let ctx = sub.request_context();
+        let who = principal(ctx)?;
+        let tasks =
+            parts(ctx).and_then(|p| p.extensions.get::<super::listen::ListenTasks>().cloned());
+        super::listen::watch(&self.state, &who, tasks, &sub).await
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {

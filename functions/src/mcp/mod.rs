@@ -19,6 +19,7 @@
 pub mod fixtures;
 pub mod guard;
 mod handler;
+pub mod listen;
 pub mod listing;
 #[cfg(feature = "conformance-fixtures")]
 mod task_fixtures;

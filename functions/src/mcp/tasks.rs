@@ -94,7 +94,7 @@ fn object(v: &Option<Value>) -> JsonObject {
 }
 
 /// The task as `tasks/get` shows it.
-fn detailed(row: &TaskRow) -> Result<DetailedTask, McpError> {
+pub(super) fn detailed(row: &TaskRow) -> Result<DetailedTask, McpError> {
     let payload = match row.status {
         TaskStatus::Working => TaskPayload::Working,
         TaskStatus::InputRequired => {
@@ -141,6 +141,29 @@ async fn load(state: &AppState, who: &Principal, raw: &str) -> Result<TaskRow, M
     Ok(row)
 }
 
+/// `raw` if it is `who`'s live task; `None` for any id `tasks/get` would refuse.
+pub(super) async fn owned(
+    state: &AppState,
+    who: &Principal,
+    raw: &str,
+) -> Result<Option<TaskRow>, McpError> {
+    match load(state, who, raw).await {
+        Ok(row) => Ok(Some(row)),
+        Err(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `who`'s task `raw`, advanced to what its work says now: the row `tasks/get` shows.
+pub(super) async fn observe(
+    state: &AppState,
+    who: &Principal,
+    raw: &str,
+) -> Result<TaskRow, McpError> {
+    let row = load(state, who, raw).await?;
+    advance(state, row).await
+}
+
 /// Applies `step` to the task under its lock; the row as it then is.
 pub(super) async fn change<F>(
     state: &AppState,
@@ -175,8 +198,7 @@ pub(super) async fn get(
     who: &Principal,
     raw: &str,
 ) -> Result<GetTaskResult, McpError> {
-    let row = load(state, who, raw).await?;
-    let row = advance(state, row).await?;
+    let row = observe(state, who, raw).await?;
     let mut result = GetTaskResult::new(detailed(&row)?);
     result.meta = Some(super::handler::server_meta());
     Ok(result)

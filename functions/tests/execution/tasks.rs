@@ -16,6 +16,19 @@ async fn session(env: &RunnerApp, instruction: &str) -> String {
     output(&r)["session_id"].as_str().unwrap().to_owned()
 }
 
+/// A `run_job` of `command` on P made a task by `key` on `st`; its id.
+async fn job_task(st: &AppState, key: &str, command: &str) -> String {
+    let created = call_as_task(
+        st,
+        key,
+        "run_job",
+        json!({ "project": P, "command": command }),
+    )
+    .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    created["taskId"].as_str().unwrap().to_owned()
+}
+
 /// Whether `e` is the `kind` event of a `tool` call.
 fn is_call(e: &LedgerRow, kind: &str, tool: &str) -> bool {
     e.kind == kind && e.tool_name.as_deref() == Some(tool)
@@ -74,14 +87,7 @@ async fn a_job_task_made_on_one_instance_is_polled_and_answered_by_another() {
 #[tokio::test]
 async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
     let env = start().await;
-    let created = call_as_task(
-        &env.st,
-        &env.key,
-        "run_job",
-        json!({ "project": P, "command": "sleep 1" }),
-    )
-    .await;
-    let id = created["taskId"].as_str().unwrap().to_owned();
+    let id = job_task(&env.st, &env.key, "sleep 1").await;
     let other = env.token(CredentialKind::SharedKey, &ALL_SCOPES, &[]).await;
     let foreign = task_get(&env.st, &other, &id).await;
     let unknown = task_get(&env.st, &other, "wc_task_AAAAAAAAAAAAAAAAAAAAAA").await;
@@ -408,14 +414,7 @@ async fn a_call_with_a_progress_token_streams_its_progress_then_its_result() {
 #[tokio::test]
 async fn a_working_tasks_status_message_says_how_its_work_is_doing() {
     let env = start().await;
-    let created = call_as_task(
-        &env.st,
-        &env.key,
-        "run_job",
-        json!({ "project": P, "command": "sleep 2" }),
-    )
-    .await;
-    let id = created["taskId"].as_str().unwrap().to_owned();
+    let id = job_task(&env.st, &env.key, "sleep 2").await;
     let running = eventually("the task's work runs", async || {
         let t = task_get(&env.st, &env.key, &id).await.result().clone();
         t["statusMessage"]
@@ -434,4 +433,176 @@ async fn a_working_tasks_status_message_says_how_its_work_is_doing() {
     );
     let done = task_until_terminal(&env.st, &env.key, &id).await;
     assert_eq!(done["statusMessage"], "run_job finished", "{done}");
+}
+
+/// The JSON-RPC messages of an event-stream reply, in order.
+fn stream_messages(r: &Reply) -> Vec<Value> {
+    r.text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect()
+}
+
+/// A `subscriptions/listen` for `task_ids` by `key` on `st`, declaring the extension when
+/// `declared`; the whole reply (the stream ends by itself).
+async fn listen(st: &AppState, key: &str, task_ids: Value, declared: bool) -> Reply {
+    let mut body = rpc(
+        MODERN,
+        31,
+        "subscriptions/listen",
+        json!({ "notifications": { "taskIds": task_ids } }),
+    );
+    if declared {
+        body["params"]["_meta"] = declaring();
+    }
+    send(st, mcp_request(MODERN, Some(key), &body)).await
+}
+
+#[tokio::test]
+async fn a_listener_on_another_instance_is_told_of_its_own_tasks_until_they_end() {
+    let env = start().await;
+    let b = env.second();
+    let id = job_task(&env.st, &env.key, "sleep 2; echo heard").await;
+    let other = env.token(CredentialKind::SharedKey, &ALL_SCOPES, &[]).await;
+    let foreign = job_task(&env.st, &other, "sleep 1").await;
+
+    // Own, foreign, unknown and repeated ids: only the caller's own task is taken.
+    let r = listen(
+        &b,
+        &env.key,
+        json!([id, foreign, "wc_task_AAAAAAAAAAAAAAAAAAAAAA", id]),
+        true,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.headers["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let messages = stream_messages(&r);
+    let (ack, rest) = messages.split_first().expect("an acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([id]),
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 31,
+        "{ack}"
+    );
+    let (end, notes) = rest.split_last().expect("a final result");
+    assert_eq!(
+        end["id"], 31,
+        "the stream ends with the listen's result: {end}"
+    );
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    assert_eq!(
+        end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 31,
+        "{end}"
+    );
+    let statuses: Vec<&str> = notes
+        .iter()
+        .map(|n| {
+            assert_eq!(n["method"], "notifications/tasks", "{n}");
+            assert_eq!(
+                n["params"]["taskId"],
+                json!(id),
+                "only the caller's task: {n}"
+            );
+            assert_eq!(
+                n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 31,
+                "{n}"
+            );
+            n["params"]["status"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        ["working", "completed"],
+        "the state at once, then each change, once"
+    );
+    let last = &notes[1]["params"];
+    assert_eq!(
+        last["result"]["structuredContent"]["output"]["stdout"], "heard\n",
+        "{last}"
+    );
+    // What tasks/get answers now is what the notification said.
+    let got = task_get(&env.st, &env.key, &id).await;
+    let got = got.result();
+    for field in ["status", "result", "lastUpdatedAt", "createdAt", "ttlMs"] {
+        assert_eq!(got[field], last[field], "{field}");
+    }
+
+    // Listening to a task already ended: its end, then the result, at once.
+    let again = stream_messages(&listen(&env.st, &env.key, json!([id]), true).await);
+    assert_eq!(again.len(), 3, "{again:?}");
+    assert_eq!(again[1]["params"]["status"], "completed");
+
+    // Nothing of the caller's: an empty acknowledgement and the end.
+    let none = stream_messages(&listen(&b, &env.key, json!([foreign]), true).await);
+    assert_eq!(none.len(), 2, "{none:?}");
+    assert_eq!(none[0]["params"]["notifications"]["taskIds"], json!([]));
+
+    // Task ids without the extension declared: -32021, naming what is missing.
+    let gated = listen(&b, &env.key, json!([id]), false).await;
+    assert_eq!(gated.status, 400, "{}", gated.text());
+    assert_eq!(gated.rpc_code(), Some(-32021), "{}", gated.text());
+    assert!(
+        gated.body["error"]["data"]["requiredCapabilities"]["extensions"]
+            ["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{}",
+        gated.text()
+    );
+    // Malformed task ids are invalid params.
+    let bad = listen(&b, &env.key, json!("not-a-list"), true).await;
+    assert_eq!(bad.rpc_code(), Some(-32602), "{}", bad.text());
+}
+
+#[tokio::test]
+async fn a_listen_stream_ends_gracefully_at_its_bound_and_the_task_goes_on() {
+    let env = start().await;
+    let mut cfg = (*env.st.deps.config).clone();
+    cfg.listen_max = std::time::Duration::from_millis(1500);
+    let short = second_instance(&env.db, cfg);
+    let id = job_task(&env.st, &env.key, "sleep 30").await;
+    let messages = stream_messages(&listen(&short, &env.key, json!([id]), true).await);
+    let kinds: Vec<String> = messages
+        .iter()
+        .map(|m| {
+            m["method"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("result:{}", m["result"]["resultType"]))
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "notifications/subscriptions/acknowledged",
+            "notifications/tasks",
+            "result:\"complete\""
+        ],
+        "{messages:?}"
+    );
+    assert_eq!(messages[1]["params"]["status"], "working");
+    // The stream's end is not the task's: it is still working, and can be cancelled.
+    let now = task_get(&env.st, &env.key, &id).await;
+    assert_eq!(now.result()["status"], "working", "{}", now.text());
+    let cancel = tasks_rpc(
+        &env.st,
+        &env.key,
+        "tasks/cancel",
+        json!({ "taskId": id }),
+        true,
+    )
+    .await;
+    assert_eq!(cancel.status, 200, "{}", cancel.text());
+    let done = task_until_terminal(&env.st, &env.key, &id).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
 }
