@@ -113,8 +113,11 @@ pub fn tools_markdown(runtime: &Registry) -> String {
          **Progress.** An MCP `tools/call` whose `_meta` carries a `progressToken` is answered\n\
          as an event stream while an execution waits: `notifications/progress` about once a\n\
          second (`progress` the seconds since it was queued, `total` its timeout, `message` where\n\
-         it is), then the result. A working task's `statusMessage` says the same. Without a\n\
-         token the answer is one JSON object.\n"
+         it is), then the result. A working task's `statusMessage` says the same. A 2026-07-28\n\
+         request whose `_meta` log level (`io.modelcontextprotocol/logLevel`) takes `info` also\n\
+         hears the work's output as it arrives, as `notifications/message` lines (logger\n\
+         `stdout` or `stderr`; whole characters; up to 256 KiB a stream, the rest stays in the\n\
+         result and `job_log`). Without either the answer is one JSON object.\n"
     );
     let specs: Vec<_> = runtime
         .specs()

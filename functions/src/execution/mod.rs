@@ -571,6 +571,7 @@ async fn wait_with(
         waiter.wait(step(wait)).await;
     }
     let mut reported = 0.0;
+    let mut feed = OutputFeed::default();
     loop {
         let (row, answer) = {
             let client = ctx.deps.client().await?;
@@ -578,7 +579,12 @@ async fn wait_with(
         }
         .ok_or_else(|| ToolError::internal("queued work vanished"))?;
         let left = deadline.saturating_duration_since(Instant::now());
-        if row.is_terminal() || left.is_zero() {
+        let done = row.is_terminal() || left.is_zero();
+        if let Some(progress) = ctx.progress.as_ref().filter(|p| p.wants_output()) {
+            feed.pass_on(ctx, id, progress.as_ref(), row.is_terminal())
+                .await?;
+        }
+        if done {
             return Ok((row, answer));
         }
         if let Some(progress) = &ctx.progress {
@@ -591,6 +597,73 @@ async fn wait_with(
             }
         }
         waiter.wait(step(left)).await;
+    }
+}
+
+/// Most output one read passes on per stream, and in all per stream and call; what is kept
+/// beyond is in the result and `job_log`.
+const OUTPUT_READ: i64 = 16 * 1024;
+const OUTPUT_PASSED: i64 = 256 * 1024;
+
+/// The output of waited-for work passed on to a caller that takes it: where each stream is.
+#[derive(Default)]
+struct OutputFeed {
+    offsets: [i64; 2],
+    cut: [bool; 2],
+}
+
+impl OutputFeed {
+    /// Passes on the output kept since the last call, whole characters only — but all of it
+    /// once the work has ended (`last`).
+    async fn pass_on(
+        &mut self,
+        ctx: &ToolContext,
+        id: Uuid,
+        progress: &dyn crate::kernel::context::Progress,
+        last: bool,
+    ) -> Result<(), ToolError> {
+        for (i, stream) in ["stdout", "stderr"].into_iter().enumerate() {
+            while !self.cut[i] {
+                let room = (OUTPUT_PASSED - self.offsets[i]).min(OUTPUT_READ);
+                let (bytes, _) = {
+                    let client = ctx.deps.client().await?;
+                    work::read_output(&client, id, stream, self.offsets[i], room).await?
+                };
+                let (text, used) = whole_chars(&bytes, last);
+                if used == 0 {
+                    break;
+                }
+                self.offsets[i] += used as i64;
+                progress.output(stream, text).await;
+                if self.offsets[i] >= OUTPUT_PASSED {
+                    self.cut[i] = true;
+                    progress
+                        .output(
+                            stream,
+                            format!("[{stream} continues; the result and job_log keep it]"),
+                        )
+                        .await;
+                }
+                if (used as i64) < room || !last {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The text of `bytes` up to the last whole character, and how many bytes that is; an
+/// invalid sequence becomes U+FFFD, and a cut character at the end waits for its rest unless
+/// this is the `last` read.
+fn whole_chars(bytes: &[u8], last: bool) -> (String, usize) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (text.to_owned(), bytes.len()),
+        Err(e) if e.error_len().is_none() && !last => {
+            let valid = e.valid_up_to();
+            (String::from_utf8_lossy(&bytes[..valid]).into_owned(), valid)
+        }
+        Err(_) => (String::from_utf8_lossy(bytes).into_owned(), bytes.len()),
     }
 }
 
@@ -1131,6 +1204,25 @@ pub fn timeout(ms: Option<u64>) -> Result<u64, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_is_passed_on_in_whole_characters() {
+        let e_acute = "é".as_bytes();
+        let cut = [b"ab".as_slice(), &e_acute[..1]].concat();
+        assert_eq!(whole_chars(&cut, false), ("ab".into(), 2), "the rest waits");
+        assert_eq!(
+            whole_chars(&cut, true),
+            ("ab\u{fffd}".into(), 3),
+            "unless it is all"
+        );
+        assert_eq!(whole_chars(e_acute, false), ("é".into(), 2));
+        assert_eq!(
+            whole_chars(b"a\xffb", false),
+            ("a\u{fffd}b".into(), 3),
+            "an invalid byte is not waited for"
+        );
+        assert_eq!(whole_chars(&e_acute[..1], false), (String::new(), 0));
+    }
 
     fn ended(state: ExecState, exit_code: Option<i32>, signal: Option<i32>) -> ExecOutput {
         ExecOutput {

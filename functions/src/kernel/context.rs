@@ -53,8 +53,9 @@ impl ClientWindow {
     }
 }
 
-/// Where a call says how it is doing while it runs, when its caller asked (an MCP request
-/// with a `progressToken`). Reports are awaited in order, before the call's answer.
+/// Where a call says how it is doing while it runs, when its caller asked: progress (an MCP
+/// request with a `progressToken`) and the work's output as it arrives (one that set a log
+/// level that takes `info`). Reports are awaited in order, before the call's answer.
 pub trait Progress: Send + Sync {
     /// Reports `progress` (greater than every earlier report) of `total`, when known.
     fn report(
@@ -63,6 +64,12 @@ pub trait Progress: Send + Sync {
         total: Option<f64>,
         message: String,
     ) -> super::ports::PortFuture<'_, ()>;
+
+    /// Whether the caller takes output lines ([`Self::output`]); when not, none is read.
+    fn wants_output(&self) -> bool;
+
+    /// Passes on `text`, the next output of the work's `stream` (`stdout` or `stderr`).
+    fn output(&self, stream: &'static str, text: String) -> super::ports::PortFuture<'_, ()>;
 }
 
 /// Everything a tool may use for one call.

@@ -394,12 +394,7 @@ impl WcMcp {
         let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
         let task =
             (spec.task.is_some() && declares_tasks(&ctx)).then(|| super::tasks::offer(&self.state));
-        let progress = progress_token(&params, &ctx).map(|token| {
-            Arc::new(PeerProgress {
-                peer: ctx.peer.clone(),
-                token,
-            }) as Arc<dyn Progress>
-        });
+        let progress = PeerProgress::of(&params, &ctx).map(|p| Arc::new(p) as Arc<dyn Progress>);
         let call = ToolCall {
             name: spec.meta.name.to_owned(),
             arguments: Value::Object(args),
@@ -444,12 +439,36 @@ pub(super) fn progress_token(
         .or_else(|| params.progress_token())
 }
 
-/// A call's progress as `notifications/progress` on its request's own response: once one is
-/// sent, rmcp answers that request with an event stream (the notifications, then the result)
-/// instead of one JSON object. The stream belongs to the request; nothing outlives it.
+/// A call's progress as `notifications/progress`, and its work's output as
+/// `notifications/message` lines (logger `stdout` or `stderr`, level `info`), on its request's
+/// own response: once one is sent, rmcp answers that request with an event stream (the
+/// notifications, then the result) instead of one JSON object. The stream belongs to the
+/// request; nothing outlives it. Output goes only to a 2026-07-28 request whose `_meta` log
+/// level takes `info`: a stateless server keeps no level set by an earlier `logging/setLevel`.
 struct PeerProgress {
     peer: rmcp::Peer<RoleServer>,
-    token: ProgressToken,
+    token: Option<ProgressToken>,
+    output: bool,
+}
+
+impl PeerProgress {
+    fn of(params: &CallToolRequestParams, ctx: &RequestContext<RoleServer>) -> Option<Self> {
+        #[allow(
+            deprecated,
+            reason = "log levels are still part of the 2026-07-28 contract"
+        )]
+        let output = is_modern(ctx)
+            && ctx.meta.log_level().is_some_and(|level| {
+                use rmcp::model::LoggingLevel::{Debug, Info};
+                matches!(level, Debug | Info)
+            });
+        let token = progress_token(params, ctx);
+        (token.is_some() || output).then(|| PeerProgress {
+            peer: ctx.peer.clone(),
+            token,
+            output,
+        })
+    }
 }
 
 impl Progress for PeerProgress {
@@ -460,11 +479,36 @@ impl Progress for PeerProgress {
         message: String,
     ) -> crate::kernel::ports::PortFuture<'_, ()> {
         Box::pin(async move {
+            let Some(token) = &self.token else { return };
             let mut param =
-                ProgressNotificationParam::new(self.token.clone(), progress).with_message(message);
+                ProgressNotificationParam::new(token.clone(), progress).with_message(message);
             param.total = total;
             if let Err(e) = self.peer.notify_progress(param).await {
                 tracing::debug!(error = %e, "a progress notification was not sent");
+            }
+        })
+    }
+
+    fn wants_output(&self) -> bool {
+        self.output
+    }
+
+    fn output(
+        &self,
+        stream: &'static str,
+        text: String,
+    ) -> crate::kernel::ports::PortFuture<'_, ()> {
+        #[allow(
+            deprecated,
+            reason = "log lines are still part of the 2026-07-28 contract"
+        )]
+        Box::pin(async move {
+            use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+            let mut line =
+                LoggingMessageNotificationParam::new(LoggingLevel::Info, Value::String(text));
+            line.logger = Some(stream.to_owned());
+            if let Err(e) = self.peer.notify_logging_message(line).await {
+                tracing::debug!(error = %e, "an output line was not sent");
             }
         })
     }

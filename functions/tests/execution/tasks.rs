@@ -606,3 +606,72 @@ async fn a_listen_stream_ends_gracefully_at_its_bound_and_the_task_goes_on() {
     let done = task_until_terminal(&env.st, &env.key, &id).await;
     assert_eq!(done["status"], "cancelled", "{done}");
 }
+
+#[tokio::test]
+async fn a_call_that_takes_info_lines_hears_its_output_as_it_comes() {
+    let env = start().await;
+    let call = |id: i64, level: &str, token: bool| {
+        let mut body = rpc(
+            MODERN,
+            id,
+            "tools/call",
+            json!({ "name": "run_shell", "arguments": {
+                "project": P, "command": "echo one; sleep 4; printf 'two é\\n' >&2"
+            } }),
+        );
+        body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+        if token {
+            body["params"]["_meta"]["progressToken"] = json!("wc-lines");
+        }
+        mcp_request(MODERN, Some(&env.key), &body)
+    };
+    let r = send(&env.st, call(12, "info", true)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let messages = stream_messages(&r);
+    let (result, notes) = messages.split_last().expect("a message");
+    assert_eq!(result["id"], 12, "{result}");
+    let lines: Vec<(usize, &str, &str)> = notes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n["method"] == "notifications/message")
+        .map(|(i, n)| {
+            assert_eq!(n["params"]["level"], "info", "{n}");
+            (
+                i,
+                n["params"]["logger"].as_str().unwrap(),
+                n["params"]["data"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let texts: Vec<(&str, &str)> = lines.iter().map(|(_, l, d)| (*l, *d)).collect();
+    assert_eq!(
+        texts,
+        [("stdout", "one\n"), ("stderr", "two é\n")],
+        "{notes:?}"
+    );
+    // The first line was passed on while the call still waited: progress came after it.
+    let first = lines[0].0;
+    assert!(
+        notes[first..]
+            .iter()
+            .any(|n| n["method"] == "notifications/progress"),
+        "{notes:?}"
+    );
+    // The output is the result's too.
+    let sc = &result["result"]["structuredContent"]["output"];
+    assert_eq!(sc["stdout"], "one\n");
+    assert_eq!(sc["stderr"], "two é\n");
+
+    // A level above info, and no token: one JSON answer.
+    let quiet = send(&env.st, call(13, "warning", false)).await;
+    assert_eq!(
+        quiet.headers["content-type"].to_str().unwrap(),
+        "application/json",
+        "{}",
+        quiet.text()
+    );
+    assert_eq!(
+        quiet.result()["structuredContent"]["output"]["stdout"],
+        "one\n"
+    );
+}
