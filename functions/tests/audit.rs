@@ -84,6 +84,21 @@ async fn every_audited_request_leaves_exactly_one_row() {
             "mcp_server_discover",
         ),
         (
+            // A stream: recorded when it opens, its body passed through.
+            mcp_request(
+                MODERN,
+                Some(&key),
+                &rpc(
+                    MODERN,
+                    41,
+                    "subscriptions/listen",
+                    json!({ "notifications": {} }),
+                ),
+            ),
+            "/mcp",
+            "mcp_subscriptions_listen",
+        ),
+        (
             mcp_request(
                 MODERN,
                 Some(&key),
