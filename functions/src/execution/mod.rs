@@ -629,7 +629,9 @@ impl OutputFeed {
                     let client = ctx.deps.client().await?;
                     work::read_output(&client, id, stream, self.offsets[i], room).await?
                 };
-                let (text, used) = whole_chars(&bytes, last);
+                // Only the read that reaches the end of an ended stream takes a cut tail.
+                let reached_end = (bytes.len() as i64) < room;
+                let (text, used) = whole_chars(&bytes, last && reached_end);
                 if used == 0 {
                     break;
                 }
@@ -644,7 +646,7 @@ impl OutputFeed {
                         )
                         .await;
                 }
-                if (used as i64) < room || !last {
+                if reached_end || !last {
                     break;
                 }
             }

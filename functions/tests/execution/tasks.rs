@@ -662,6 +662,33 @@ async fn a_call_that_takes_info_lines_hears_its_output_as_it_comes() {
     assert_eq!(sc["stdout"], "one\n");
     assert_eq!(sc["stderr"], "two é\n");
 
+    // Output past one read, ended at once: passed on whole, no character split between
+    // lines, the same bytes as the result's.
+    let mut body = rpc(
+        MODERN,
+        14,
+        "tools/call",
+        json!({ "name": "run_shell", "arguments": {
+            "project": P, "command": "printf x; yes é | head -n 14000 | tr -d '\\n'"
+        } }),
+    );
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+    let long = send(&env.st, mcp_request(MODERN, Some(&env.key), &body)).await;
+    let messages = stream_messages(&long);
+    let (result, notes) = messages.split_last().expect("a message");
+    let passed: String = notes
+        .iter()
+        .filter(|n| n["params"]["logger"] == "stdout")
+        .map(|n| n["params"]["data"].as_str().unwrap())
+        .collect();
+    let stdout = result["result"]["structuredContent"]["output"]["stdout"]
+        .as_str()
+        .unwrap();
+    // One ASCII byte first: a read boundary (16 KiB) falls inside a character.
+    assert_eq!(stdout.len(), 28_001, "{result}");
+    assert!(notes.len() >= 2, "more than one read: {}", notes.len());
+    assert_eq!(passed, stdout);
+
     // A level above info, and no token: one JSON answer.
     let quiet = send(&env.st, call(13, "warning", false)).await;
     assert_eq!(
