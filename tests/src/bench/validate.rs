@@ -3,6 +3,10 @@
 //! result and its evidence) against `cargo check --message-format=json` run directly by this
 //! benchmark in the same directory, in alternating order, several times. Both check the same
 //! built crate, so what differs is what wc adds around the command.
+//!
+//! `cargo_check_vs_direct_edited`: the same after an edit of one module before every check
+//! (unmeasured), so each check compiles the crate again: wc's fixed cost against a check
+//! that does work.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -77,14 +81,29 @@ async fn direct_check(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Rewrites module `c` with `n` in it: the next check compiles the crate again.
+fn edit(dir: &Path, n: usize) -> anyhow::Result<()> {
+    let path = dir.join("src/c.rs");
+    let text = std::fs::read_to_string(&path)?;
+    let kept = text
+        .split("\npub const EDIT")
+        .next()
+        .unwrap_or(&text)
+        .to_owned();
+    std::fs::write(&path, format!("{kept}\npub const EDIT: u64 = {n};\n"))?;
+    Ok(())
+}
+
 /// The scenario: one unmeasured check on each side (the crate is then built for both), then
-/// `repetitions` rounds of one wc check and one direct check, the order alternating.
+/// `repetitions` rounds of one wc check and one direct check, the order alternating; with
+/// `edited`, one module changes before every check.
 pub async fn against_direct(
     base: &str,
     token: &str,
     project: &str,
     dir: &Path,
     repetitions: usize,
+    edited: bool,
 ) -> anyhow::Result<Value> {
     let client = Client::new();
     let url = format!("{base}/mcp");
@@ -97,7 +116,10 @@ pub async fn against_direct(
         } else {
             [false, true]
         };
-        for wc_side in order {
+        for (i, wc_side) in order.into_iter().enumerate() {
+            if edited {
+                edit(dir, round_no * 2 + i)?;
+            }
             let t = Instant::now();
             if wc_side {
                 wc_check(&client, &url, token, project).await?;
@@ -111,7 +133,7 @@ pub async fn against_direct(
     let ratios: Vec<f64> = wc_ms.iter().zip(&direct_ms).map(|(w, d)| w / d).collect();
     let rounded = |v: &[f64]| v.iter().map(|x| round(*x)).collect::<Vec<_>>();
     Ok(json!({
-        "scenario": "cargo_check_vs_direct",
+        "scenario": if edited { "cargo_check_vs_direct_edited" } else { "cargo_check_vs_direct" },
         "repetitions": repetitions,
         "wc_median_ms": round(median(&wc_ms)),
         "direct_median_ms": round(median(&direct_ms)),

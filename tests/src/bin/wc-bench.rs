@@ -180,7 +180,8 @@ async fn against_baseline(cli: &Cli, bin: &Path, duration: Duration) -> anyhow::
 
 /// The file tools' scenarios on `stack`: `read_files_roundtrip` and
 /// `apply_text_edits_roundtrip` at each concurrency, `search_project_texts_vs_rg` once over a
-/// tree it generates in the project, `cargo_check_vs_direct` once on a crate it writes there.
+/// tree it generates in the project, `cargo_check_vs_direct` (and `_edited`) once on a crate it
+/// writes there.
 async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> anyhow::Result<()> {
     use wc_e2e::bench::{files, search, validate};
     let (base, token) = (&stack.server.base_url, &stack.server.token);
@@ -198,10 +199,15 @@ async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> an
         let repetitions = if cli.quick { 5 } else { 11 };
         emit(&search::against_rg(base, token, project, &tree, repetitions).await?);
     }
-    if wanted(cli, "cargo_check_vs_direct") {
-        let dir = validate::prepare(&stack.root)?;
-        let repetitions = if cli.quick { 5 } else { 11 };
-        emit(&validate::against_direct(base, token, project, &dir, repetitions).await?);
+    for (name, edited) in [
+        ("cargo_check_vs_direct", false),
+        ("cargo_check_vs_direct_edited", true),
+    ] {
+        if wanted(cli, name) {
+            let dir = validate::prepare(&stack.root)?;
+            let repetitions = if cli.quick { 5 } else { 11 };
+            emit(&validate::against_direct(base, token, project, &dir, repetitions, edited).await?);
+        }
     }
     if wanted(cli, "shell_exec_true") {
         use wc_e2e::bench::shells;
@@ -253,6 +259,7 @@ async fn main() -> anyhow::Result<()> {
         "read_files_roundtrip",
         "search_project_texts_vs_rg",
         "cargo_check_vs_direct",
+        "cargo_check_vs_direct_edited",
         "apply_text_edits_roundtrip",
         "shell_exec_true",
         "tasks_get",
