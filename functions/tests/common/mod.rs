@@ -720,6 +720,11 @@ pub async fn task_get(st: &AppState, key: &str, id: &str) -> Reply {
     tasks_rpc(st, key, "tasks/get", json!({ "taskId": id }), true).await
 }
 
+/// `tasks/cancel` of `id`; the reply.
+pub async fn task_cancel(st: &AppState, key: &str, id: &str) -> Reply {
+    tasks_rpc(st, key, "tasks/cancel", json!({ "taskId": id }), true).await
+}
+
 /// Polls `id` on `st` until it is terminal; the last `tasks/get` result.
 pub async fn task_until_terminal(st: &AppState, key: &str, id: &str) -> Value {
     eventually("the task ends", async || {

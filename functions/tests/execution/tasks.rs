@@ -96,14 +96,7 @@ async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
         assert_eq!(r.rpc_code(), Some(-32602), "{}", r.text());
     }
     // Another principal's cancel changes nothing and reveals nothing.
-    let cancel = tasks_rpc(
-        &env.st,
-        &other,
-        "tasks/cancel",
-        json!({ "taskId": id }),
-        true,
-    )
-    .await;
+    let cancel = task_cancel(&env.st, &other, &id).await;
     assert_eq!(cancel.rpc_code(), Some(-32602), "{}", cancel.text());
     let done = task_until_terminal(&env.st, &env.key, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -188,7 +181,7 @@ async fn cancelling_a_task_on_another_instance_kills_its_process_group() {
         (pids_with(&marker).len() >= 2).then_some(())
     })
     .await;
-    let ack = tasks_rpc(&b, &env.key, "tasks/cancel", json!({ "taskId": id }), true).await;
+    let ack = task_cancel(&b, &env.key, &id).await;
     assert_eq!(
         ack.result(),
         &json!({ "resultType": "complete" }),
@@ -203,14 +196,7 @@ async fn cancelling_a_task_on_another_instance_kills_its_process_group() {
     })
     .await;
     // Cancelling a terminal task is the same empty acknowledgement.
-    let again = tasks_rpc(
-        &env.st,
-        &env.key,
-        "tasks/cancel",
-        json!({ "taskId": id }),
-        true,
-    )
-    .await;
+    let again = task_cancel(&env.st, &env.key, &id).await;
     assert_eq!(again.result(), &json!({ "resultType": "complete" }));
 }
 
@@ -594,14 +580,7 @@ async fn a_listen_stream_ends_gracefully_at_its_bound_and_the_task_goes_on() {
     // The stream's end is not the task's: it is still working, and can be cancelled.
     let now = task_get(&env.st, &env.key, &id).await;
     assert_eq!(now.result()["status"], "working", "{}", now.text());
-    let cancel = tasks_rpc(
-        &env.st,
-        &env.key,
-        "tasks/cancel",
-        json!({ "taskId": id }),
-        true,
-    )
-    .await;
+    let cancel = task_cancel(&env.st, &env.key, &id).await;
     assert_eq!(cancel.status, 200, "{}", cancel.text());
     let done = task_until_terminal(&env.st, &env.key, &id).await;
     assert_eq!(done["status"], "cancelled", "{done}");
