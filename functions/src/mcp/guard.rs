@@ -33,12 +33,21 @@ pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC: invalid method parameters.
 pub const INVALID_PARAMS: i64 = -32602;
 
-fn rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
+/// A JSON-RPC error response with `status`, echoing `id`.
+pub(super) fn rpc_error(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: &str,
+    data: Option<Value>,
+) -> Response {
+    let mut error = json!({ "code": code, "message": message });
+    if let Some(data) = data {
+        error["data"] = data;
+    }
     (
         status,
-        axum::Json(
-            json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } }),
-        ),
+        axum::Json(json!({ "jsonrpc": "2.0", "id": id, "error": error })),
     )
         .into_response()
 }
@@ -295,12 +304,13 @@ pub async fn jsonrpc_guard(req: Request, next: Next) -> Response {
                 StatusCode::BAD_REQUEST,
                 Value::Null,
                 PARSE_ERROR,
-                "parse error: unreadable body".into(),
+                "parse error: unreadable body",
+                None,
             );
         }
     };
     if let Err(r) = check(&bytes) {
-        return rpc_error(r.status(), r.id, r.code, r.message);
+        return rpc_error(r.status(), r.id, r.code, &r.message, None);
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

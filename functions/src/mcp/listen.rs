@@ -27,7 +27,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http_body_util::BodyExt;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use wc_store::tasks::TaskRow;
 
+use super::guard::{INVALID_PARAMS, PARSE_ERROR, rpc_error};
 use crate::AppState;
 use crate::auth::Principal;
 
@@ -54,24 +55,6 @@ const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 pub struct ListenTasks {
     /// Ids of the caller's own live tasks among those requested.
     pub accepted: Arc<Vec<String>>,
-}
-
-fn rpc_error(
-    status: StatusCode,
-    id: Value,
-    code: i32,
-    message: &str,
-    data: Option<Value>,
-) -> Response {
-    let mut error = json!({ "code": code, "message": message });
-    if let Some(data) = data {
-        error["data"] = data;
-    }
-    (
-        status,
-        axum::Json(json!({ "jsonrpc": "2.0", "id": id, "error": error })),
-    )
-        .into_response()
 }
 
 /// What [`prepare`] reads of a listen request: its id, requested task ids (if any) and
@@ -131,7 +114,7 @@ pub async fn prepare(State(state): State<AppState>, req: Request, next: Next) ->
         return rpc_error(
             StatusCode::BAD_REQUEST,
             Value::Null,
-            -32700,
+            PARSE_ERROR,
             "parse error: unreadable body",
             None,
         );
@@ -143,13 +126,13 @@ pub async fn prepare(State(state): State<AppState>, req: Request, next: Next) ->
     };
     let task_ids = match asked.task_ids {
         Ok(ids) => ids,
-        Err(why) => return rpc_error(StatusCode::OK, asked.id, -32602, why, None),
+        Err(why) => return rpc_error(StatusCode::OK, asked.id, INVALID_PARAMS, why, None),
     };
     if !asked.declares_tasks {
         return rpc_error(
             StatusCode::BAD_REQUEST,
             asked.id,
-            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY.0,
+            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY.0.into(),
             "Missing required client capability: task notifications need the io.modelcontextprotocol/tasks extension",
             Some(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } })),
         );
@@ -158,7 +141,7 @@ pub async fn prepare(State(state): State<AppState>, req: Request, next: Next) ->
         return rpc_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             asked.id,
-            -32603,
+            ErrorCode::INTERNAL_ERROR.0.into(),
             "request reached MCP without a principal",
             None,
         );
@@ -171,7 +154,9 @@ pub async fn prepare(State(state): State<AppState>, req: Request, next: Next) ->
         match super::tasks::owned(&state, &who, &raw).await {
             Ok(Some(_)) => accepted.push(raw),
             Ok(None) => {}
-            Err(e) => return rpc_error(StatusCode::OK, asked.id, e.code.0, &e.message, None),
+            Err(e) => {
+                return rpc_error(StatusCode::OK, asked.id, e.code.0.into(), &e.message, None);
+            }
         }
     }
     let accepted = Arc::new(accepted);
