@@ -150,6 +150,14 @@ pub enum ErrorKind {
     /// The session already has an open persistent shell (`shell_id` names it); use it, or
     /// close it first.
     ShellAlreadyOpen,
+    /// The path is hidden from the project's jobs and tools by the build host's configuration
+    /// (a credential of the runner's user, the runner's or wc's own files, another project):
+    /// it is never read, written, listed, searched, staged or shown.
+    PathHidden,
+    /// The project's `.git` leads to Git metadata outside the project root that was not
+    /// registered with the project; Git tools refuse, and jobs run without write access to it.
+    /// Restore `.git`, or have the operator register the worktree.
+    GitMetadataOutsideProject,
 }
 
 impl ErrorKind {
@@ -217,6 +225,8 @@ impl ErrorKind {
             ErrorKind::ShellResetRequired => "shell_reset_required",
             ErrorKind::ShellClosed => "shell_closed",
             ErrorKind::ShellAlreadyOpen => "shell_already_open",
+            ErrorKind::PathHidden => "path_hidden",
+            ErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
         }
     }
 
@@ -293,6 +303,8 @@ impl ErrorKind {
             ErrorKind::UnknownShell => "not_found",
             ErrorKind::ShellBusy | ErrorKind::ShellAlreadyOpen => "conflict",
             ErrorKind::ShellResetRequired | ErrorKind::ShellClosed => "invalid_state",
+            ErrorKind::PathHidden => "permission",
+            ErrorKind::GitMetadataOutsideProject => "invalid_state",
         }
     }
 
@@ -353,6 +365,8 @@ impl ErrorKind {
             ErrorKind::ShellBusy => "retry_later",
             ErrorKind::ShellResetRequired | ErrorKind::ShellClosed => "open_new_shell",
             ErrorKind::ShellAlreadyOpen => "use_open_shell",
+            ErrorKind::PathHidden => "check_target",
+            ErrorKind::GitMetadataOutsideProject => "check_target",
         }
     }
 
@@ -419,11 +433,13 @@ impl ErrorKind {
             | ErrorKind::ShellResetRequired
             | ErrorKind::ShellClosed
             | ErrorKind::ShellAlreadyOpen => 409,
+            ErrorKind::PathHidden => 403,
+            ErrorKind::GitMetadataOutsideProject => 409,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 61] = [
+    pub const ALL: [ErrorKind; 63] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -485,6 +501,8 @@ impl ErrorKind {
         ErrorKind::ShellResetRequired,
         ErrorKind::ShellClosed,
         ErrorKind::ShellAlreadyOpen,
+        ErrorKind::PathHidden,
+        ErrorKind::GitMetadataOutsideProject,
     ];
 }
 

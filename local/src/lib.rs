@@ -2,8 +2,10 @@
 //!
 //! One process serves every HTTP surface on one listener, over the database given by
 //! `DATABASE_URL`/`--database-url-file` or, failing both, a private PostgreSQL cluster kept
-//! under `.wc/postgres/` in the working directory (created on first run, reused afterwards,
-//! stopped on exit). Projects given with `--project` are registered as `agent:local:NAME`.
+//! in wc-local's state directory (created on first run, reused afterwards, stopped on exit).
+//! The state directory is one per working directory, outside every served project
+//! ([`state_dir`]); a `.wc/` left in the working directory by an earlier version is moved
+//! there once. Projects given with `--project` are registered as `agent:local:NAME`.
 //!
 //! Secrets never travel in argv (`/proc/<pid>/cmdline` is readable by every local user): the
 //! token and the database URL come from the environment or from files, and the value-taking
@@ -35,6 +37,7 @@ use wc_functions::wake::Wakeups;
 use wc_functions::{AppState, VERSION, app};
 use wc_runner_agent::agent::{AgentOptions, Stop};
 use wc_runner_agent::config::{Limits, RunnerConfig, Secret};
+use wc_runner_agent::sandbox::{SandboxMode, SandboxSettings};
 
 /// Command line of `wc-local`.
 #[derive(Debug, Parser)]
@@ -81,6 +84,126 @@ pub struct LocalCli {
     /// access (its files, its other processes, this server's state directory).
     #[arg(long, env = "WC_LOCAL_NO_SANDBOX", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_sandbox: bool,
+    /// Where wc-local keeps its own files (the embedded cluster and its password). Default:
+    /// `$XDG_STATE_HOME/wc/<dir>-<digest>` (or `~/.local/state/wc/…`) for this working
+    /// directory. Never inside a served project.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A file or directory that jobs and file tools must not see, besides the default
+    /// credential paths (repeatable; absolute, or `~/…`).
+    #[arg(long = "hide", value_name = "PATH")]
+    pub hide: Vec<String>,
+    /// A default hidden credential path that jobs may see after all, written as listed in
+    /// docs/SECURITY.md, such as `~/.npmrc` (repeatable).
+    #[arg(long = "unhide", value_name = "PATH")]
+    pub unhide: Vec<String>,
+}
+
+/// The state directory wc-local keeps for the working directory `cwd` when none is given:
+/// `$XDG_STATE_HOME/wc/<name>-<digest>` (`~/.local/state` when `XDG_STATE_HOME` is unset or
+/// not absolute), named after the directory and a digest of its path, so each working
+/// directory keeps its own cluster, as its `.wc/` did.
+pub fn state_dir(cwd: &Path) -> anyhow::Result<PathBuf> {
+    use sha2::{Digest as _, Sha256};
+    let base = match std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        _ => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|h| h.is_absolute())
+                .context(
+                    "neither XDG_STATE_HOME nor HOME names a directory for wc-local's state; \
+                     pass --state-dir DIR",
+                )?;
+            home.join(".local/state")
+        }
+    };
+    let digest = hex::encode(Sha256::digest(cwd.as_os_str().as_encoded_bytes()));
+    let name: String = cwd
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".to_owned())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(16)
+        .collect();
+    // Short: the embedded cluster's socket lives in it, and a socket's path has at most 107
+    // bytes.
+    Ok(base.join("wc").join(format!("{name}-{}", &digest[..8])))
+}
+
+/// Refuses a state directory inside a served project: that project's jobs and file tools
+/// would reach the database's files (its password among them).
+fn check_state_dir(state: &Path, projects: &[LocalProject]) -> anyhow::Result<()> {
+    let real = canonical_prefix(state);
+    for p in projects {
+        if real.starts_with(&p.root) {
+            bail!(
+                "the state directory {} lies inside the served project {} ({}): its jobs and \
+                 file tools would reach the embedded database's files; choose --state-dir \
+                 outside every project",
+                state.display(),
+                p.name,
+                p.root.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `path` with its longest existing prefix canonicalized (the rest may not exist yet).
+fn canonical_prefix(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path.to_path_buf();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |acc, part| acc.join(part));
+        }
+        match (at.file_name().map(|n| n.to_owned()), at.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                at = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Moves the `.wc/` an earlier version kept in the working directory `cwd` to `state`, once:
+/// when it exists and `state` does not. Says so on `out`.
+fn move_old_state(cwd: &Path, state: &Path, out: &mut impl Write) -> anyhow::Result<()> {
+    let old = cwd.join(".wc");
+    if !old.is_dir() || state.exists() {
+        return Ok(());
+    }
+    if let Some(parent) = state.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::rename(&old, state).with_context(|| {
+        format!(
+            "cannot move wc-local's state from {} to {}; move it yourself (the embedded \
+             cluster must be stopped), or pass --state-dir {}",
+            old.display(),
+            state.display(),
+            old.display()
+        )
+    })?;
+    // Its ignore file kept it out of the user's repository; outside it, it is not needed.
+    let _ = std::fs::remove_file(state.join(".gitignore"));
+    writeln!(
+        out,
+        "Moved wc-local's state from {} to {} (it no longer lives in the working directory).",
+        old.display(),
+        state.display()
+    )?;
+    Ok(())
 }
 
 /// A project served by this wc-local.
@@ -174,11 +297,37 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cli.listen))?;
+    // Needed for the embedded cluster only; without one, an unknown home is no error.
+    let state = match &cli.state_dir {
+        Some(dir) => Ok(std::path::absolute(dir)?),
+        None => state_dir(&std::env::current_dir()?),
+    };
+    if let Ok(state) = &state {
+        check_state_dir(state, &projects)?;
+    }
+    // Jobs and file tools never see wc-local's own files.
+    let mut hide = cli.hide.clone();
+    for own in [
+        state.as_ref().ok(),
+        cli.token_file.as_ref(),
+        cli.database_url_file.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        hide.push(std::path::absolute(own)?.display().to_string());
+    }
     let switches = Switches {
         config,
         // A runner with nothing to serve would only displace another wc-local's runner.
         embedded_runner: !cli.no_runner && !cli.projects.is_empty(),
-        sandbox: !cli.no_sandbox,
+        // What is hidden holds for the file tools also when jobs run unsandboxed.
+        sandbox: SandboxSettings {
+            mode: cli.no_sandbox.then_some(SandboxMode::Off),
+            hide,
+            unhide: cli.unhide.clone(),
+            ..SandboxSettings::default()
+        },
     };
     match database_url {
         Some((url, source)) => {
@@ -195,11 +344,10 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
             .await
         }
         None => {
-            let root = std::env::current_dir()?.join(".wc");
+            let root = state?;
+            move_old_state(&std::env::current_dir()?, &root, out)?;
             std::fs::create_dir_all(&root)
                 .with_context(|| format!("cannot create {}", root.display()))?;
-            // Keep the state directory out of the user's repository whatever their ignore rules.
-            std::fs::write(root.join(".gitignore"), "*\n")?;
             let cluster = LocalCluster::start(
                 &wc_store::cluster::placement(&root.join("postgres"))?,
                 &ClusterOptions::default(),
@@ -334,8 +482,8 @@ fn given_database_url(cli: &LocalCli) -> anyhow::Result<Option<(String, SecretSo
 struct Switches {
     config: ServerConfig,
     embedded_runner: bool,
-    /// Whether the embedded runner's jobs are sandboxed.
-    sandbox: bool,
+    /// How the embedded runner's jobs are sandboxed, and what they and its file tools never see.
+    sandbox: SandboxSettings,
 }
 
 async fn serve(
@@ -495,7 +643,7 @@ async fn start_runner(
     addr: SocketAddr,
     projects: &[LocalProject],
     sqs: Option<(String, Option<String>, String)>,
-    sandbox: bool,
+    sandbox: SandboxSettings,
 ) -> anyhow::Result<(
     tokio::sync::watch::Sender<Stop>,
     tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
@@ -526,15 +674,10 @@ async fn start_runner(
             max_concurrency: EMBEDDED_RUNNER_CONCURRENCY,
             ..Limits::default()
         },
+        sandbox,
     )?;
     if let Some((queue_url, endpoint_url, region)) = &sqs {
         cfg = cfg.with_sqs(queue_url, endpoint_url.as_deref(), Some(region))?;
-    }
-    if sandbox {
-        // The state directory (the embedded cluster's files) often sits in a project root.
-        cfg.sandbox.hide(&std::env::current_dir()?.join(".wc"));
-    } else {
-        cfg = cfg.with_sandbox_mode(wc_runner_agent::sandbox::SandboxMode::Off);
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
     let joined = tokio::spawn(wc_runner_agent::agent::run(

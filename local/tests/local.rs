@@ -61,7 +61,10 @@ async fn fresh_directory_serves_reuses_its_cluster_and_leaves_nothing_behind() {
         .await
         .unwrap();
     assert_eq!(bad.status, 401);
-    assert!(dir.join(".wc/.gitignore").is_file());
+    assert!(
+        dir.join(".wc/postgres/password").is_file(),
+        "in the given state dir"
+    );
     assert!(first.logs().contains("applied migration"));
 
     let token = first.token.clone();
@@ -104,12 +107,69 @@ async fn fresh_directory_serves_reuses_its_cluster_and_leaves_nothing_behind() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Without `--state-dir` the state lives under `XDG_STATE_HOME`, one directory per working
+/// directory; the `.wc/` an earlier version kept in the working directory moves there once,
+/// cluster and all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_directory_defaults_outside_the_working_directory_and_an_old_one_moves() {
+    let dir = scratch();
+    let first = LocalServer::spawn(bin(), &LocalOptions::in_dir(&dir)).unwrap();
+    let token = first.token.clone();
+    assert!(first.interrupt().unwrap().success());
+    assert!(dir.join(".wc/postgres/password").is_file());
+
+    // Short: the cluster's socket lives inside it.
+    let xdg_dir = tempfile::tempdir().unwrap();
+    let xdg = xdg_dir.path().to_owned();
+    let mut opts = LocalOptions::in_dir(&dir);
+    opts.state_dir = None;
+    opts.token = Some(token.clone());
+    opts.env = vec![("XDG_STATE_HOME".into(), xdg.display().to_string())];
+    let second = LocalServer::spawn(bin(), &opts).unwrap();
+    assert!(
+        second.banner.contains("Moved wc-local's state from"),
+        "{}",
+        second.banner
+    );
+    assert!(!dir.join(".wc").exists(), "the old state directory moved");
+    let moved: Vec<_> = std::fs::read_dir(xdg.join("wc"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    let name = moved[0].file_name().unwrap().to_string_lossy().into_owned();
+    let base: String = dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .take(16)
+        .collect();
+    assert!(name.starts_with(&format!("{base}-")), "{name}");
+    assert!(moved[0].join("postgres/password").is_file());
+    assert!(
+        !second.logs().contains("applied migration"),
+        "the moved cluster was reused"
+    );
+    let me = Client::new()
+        .get(&format!("{}/api/whoami", second.base_url), Some(&token))
+        .await
+        .unwrap();
+    assert_eq!(
+        me.status, 200,
+        "the first run's credential is in the moved cluster"
+    );
+    assert!(second.interrupt().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn without_server_binaries_or_url_it_says_what_to_do() {
     let dir = scratch();
     let out = Command::new(bin())
         .current_dir(&dir)
         .env_remove("DATABASE_URL")
+        .env("XDG_STATE_HOME", dir.join("state"))
         .env("WC_PG_BIN", dir.join("no-such-dir"))
         .args(["--listen", "127.0.0.1:0"])
         .output()

@@ -678,6 +678,7 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
             answer: None,
             error_kind: None,
             conflict: None,
+            notices: Vec::new(),
         },
     };
     // Everything but the last request's worth goes out as output first.

@@ -21,19 +21,45 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat};
 use wc_runner_protocol::{EntryKind, OpErrorKind, RelativePath};
 
 use crate::answer::Refusal;
+use crate::boundary::Boundary;
 
-/// A project root held open.
+/// A project root held open, with the paths beneath it that are hidden from the project.
 pub(crate) struct Root {
     fd: OwnedFd,
     /// `/proc/self/fd/<fd>`: where walks start.
     proc: PathBuf,
     /// The root's canonical path when it was opened.
     real: PathBuf,
+    /// Hidden paths beneath the root, relative to it ([`Boundary::hidden_in_root`]).
+    hidden: Arc<[PathBuf]>,
+}
+
+/// Why a path was not opened: it is hidden from the project. Carried inside an [`io::Error`]
+/// so every open reports it the same way ([`Refusal::from_open`]).
+#[derive(Debug)]
+pub(crate) struct Hidden;
+
+impl std::fmt::Display for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the path is hidden from the project")
+    }
+}
+
+impl std::error::Error for Hidden {}
+
+fn hidden_error() -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, Hidden)
+}
+
+/// Whether `rel` is one of `hidden` or lies beneath one.
+fn is_hidden(hidden: &[PathBuf], rel: &Path) -> bool {
+    hidden.iter().any(|h| rel.starts_with(h))
 }
 
 /// A path opened `O_PATH` beneath the root, with what it is.
@@ -80,25 +106,63 @@ fn identity(stat: &Stat) -> (u64, u64) {
 
 /// A directory beneath the root, held open for reading (so that it can be synced). Edits find,
 /// create, replace and remove their files through it, one name at a time, never by a path that
-/// could be resolved again through a symlink.
+/// could be resolved again through a symlink, and never a hidden one.
 pub(crate) struct Dir {
     fd: OwnedFd,
+    /// Its canonical path relative to the root.
+    rel: PathBuf,
+    hidden: Arc<[PathBuf]>,
 }
 
 /// Prefix of the temporary files edits write beside their targets.
 pub(crate) const TEMP_PREFIX: &str = ".wc-edit-";
 
 impl Root {
-    /// Opens the canonical project root `path`.
-    pub(crate) fn open(path: &Path) -> io::Result<Root> {
-        let fd = rustix::fs::open(
-            path,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+    /// Opens the root of `boundary`, refused unless it is the registered directory itself.
+    pub(crate) fn open(boundary: &Boundary) -> io::Result<Root> {
+        let fd = crate::boundary::open_checked(boundary.root())?;
+        Root::held(fd, boundary.hidden_in_root().into())
+    }
+
+    /// The canonical directory `path` as a root hiding nothing (a probe's, a test's).
+    fn open_path_unchecked(path: &Path) -> io::Result<Root> {
+        let fd = crate::boundary::open_checked(path)?;
+        Root::held(fd, Arc::from([]))
+    }
+
+    fn held(fd: OwnedFd, hidden: Arc<[PathBuf]>) -> io::Result<Root> {
         let proc = proc_path(&fd);
         let real = std::fs::read_link(&proc)?;
-        Ok(Root { fd, proc, real })
+        Ok(Root {
+            fd,
+            proc,
+            real,
+            hidden,
+        })
+    }
+
+    /// Whether the project path `rel` is hidden from the project (or lies beneath a hidden
+    /// path).
+    pub(crate) fn hides(&self, rel: &Path) -> bool {
+        is_hidden(&self.hidden, rel)
+    }
+
+    /// The hidden paths beneath the root, relative to it.
+    pub(crate) fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+
+    /// Refuses `fd` when it is, or lies beneath, a hidden path: what a name led to through
+    /// symlinks inside the root is judged by where it is, not by the name.
+    fn check_not_hidden(&self, fd: &OwnedFd) -> io::Result<()> {
+        if self.hidden.is_empty() {
+            return Ok(());
+        }
+        let real = std::fs::read_link(proc_path(fd))?;
+        match real.strip_prefix(&self.real) {
+            Ok(rel) if self.hides(rel) => Err(hidden_error()),
+            _ => Ok(()),
+        }
     }
 
     /// Where walks of the root start (`/proc/self/fd/<fd>`).
@@ -123,22 +187,42 @@ impl Root {
 
     /// [`Self::open_path`] for a path a walk yielded (already known to be a valid name).
     pub(crate) fn open_raw(&self, rel: &str, follow: bool) -> io::Result<Opened> {
+        if self.hides(Path::new(rel)) {
+            return Err(hidden_error());
+        }
         let path = if rel.is_empty() { "." } else { rel };
         let mut flags = OFlags::PATH | OFlags::CLOEXEC;
         if !follow {
             flags |= OFlags::NOFOLLOW;
         }
         let fd = self.openat2(path, flags)?;
+        self.check_not_hidden(&fd)?;
         let stat = rustix::fs::fstat(&fd)?;
         Ok(Opened { fd, stat })
     }
 
     /// Opens the directory `rel` beneath the root (the root itself when `rel` is empty).
     pub(crate) fn open_dir(&self, rel: &str) -> io::Result<Dir> {
+        if self.hides(Path::new(rel)) {
+            return Err(hidden_error());
+        }
         let path = if rel.is_empty() { "." } else { rel };
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = self.openat2(path, flags)?;
+        self.check_not_hidden(&fd)?;
+        // Entries are judged by the directory's real place, wherever its name led.
+        let rel = if self.hidden.is_empty() {
+            PathBuf::from(rel)
+        } else {
+            let real = std::fs::read_link(proc_path(&fd))?;
+            real.strip_prefix(&self.real)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| PathBuf::from(rel))
+        };
         Ok(Dir {
-            fd: self.openat2(path, flags)?,
+            fd,
+            rel,
+            hidden: self.hidden.clone(),
         })
     }
 
@@ -210,11 +294,22 @@ impl Dir {
     pub(crate) fn try_clone(&self) -> io::Result<Dir> {
         Ok(Dir {
             fd: self.fd.try_clone()?,
+            rel: self.rel.clone(),
+            hidden: self.hidden.clone(),
         })
+    }
+
+    /// Refuses the entry `name` when it is hidden from the project.
+    fn check(&self, name: &str) -> io::Result<()> {
+        if is_hidden(&self.hidden, &self.rel.join(name)) {
+            return Err(hidden_error());
+        }
+        Ok(())
     }
 
     /// Opens the entry `name` of this directory (`O_PATH`), not following a symlink.
     pub(crate) fn open_entry(&self, name: &str) -> io::Result<Opened> {
+        self.check(name)?;
         let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(&self.fd, name, flags, Mode::empty())?;
         let stat = rustix::fs::fstat(&fd)?;
@@ -223,6 +318,7 @@ impl Dir {
 
     /// Which file the entry `name` is now (not following a symlink); `None` when it is gone.
     pub(crate) fn identity_of(&self, name: &str) -> io::Result<Option<(u64, u64)>> {
+        self.check(name)?;
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(stat) => Ok(Some(identity(&stat))),
             Err(rustix::io::Errno::NOENT) => Ok(None),
@@ -248,12 +344,16 @@ impl Dir {
 
     /// Renames the entry `from` over `to` (atomically replacing it).
     pub(crate) fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.check(from)?;
+        self.check(to)?;
         Ok(rustix::fs::renameat(&self.fd, from, &self.fd, to)?)
     }
 
     /// Renames the entry `from` to `to` only if `to` does not exist (`EEXIST` otherwise), in
     /// one step. Where the file system has no `RENAME_NOREPLACE`, a hard link does the same.
     pub(crate) fn rename_new(&self, from: &str, to: &str) -> io::Result<()> {
+        self.check(from)?;
+        self.check(to)?;
         match rustix::fs::renameat_with(&self.fd, from, &self.fd, to, RenameFlags::NOREPLACE) {
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
@@ -266,6 +366,7 @@ impl Dir {
 
     /// Removes the entry `name` (not a directory).
     pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
+        self.check(name)?;
         Ok(rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?)
     }
 
@@ -300,7 +401,7 @@ fn proc_path(fd: &impl AsFd) -> PathBuf {
 /// 5.6 and later, not filtered away) and `/proc/self/fd` reopens descriptors.
 pub(crate) fn supported() -> bool {
     let probe = || -> io::Result<()> {
-        let root = Root::open(Path::new("/"))?;
+        let root = Root::open_path_unchecked(Path::new("/"))?;
         let opened = root.open_raw("proc/self", true)?;
         if opened.kind() != EntryKind::Directory {
             return Err(io::Error::other("/proc/self is not a directory"));
@@ -321,6 +422,14 @@ impl Refusal {
     pub(crate) fn from_open(rel: &RelativePath, e: io::Error) -> Refusal {
         use rustix::io::Errno;
         let errno = e.raw_os_error().map(Errno::from_raw_os_error);
+        if e.get_ref().is_some_and(|inner| inner.is::<Hidden>()) {
+            return Refusal::at(
+                OpErrorKind::PathHidden,
+                rel,
+                "is hidden from this project's jobs and tools by the runner's configuration \
+                 (a credential, the runner's own files, or another project)",
+            );
+        }
         let (kind, what) = match errno {
             Some(Errno::XDEV) => (
                 OpErrorKind::PathOutsideRoot,
@@ -349,7 +458,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("root")).unwrap();
         std::os::unix::fs::symlink("..", tmp.path().join("root/up")).unwrap();
-        let root = Root::open(&tmp.path().join("root").canonicalize().unwrap()).unwrap();
+        let root =
+            Root::open_path_unchecked(&tmp.path().join("root").canonicalize().unwrap()).unwrap();
         assert_eq!(root.name(), "root");
         let err = root.open_raw("up", true).err().unwrap();
         assert_eq!(

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
-use crate::sandbox::{Sandbox, SandboxMode, SandboxSettings};
+use crate::boundary::Project;
+use crate::sandbox::{Sandbox, SandboxSettings};
 
 /// The runner token. Never printed.
 #[derive(Clone, Deserialize)]
@@ -143,46 +144,14 @@ impl GitIdentity {
     }
 }
 
-/// The name of an environment variable the runner passes on to a project's jobs: a shell-style
-/// name (`[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes) that is not one of the runner's own
-/// settings (`WC_…`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct EnvName(String);
-
-impl EnvName {
-    /// Checks `name`.
-    pub fn parse(name: &str) -> anyhow::Result<Self> {
-        let mut bytes = name.bytes();
-        let well_formed = name.len() <= 128
-            && bytes
-                .next()
-                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-            && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !well_formed {
-            bail!(
-                "environment name {name:?} must be 1-128 of A-Z a-z 0-9 _, not starting with a digit"
-            );
-        }
-        if name.to_ascii_uppercase().starts_with("WC_") {
-            bail!(
-                "environment name {name:?} is one of the runner's own settings (WC_…) and never passes to jobs"
-            );
-        }
-        Ok(Self(name.to_owned()))
-    }
-
-    /// The name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+pub use crate::boundary::EnvName;
 
 /// One `[projects]` entry: a root directory, or a table with the root and the environment
 /// variables its jobs receive from the runner.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(
     untagged,
-    expecting = "a project root directory, or a table with `root` and `env_pass` (no other keys)"
+    expecting = "a project root directory, or a table with `root`, `env_pass` and `writable` (no other keys)"
 )]
 enum RawProject {
     Root(PathBuf),
@@ -195,6 +164,8 @@ struct RawProjectTable {
     root: PathBuf,
     #[serde(default)]
     env_pass: Vec<String>,
+    /// Caches this project's jobs write instead of `[sandbox] writable`.
+    writable: Option<Vec<String>>,
 }
 
 /// The file format.
@@ -244,11 +215,9 @@ pub struct RunnerConfig {
     /// AWS region of the queue; `None`: the region in an AWS queue URL, else `AWS_REGION`,
     /// else `us-east-1`.
     pub sqs_region: Option<String>,
-    /// Project id → canonical root.
-    pub projects: BTreeMap<String, PathBuf>,
-    /// Project id → names of the runner's environment variables its jobs receive, besides the
-    /// base set every job gets (see `exec`).
-    pub env_pass: BTreeMap<String, Vec<EnvName>>,
+    /// Project id → the project as registered (its canonical root, the Git metadata it owns
+    /// outside the root, the environment its jobs receive).
+    pub projects: BTreeMap<String, Project>,
     /// Limits.
     pub limits: Limits,
     /// How jobs are confined.
@@ -312,6 +281,7 @@ impl RunnerConfig {
         token: Secret,
         projects: BTreeMap<String, PathBuf>,
         limits: Limits,
+        sandbox: SandboxSettings,
     ) -> anyhow::Result<RunnerConfig> {
         Self::validate(
             RawConfig {
@@ -329,18 +299,12 @@ impl RunnerConfig {
                     .map(|(id, root)| (id, RawProject::Root(root)))
                     .collect(),
                 limits,
-                sandbox: SandboxSettings::default(),
+                sandbox,
                 git: GitSettings::default(),
             },
             None,
             None,
         )
-    }
-
-    /// The same configuration with jobs confined in `mode` (wc-local's `--no-sandbox`).
-    pub fn with_sandbox_mode(mut self, mode: SandboxMode) -> Self {
-        self.sandbox = self.sandbox.with_mode(mode);
-        self
     }
 
     /// The same configuration receiving work from the SQS queue `queue_url` (the runner
@@ -441,31 +405,32 @@ impl RunnerConfig {
             })
             .collect::<anyhow::Result<_>>()?;
         let mut projects = BTreeMap::new();
-        let mut env_pass = BTreeMap::new();
         for (id, entry) in raw.projects {
-            let (root, pass) = match entry {
-                RawProject::Root(root) => (root, Vec::new()),
-                RawProject::Table(t) => (t.root, t.env_pass),
+            let (root, pass, writable) = match entry {
+                RawProject::Root(root) => (root, Vec::new(), None),
+                RawProject::Table(t) => (t.root, t.env_pass, t.writable),
             };
             if !valid_id(&id) {
                 bail!("project id {id:?} must be 1-64 of A-Z a-z 0-9 . _ -");
-            }
-            let canon = std::fs::canonicalize(&root).with_context(|| {
-                format!("project {id}: root {} does not resolve", root.display())
-            })?;
-            if !canon.is_dir() {
-                bail!("project {id}: {} is not a directory", canon.display());
-            }
-            if !allowed.is_empty() && !allowed.iter().any(|a| canon.starts_with(a)) {
-                bail!("project {id}: {} is outside allowed_roots", canon.display());
             }
             let pass = pass
                 .iter()
                 .map(|n| EnvName::parse(n))
                 .collect::<anyhow::Result<Vec<_>>>()
                 .with_context(|| format!("project {id}: env_pass"))?;
-            env_pass.insert(id.clone(), pass);
-            projects.insert(id, canon);
+            let mut project = Project::register(&root, pass).with_context(|| {
+                format!("project {id}: root {} does not resolve", root.display())
+            })?;
+            if let Some(writable) = writable {
+                let dirs = crate::sandbox::expand_all("writable", &writable)
+                    .with_context(|| format!("project {id}"))?;
+                project = project.with_writable(dirs);
+            }
+            let canon = project.root();
+            if !allowed.is_empty() && !allowed.iter().any(|a| canon.starts_with(a)) {
+                bail!("project {id}: {} is outside allowed_roots", canon.display());
+            }
+            projects.insert(id, project);
         }
         let sandbox = Sandbox::from_settings(&raw.sandbox, always_hidden)?;
         let git = GitIdentity::from_settings(&raw.git, &raw.client_id)?;
@@ -478,7 +443,6 @@ impl RunnerConfig {
             sqs_endpoint_url: raw.sqs_endpoint_url,
             sqs_region: raw.sqs_region,
             projects,
-            env_pass,
             limits: raw.limits,
             sandbox,
             git,
@@ -489,6 +453,7 @@ impl RunnerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::SandboxMode;
 
     fn parse(text: &str) -> anyhow::Result<RunnerConfig> {
         RunnerConfig::validate(toml::from_str(text)?, None, None)
@@ -505,7 +470,7 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.server_url, "https://wc.example");
         assert_eq!(
-            cfg.projects["scratch"],
+            cfg.projects["scratch"].root(),
             std::fs::canonicalize(&tmp).unwrap()
         );
         assert_eq!(cfg.queue, QueueBackend::ApiPoll);
@@ -580,6 +545,7 @@ mod tests {
             Secret::new("t".into()),
             BTreeMap::new(),
             Limits::default(),
+            SandboxSettings::default(),
         )
         .unwrap()
         .with_sqs(
@@ -600,6 +566,37 @@ mod tests {
     }
 
     #[test]
+    fn a_project_may_name_its_own_caches() {
+        let tmp = std::env::temp_dir();
+        let cfg = parse(&format!(
+            "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n\
+             [projects]\nshared = \"{0}\"\n[projects.own]\nroot = \"{0}\"\n\
+             writable = [\"/var/cache/own\"]\n[projects.none]\nroot = \"{0}\"\nwritable = []\n",
+            tmp.display()
+        ))
+        .unwrap();
+        assert_eq!(cfg.projects["shared"].writable(), None);
+        assert_eq!(
+            cfg.projects["own"].writable(),
+            Some(&[PathBuf::from("/var/cache/own")][..])
+        );
+        assert_eq!(cfg.projects["none"].writable(), Some(&[][..]));
+        let err = format!(
+            "{:#}",
+            parse(&format!(
+                "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n\
+                 [projects.p]\nroot = \"{}\"\nwritable = [\"relative\"]\n",
+                tmp.display()
+            ))
+            .unwrap_err()
+        );
+        assert!(
+            err.contains("project p") && err.contains("absolute"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn projects_name_the_environment_their_jobs_receive() {
         let tmp = std::env::temp_dir();
         let cfg = parse(&format!(
@@ -609,11 +606,19 @@ mod tests {
             tmp.display()
         ))
         .unwrap();
-        let names =
-            |p: &str| -> Vec<&str> { cfg.env_pass[p].iter().map(EnvName::as_str).collect() };
+        let names = |p: &str| -> Vec<&str> {
+            cfg.projects[p]
+                .env_pass()
+                .iter()
+                .map(EnvName::as_str)
+                .collect()
+        };
         assert_eq!(names("rust"), ["CARGO_HOME", "_X1"]);
         assert!(names("plain").is_empty());
-        assert_eq!(cfg.projects["rust"], std::fs::canonicalize(&tmp).unwrap());
+        assert_eq!(
+            cfg.projects["rust"].root(),
+            std::fs::canonicalize(&tmp).unwrap()
+        );
 
         for (pass, expect) in [
             ("\"WC_RUNNER_TOKEN\"", "runner's own settings"),
@@ -623,7 +628,7 @@ mod tests {
             ("\"\"", "not starting with a digit"),
             (
                 "\"X\"]\nsurprise = [1",
-                "a table with `root` and `env_pass`",
+                "a table with `root`, `env_pass` and `writable`",
             ),
         ] {
             let text = format!(

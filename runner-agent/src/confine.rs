@@ -6,7 +6,6 @@
 //! Confinement decides only where a command *starts*; what a started command can reach is the
 //! sandbox's business ([`crate::sandbox`]).
 
-use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -18,13 +17,26 @@ pub enum CwdError {
     /// The project id is not one this runner serves.
     #[error("project {0:?} is not served by this runner")]
     UnknownProject(String),
-    /// The project's configured root cannot be resolved any more.
+    /// The project's registered root cannot be resolved any more.
     #[error("the project root {} is unavailable: {source}", root.display())]
     RootUnavailable {
-        /// The configured root.
+        /// The registered root.
         root: PathBuf,
         /// What resolving it reported.
         source: io::Error,
+    },
+    /// The project's registered root now resolves to another directory (a component was
+    /// replaced by a symlink): nothing runs there until the runner registers it again.
+    #[error(
+        "the project root {} now leads to {}; it is served only as registered (restart the runner to register it again)",
+        root.display(),
+        now.display()
+    )]
+    RootMoved {
+        /// The registered root.
+        root: PathBuf,
+        /// Where its name leads now.
+        now: PathBuf,
     },
     /// Nothing exists at the path.
     #[error("cwd {0:?} does not exist in the project")]
@@ -45,41 +57,29 @@ pub enum CwdError {
     },
 }
 
-/// The canonical project root of `project` and the working directory `cwd` names under it
-/// ([`resolve_cwd`] of each): what a job is confined to and where it starts.
-pub fn resolve_root_and_cwd(
-    projects: &BTreeMap<String, PathBuf>,
-    project: &str,
-    cwd: Option<&RelativePath>,
-) -> Result<(PathBuf, PathBuf), CwdError> {
-    Ok((
-        resolve_cwd(projects, project, None)?,
-        resolve_cwd(projects, project, cwd)?,
-    ))
-}
-
-/// Resolves the working directory of work in `project`: the canonical directory that `cwd`
-/// names under the project root, or the root itself when `cwd` is `None`.
-///
-/// `projects` maps runner-local project ids to their roots. The root is canonicalized again
-/// here so that a root replaced since the configuration was loaded is still judged by what it
-/// is now.
-pub fn resolve_cwd(
-    projects: &BTreeMap<String, PathBuf>,
-    project: &str,
-    cwd: Option<&RelativePath>,
-) -> Result<PathBuf, CwdError> {
-    let configured = projects
-        .get(project)
-        .ok_or_else(|| CwdError::UnknownProject(project.to_owned()))?;
-    let root = configured
+/// Checks that the registered, canonical project `root` is still that directory (its name
+/// may have been swapped for a symlink since it was registered).
+pub fn check_root(root: &Path) -> Result<(), CwdError> {
+    let now = root
         .canonicalize()
         .map_err(|source| CwdError::RootUnavailable {
-            root: configured.clone(),
+            root: root.to_owned(),
             source,
         })?;
+    if now != root {
+        return Err(CwdError::RootMoved {
+            root: root.to_owned(),
+            now,
+        });
+    }
+    Ok(())
+}
+
+/// Resolves the working directory of work in the canonical project `root`: the canonical
+/// directory that `cwd` names under it, or the root itself when `cwd` is `None`.
+pub fn resolve_cwd(root: &Path, cwd: Option<&RelativePath>) -> Result<PathBuf, CwdError> {
     let Some(cwd) = cwd.map(RelativePath::as_str).filter(|c| !c.is_empty()) else {
-        return Ok(root);
+        return Ok(root.to_owned());
     };
     // A `RelativePath` is never absolute and has no `..` segment, so joining it cannot leave
     // the root lexically; symlinks are caught below, on the canonical path.
@@ -101,7 +101,7 @@ pub fn resolve_cwd(
     };
     // Containment is judged first, so a path outside the root is reported as an escape whatever
     // kind of file it is.
-    if !resolved.starts_with(&root) {
+    if !resolved.starts_with(root) {
         return Err(CwdError::Escapes);
     }
     if !resolved.is_dir() {
@@ -118,7 +118,6 @@ mod tests {
     struct Fixture {
         _tmp: tempfile::TempDir,
         root: PathBuf,
-        projects: BTreeMap<String, PathBuf>,
     }
 
     fn fixture() -> Fixture {
@@ -132,12 +131,7 @@ mod tests {
         symlink(&outside, root.join("out")).unwrap();
         symlink(root.join("src"), root.join("src-link")).unwrap();
         symlink("../../outside", root.join("src/up")).unwrap();
-        let projects = BTreeMap::from([("web".to_owned(), root.clone())]);
-        Fixture {
-            _tmp: tmp,
-            root,
-            projects,
-        }
+        Fixture { _tmp: tmp, root }
     }
 
     #[test]
@@ -153,7 +147,7 @@ mod tests {
         for (cwd, expect) in cases {
             let cwd = cwd.map(|c| RelativePath::parse(c).unwrap());
             assert_eq!(
-                resolve_cwd(&f.projects, "web", cwd.as_ref()).unwrap(),
+                resolve_cwd(&f.root, cwd.as_ref()).unwrap(),
                 expect,
                 "{cwd:?}"
             );
@@ -163,28 +157,31 @@ mod tests {
     #[test]
     fn each_refusal_names_its_reason() {
         let f = fixture();
-        let cases: [(&str, Option<&str>, &str); 6] = [
-            ("api", None, "project \"api\" is not served"),
-            ("web", Some("missing"), "\"missing\" does not exist"),
-            ("web", Some("README"), "\"README\" is not a directory"),
-            ("web", Some("out"), "cwd escapes the project root"),
-            ("web", Some("src/up"), "cwd escapes the project root"),
-            ("web", Some("README/x"), "\"README/x\" is not a directory"),
+        let cases: [(&str, &str); 5] = [
+            ("missing", "\"missing\" does not exist"),
+            ("README", "\"README\" is not a directory"),
+            ("out", "cwd escapes the project root"),
+            ("src/up", "cwd escapes the project root"),
+            ("README/x", "\"README/x\" is not a directory"),
         ];
-        for (project, cwd, expect) in cases {
-            let cwd = cwd.map(|c| RelativePath::parse(c).unwrap());
-            let err = resolve_cwd(&f.projects, project, cwd.as_ref())
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(expect), "{project} {cwd:?}: {err}");
+        for (cwd, expect) in cases {
+            let cwd = RelativePath::parse(cwd).unwrap();
+            let err = resolve_cwd(&f.root, Some(&cwd)).unwrap_err().to_string();
+            assert!(err.contains(expect), "{cwd:?}: {err}");
         }
     }
 
     #[test]
-    fn a_root_that_disappeared_is_refused() {
+    fn a_root_that_disappeared_or_now_leads_elsewhere_is_refused() {
         let f = fixture();
-        std::fs::remove_dir_all(&f.root).unwrap();
-        let err = resolve_cwd(&f.projects, "web", None).unwrap_err();
+        check_root(&f.root).unwrap();
+        let moved = f.root.with_file_name("moved");
+        std::fs::rename(&f.root, &moved).unwrap();
+        let err = check_root(&f.root).unwrap_err();
         assert!(matches!(err, CwdError::RootUnavailable { .. }), "{err}");
+        symlink(&moved, &f.root).unwrap();
+        let err = check_root(&f.root).unwrap_err();
+        assert!(matches!(err, CwdError::RootMoved { .. }), "{err}");
+        assert!(err.to_string().contains("now leads to"), "{err}");
     }
 }

@@ -34,9 +34,12 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 use uuid::Uuid;
-use wc_runner_protocol::{MAX_CHUNK_BYTES, Stream, Termination, WorkItem, WorkOutcome, WorkSpec};
+use wc_runner_protocol::{
+    MAX_CHUNK_BYTES, Notice, Stream, Termination, WorkItem, WorkOutcome, WorkSpec,
+};
 
-use crate::config::{EnvName, RunnerConfig};
+use crate::boundary::{Binds, Boundary, Project};
+use crate::config::RunnerConfig;
 use crate::confine;
 use crate::sandbox::{Containment, JobCgroup, NamespaceInit, Sandbox, SandboxMode};
 
@@ -76,26 +79,63 @@ impl Default for StopPolicy {
     }
 }
 
-/// What every execution on this host shares: the projects, the environment they receive, and
-/// the sandbox they run in.
+/// What every execution on this host shares: the projects it serves and the sandbox they run
+/// in.
 #[derive(Debug, Clone)]
 pub struct Host {
-    /// Runner-local project id → canonical root.
-    pub projects: BTreeMap<String, PathBuf>,
-    /// Project id → the runner's environment variables its jobs receive besides the base set.
-    pub env_pass: BTreeMap<String, Vec<EnvName>>,
+    /// Runner-local project id → the project as registered.
+    projects: BTreeMap<String, Project>,
     /// How jobs are confined.
     pub sandbox: Sandbox,
 }
 
 impl Host {
+    /// A host serving `projects` in `sandbox`.
+    pub fn new(projects: impl IntoIterator<Item = (String, Project)>, sandbox: Sandbox) -> Self {
+        Self {
+            projects: projects.into_iter().collect(),
+            sandbox,
+        }
+    }
+
+    /// A host serving the directories `projects` (id, root), each registered as it is now and
+    /// passing no environment, in `sandbox`.
+    pub fn register(
+        projects: impl IntoIterator<Item = (String, PathBuf)>,
+        sandbox: Sandbox,
+    ) -> io::Result<Self> {
+        let projects = projects
+            .into_iter()
+            .map(|(id, root)| Ok((id, Project::register(&root, Vec::new())?)))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Self::new(projects, sandbox))
+    }
+
     /// The host a runner configuration describes.
     pub fn from_config(cfg: &RunnerConfig) -> Self {
-        Self {
-            projects: cfg.projects.clone(),
-            env_pass: cfg.env_pass.clone(),
-            sandbox: cfg.sandbox.clone(),
-        }
+        Self::new(cfg.projects.clone(), cfg.sandbox.clone())
+    }
+
+    /// The project served as `id`.
+    pub fn project(&self, id: &str) -> Option<&Project> {
+        self.projects.get(id)
+    }
+
+    /// The boundary of work in project `id`: its registered root, checked to be that directory
+    /// still, with what the sandbox hides from it and what it may write.
+    pub fn boundary(&self, id: &str) -> Result<Boundary, confine::CwdError> {
+        let project = self
+            .projects
+            .get(id)
+            .ok_or_else(|| confine::CwdError::UnknownProject(id.to_owned()))?;
+        confine::check_root(project.root())?;
+        let others: Vec<&Project> = self
+            .projects
+            .iter()
+            .filter(|(other, _)| *other != id)
+            .map(|(_, p)| p)
+            .collect();
+        Ok(self.sandbox.boundary(project, &others))
     }
 }
 
@@ -145,9 +185,12 @@ async fn run(
     if let Err(e) = item.validate() {
         return not_started(started, Termination::Rejected, Some(e.to_string()));
     }
-    // The root is opened to the sandbox; the cwd is where the work starts, inside it.
-    let resolved = confine::resolve_root_and_cwd(&host.projects, &item.project, item.cwd.as_ref());
-    let (root, cwd) = match resolved {
+    // The boundary is what the sandbox opens; the cwd is where the work starts, inside it.
+    let resolved = host.boundary(&item.project).and_then(|b| {
+        let cwd = confine::resolve_cwd(b.root(), item.cwd.as_ref())?;
+        Ok((b, cwd))
+    });
+    let (boundary, cwd) = match resolved {
         Ok(found) => found,
         Err(e) => return not_started(started, Termination::Rejected, Some(e.to_string())),
     };
@@ -223,14 +266,14 @@ async fn run(
         name,
         program: &program,
         args: &args,
-        root: &root,
+        boundary: &boundary,
         cwd: &cwd,
         env: &env,
         stdin: item.stdin.is_some(),
         inherit: &[],
         private: script_file.as_ref().map(|f| f.dir.path()),
     };
-    let (mut child, mut group) = match spawn(host, launch).await {
+    let (mut child, mut group, notices) = match spawn(host, launch).await {
         Ok(spawned) => spawned,
         Err(e) => {
             return not_started(
@@ -316,6 +359,7 @@ async fn run(
         answer: None,
         error_kind: None,
         conflict: None,
+        notices,
     }
 }
 
@@ -338,7 +382,7 @@ pub(crate) fn child_env(
     item: &WorkItem,
     sandboxed: bool,
 ) -> Vec<(OsString, OsString)> {
-    let pass = host.env_pass.get(&item.project);
+    let pass = host.project(&item.project).map(Project::env_pass);
     let passed = |name: &str| {
         base_env(name) || pass.is_some_and(|names| names.iter().any(|n| n.as_str() == name))
     };
@@ -363,8 +407,8 @@ pub(crate) struct Launch<'a> {
     /// The program found for it on this host.
     pub(crate) program: &'a OsString,
     pub(crate) args: &'a [OsString],
-    /// The project root: the only tree a sandboxed job may write.
-    pub(crate) root: &'a Path,
+    /// What the job may see and write.
+    pub(crate) boundary: &'a Boundary,
     pub(crate) cwd: &'a Path,
     pub(crate) env: &'a [(OsString, OsString)],
     /// Whether the child's stdin is a pipe from the runner ([`Child::stdin`]), else
@@ -388,8 +432,8 @@ pub(crate) struct Inherit {
 }
 
 /// Most descriptors a child inherits besides its standard streams: the caller's and, in a
-/// sandbox, bwrap's status and gate descriptors.
-pub(crate) const MAX_INHERITED: usize = 6;
+/// sandbox, bwrap's status and gate descriptors and the project's bound directories.
+pub(crate) const MAX_INHERITED: usize = 10;
 
 /// Between fork and exec: puts each descriptor of `inherit` under its child number, open across
 /// the exec. Every source is first copied above all the child numbers, so placing one never
@@ -433,13 +477,23 @@ fn check_inherited(inherit: &[Inherit]) -> io::Result<()> {
 
 /// Starts `launch` confined as the host says: in a bubblewrap sandbox, or unsandboxed in a
 /// process group (and cgroup) of its own. The one spawn path of every job and persistent shell.
-pub(crate) async fn spawn(host: &Host, launch: Launch<'_>) -> io::Result<(Child, Job)> {
+/// The notices say what the job was started without (Git metadata the project's `.git` leads
+/// to but was not registered with it, or that is not there as registered).
+pub(crate) async fn spawn(
+    host: &Host,
+    launch: Launch<'_>,
+) -> io::Result<(Child, Job, Vec<Notice>)> {
     check_inherited(launch.inherit)?;
-    if host.sandbox.mode() == SandboxMode::Bubblewrap {
-        spawn_sandboxed(&host.sandbox, launch).await
+    let mut notices: Vec<Notice> = launch.boundary.git_metadata_notice().into_iter().collect();
+    let (child, job) = if host.sandbox.mode() == SandboxMode::Bubblewrap {
+        let binds = Binds::open(launch.boundary)?;
+        notices.extend(binds.notices.iter().cloned());
+        spawn_sandboxed(&host.sandbox, launch, &binds).await?
     } else {
-        spawn_unsandboxed(launch)
-    }
+        spawn_unsandboxed(launch)?
+    };
+    notices.truncate(wc_runner_protocol::MAX_NOTICES);
+    Ok((child, job, notices))
 }
 
 impl Launch<'_> {
@@ -512,7 +566,11 @@ fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
 /// Starts the job in a bubblewrap sandbox (see [`crate::sandbox`]) and learns its PID namespace.
 /// The launch's private directory is opened read-only inside it. The program is checked on this
 /// host first, so a missing or unexecutable one fails to start as it would unsandboxed.
-async fn spawn_sandboxed(sandbox: &Sandbox, launch: Launch<'_>) -> io::Result<(Child, Job)> {
+async fn spawn_sandboxed(
+    sandbox: &Sandbox,
+    launch: Launch<'_>,
+    binds: &Binds,
+) -> io::Result<(Child, Job)> {
     let found = Path::new(launch.program);
     if !found.is_absolute() || !found.exists() {
         return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
@@ -532,12 +590,29 @@ async fn spawn_sandboxed(sandbox: &Sandbox, launch: Launch<'_>) -> io::Result<(C
     ] {
         inherit.push(Inherit { fd, child_fd });
     }
+    // The project's writable directories reach bwrap as descriptors, checked to be the
+    // registered directories: nothing swapped under a name after the check is bound.
+    let mut bound = Vec::with_capacity(binds.dirs.len());
+    for dir in &binds.dirs {
+        bound.push(match dir {
+            Some((fd, path)) => {
+                let child_fd = free.next().unwrap_or(-1);
+                inherit.push(Inherit {
+                    fd: fd.as_raw_fd(),
+                    child_fd,
+                });
+                Some((child_fd, path.as_path()))
+            }
+            None => None,
+        });
+    }
     check_inherited(&inherit)?;
     let private: Vec<&Path> = launch.private.into_iter().collect();
     // bwrap finds the program as the work named it (on the child's PATH, or relative to the cwd),
     // so the child sees that name as its argv[0].
     let args = sandbox.bwrap_args(
-        launch.root,
+        launch.boundary,
+        &bound,
         launch.cwd,
         &private,
         status_fd,
@@ -629,6 +704,7 @@ pub(crate) fn not_started(
         answer: None,
         error_kind: None,
         conflict: None,
+        notices: Vec::new(),
     }
 }
 
@@ -896,6 +972,7 @@ impl ScriptFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::EnvName;
 
     #[test]
     fn only_the_base_set_passes_by_name() {
@@ -925,17 +1002,14 @@ mod tests {
     }
 
     fn host(env_pass: &[(&str, &[&str])]) -> Host {
-        Host {
-            projects: BTreeMap::new(),
-            env_pass: env_pass
-                .iter()
-                .map(|(p, names)| {
-                    let names = names.iter().map(|n| EnvName::parse(n).unwrap()).collect();
-                    (p.to_string(), names)
-                })
-                .collect(),
-            sandbox: Sandbox::from_settings(&Default::default(), []).unwrap(),
-        }
+        let root = std::env::temp_dir();
+        Host::new(
+            env_pass.iter().map(|(p, names)| {
+                let names = names.iter().map(|n| EnvName::parse(n).unwrap()).collect();
+                (p.to_string(), Project::register(&root, names).unwrap())
+            }),
+            Sandbox::from_settings(&Default::default(), []).unwrap(),
+        )
     }
 
     fn work(project: &str, env: &[(&str, &str)]) -> WorkItem {

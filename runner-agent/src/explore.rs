@@ -41,7 +41,6 @@ use wc_runner_protocol::{
 
 use crate::answer::{self, rejected};
 pub(crate) use crate::answer::{Budget, Ended, Refusal};
-use crate::confine;
 use crate::exec::{self, Host, StopPolicy};
 use crate::git::job::GitJobs;
 
@@ -116,12 +115,13 @@ async fn run(
     answer::outcome(started, ended)
 }
 
-/// Opens the canonical root of `project` on this host.
+/// Opens the root of `project` on this host within its boundary: the registered directory,
+/// hiding what the project may not see.
 pub(crate) fn open_root(host: &Host, project: &str) -> Result<Arc<Root>, Refusal> {
-    confine::resolve_cwd(&host.projects, project, None)
+    host.boundary(project)
         .map_err(|e| e.to_string())
-        .and_then(|path| {
-            Root::open(&path).map_err(|e| format!("the project root cannot be opened: {e}"))
+        .and_then(|boundary| {
+            Root::open(&boundary).map_err(|e| format!("the project root cannot be opened: {e}"))
         })
         .map(Arc::new)
         .map_err(|e| Refusal::new(OpErrorKind::ProjectUnavailable, e))
@@ -335,18 +335,11 @@ async fn tracked(ctx: &Ctx<'_>, op: &TrackedFilesOp) -> Result<WorkAnswer, Ended
     const OP: &str = "tracked_files";
     let after = decode_cursor(OP, op.cursor.as_deref())?;
     let target = resolve_target(&ctx.root, op.path.as_ref(), false)?;
-    let pathspec = if target.is_root() {
-        ".".to_owned()
-    } else {
-        target.into_string()
-    };
-    let listed = ctx
-        .git()
-        .output(
-            &["ls-files", "-z", "--", &pathspec],
-            MAX_OUTPUT_BYTES_PER_STREAM,
-        )
-        .await?;
+    let git = ctx.git();
+    let mut args = vec!["ls-files", "-z"];
+    let specs = git.pathspecs(&[target.as_str()]);
+    args.extend(specs.iter().map(String::as_str));
+    let listed = git.output(&args, MAX_OUTPUT_BYTES_PER_STREAM).await?;
     let mut names: Vec<&[u8]> = listed.stdout.split(|&b| b == 0).collect();
     // The last piece is empty after a complete listing, or cut by the output bound.
     names.pop();
@@ -413,6 +406,7 @@ impl Ctx<'_> {
             policy: self.policy,
             cancel: self.cancel.clone(),
             deadline: self.deadline,
+            hidden: self.root.hidden(),
         }
     }
 

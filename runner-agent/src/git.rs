@@ -11,8 +11,12 @@
 //!   nor through a library in it, because a repository's configuration and hooks name
 //!   programs for Git to run;
 //! - a path the work names is first opened beneath the project root (explore's
-//!   `beneath::Root`): one that leads out through a symlink is refused before Git sees it;
-//!   Git then reads it as a literal path (`--literal-pathspecs`) after `--`;
+//!   `beneath::Root`): one that leads out through a symlink, or is hidden from the project, is
+//!   refused before Git sees it; Git then reads it as a literal path (`:(literal)`) after
+//!   `--`, and every path hidden from the project is excluded from what Git shows, stages and
+//!   commits ([`job::GitJobs::pathspecs`]);
+//! - Git runs only where the project's `.git` leads to metadata inside the root or registered
+//!   with the project; anything else is refused (`git_metadata_outside_project`);
 //! - every path of an answer is relative to the project root, also when the root is a
 //!   directory inside a larger repository, and only that directory's files are looked at or
 //!   committed.
@@ -34,7 +38,6 @@ use wc_runner_protocol::{
 use crate::answer::{self, Ended, Refusal};
 use crate::beneath::Root;
 use crate::config::GitIdentity;
-use crate::confine;
 use crate::exec::{self, Host, StopPolicy};
 
 use job::GitJobs;
@@ -81,15 +84,25 @@ async fn run(
         let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not git work");
         return answer::rejected(started, refusal);
     };
-    let root = confine::resolve_cwd(&host.projects, &item.project, None)
-        .map_err(|e| e.to_string())
-        .and_then(|path| {
-            Root::open(&path).map_err(|e| format!("the project root cannot be opened: {e}"))
-        });
-    let root = match root {
+    let boundary = match host.boundary(&item.project) {
+        Ok(boundary) => boundary,
+        Err(e) => {
+            let refusal = Refusal::new(OpErrorKind::ProjectUnavailable, e.to_string());
+            return answer::rejected(started, refusal);
+        }
+    };
+    // Git would read and write metadata the project does not own: refused, as jobs run
+    // without it.
+    if let Some(notice) = boundary.git_metadata_notice() {
+        return answer::rejected(started, Refusal::new(notice.kind, notice.message));
+    }
+    let root = match Root::open(&boundary) {
         Ok(root) => root,
         Err(e) => {
-            let refusal = Refusal::new(OpErrorKind::ProjectUnavailable, e);
+            let refusal = Refusal::new(
+                OpErrorKind::ProjectUnavailable,
+                format!("the project root cannot be opened: {e}"),
+            );
             return answer::rejected(started, refusal);
         }
     };
@@ -135,15 +148,19 @@ impl Ctx<'_> {
             policy: self.policy,
             cancel: self.cancel.clone(),
             deadline: self.deadline,
+            hidden: self.root.hidden(),
         }
     }
 
-    /// Refuses a named path that leads outside the project root through a symlink. A path
-    /// that does not exist (a deleted file) is Git's to judge.
+    /// Refuses a named path that leads outside the project root through a symlink, or that is
+    /// hidden from the project. A path that does not exist (a deleted file) is Git's to judge.
     fn check_beneath(&self, paths: &[RelativePath]) -> Result<(), Refusal> {
         for path in paths {
             if let Err(refusal) = self.root.open_path(path, true)
-                && refusal.kind == OpErrorKind::PathOutsideRoot
+                && matches!(
+                    refusal.kind,
+                    OpErrorKind::PathOutsideRoot | OpErrorKind::PathHidden
+                )
             {
                 return Err(refusal);
             }
@@ -152,13 +169,12 @@ impl Ctx<'_> {
     }
 }
 
-/// The pathspecs of named paths: each project path as Git reads it from the root (`.` for
-/// the root itself).
-fn pathspecs(paths: &[RelativePath]) -> Vec<&str> {
-    paths
-        .iter()
-        .map(|p| if p.is_root() { "." } else { p.as_str() })
-        .collect()
+/// The named paths as [`GitJobs::pathspecs`] takes them: the root itself when none is named.
+fn named(paths: &[RelativePath]) -> Vec<&str> {
+    if paths.is_empty() {
+        return vec![""];
+    }
+    paths.iter().map(RelativePath::as_str).collect()
 }
 
 async fn git_status(ctx: &Ctx<'_>) -> Result<WorkAnswer, Ended> {

@@ -8,6 +8,7 @@
 pub mod agent;
 mod answer;
 mod beneath;
+pub mod boundary;
 pub mod client;
 pub mod config;
 pub mod confine;

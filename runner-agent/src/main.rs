@@ -66,17 +66,16 @@ fn main() -> ExitCode {
             cfg.limits.max_concurrency, cfg.limits.output_bytes_per_stream
         );
         println!("  protocol: v{}", wc_runner_protocol::PROTOCOL_VERSION);
-        for (id, root) in &cfg.projects {
-            let pass = cfg.env_pass.get(id).map(Vec::as_slice).unwrap_or_default();
+        for (id, project) in &cfg.projects {
+            let root = project.root().display();
+            let pass: Vec<&str> = project.env_pass().iter().map(|n| n.as_str()).collect();
             if pass.is_empty() {
-                println!("  project:  {id} -> {}", root.display());
+                println!("  project:  {id} -> {root}");
             } else {
-                let names: Vec<&str> = pass.iter().map(|n| n.as_str()).collect();
-                println!(
-                    "  project:  {id} -> {} (passes {})",
-                    root.display(),
-                    names.join(", ")
-                );
+                println!("  project:  {id} -> {root} (passes {})", pass.join(", "));
+            }
+            for dir in project.git_dirs() {
+                println!("  git:      {id} also writes {}", dir.display());
             }
         }
         println!("  sandbox:  {}", cfg.sandbox.describe());

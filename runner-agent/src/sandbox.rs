@@ -34,6 +34,8 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
 
+use crate::boundary::{Boundary, Mount, Project};
+
 /// How jobs are confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -66,14 +68,46 @@ pub struct SandboxSettings {
     /// Directories jobs may write besides the project root and their private tmp (toolchain
     /// caches); a leading `~/` is the runner's home. Absent: [`DEFAULT_WRITABLE`].
     pub writable: Option<Vec<String>>,
-    /// Files and directories jobs must not see, besides the token file and the configuration
-    /// file (always hidden). Absolute paths, or `~/…`.
+    /// Files and directories jobs and file tools must not see, besides the token file, the
+    /// configuration file (always hidden) and [`DEFAULT_HIDDEN`]. Absolute paths, or `~/…`.
     #[serde(default)]
     pub hide: Vec<String>,
+    /// Entries of [`DEFAULT_HIDDEN`] that jobs may see after all, written as they are there
+    /// (`"~/.npmrc"`).
+    #[serde(default)]
+    pub unhide: Vec<String>,
 }
 
 /// The toolchain caches writable inside the sandbox unless the configuration lists its own.
 pub const DEFAULT_WRITABLE: [&str; 3] = ["~/.cargo", "~/.npm", "~/.cache"];
+
+/// Where the runner user's credentials usually live: hidden from every job and file tool
+/// unless `unhide` names them. Keys, cloud and cluster credentials, registry and forge tokens,
+/// database passwords, password stores.
+pub const DEFAULT_HIDDEN: [&str; 22] = [
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/git/credentials",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.pgpass",
+    "~/.my.cnf",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.vault-token",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+];
 
 /// Why a sandbox configuration was refused, or a sandbox cannot run.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +125,15 @@ pub enum SandboxError {
     WholeFilesystem {
         /// `writable` or `hide`.
         field: &'static str,
+        /// The entry as written.
+        path: String,
+    },
+    /// An `unhide` entry is not one of the default hidden paths.
+    #[error(
+        "sandbox: unhide entry {path:?} is not one of the default hidden paths (write it as \
+         listed there, such as \"~/.npmrc\"); only those can be unhidden"
+    )]
+    NotDefault {
         /// The entry as written.
         path: String,
     },
@@ -141,11 +184,26 @@ impl Sandbox {
             .into_iter()
             .map(|p| expand("writable", p, home.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(other) = settings
+            .unhide
+            .iter()
+            .find(|p| !DEFAULT_HIDDEN.contains(&p.as_str()))
+        {
+            return Err(SandboxError::NotDefault {
+                path: other.clone(),
+            });
+        }
+        let defaults = DEFAULT_HIDDEN
+            .iter()
+            .filter(|d| !settings.unhide.iter().any(|u| u == *d))
+            // Without a home there is no user's home to hide from.
+            .filter_map(|d| expand("hide", d, home.as_deref()).ok());
         let mut hidden = settings
             .hide
             .iter()
             .map(|p| expand("hide", p, home.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
+        hidden.extend(defaults);
         hidden.extend(always_hidden.into_iter().map(|p| absolute(&p)));
         Ok(Self {
             mode: settings.mode.unwrap_or_else(SandboxMode::host_default),
@@ -166,11 +224,6 @@ impl Sandbox {
         self.mode = mode;
         self.chosen = true;
         self
-    }
-
-    /// Also hides `path` from jobs (wc-local: its state directory).
-    pub fn hide(&mut self, path: &Path) {
-        self.hidden.push(absolute(path));
     }
 
     /// The bubblewrap program.
@@ -257,7 +310,7 @@ impl Sandbox {
             .output()
             .map_err(|e| unusable(format!("cannot start {}: {e}", self.bwrap.display())))?;
         if out.status.success() {
-            return Ok(());
+            return self.check_bind_fd().map_err(unusable);
         }
         let said = String::from_utf8_lossy(&out.stderr);
         Err(unusable(format!(
@@ -268,14 +321,53 @@ impl Sandbox {
         )))
     }
 
-    /// The bwrap arguments that run `program args` for a job in `root` starting in `cwd`.
-    /// `private` are runner-made paths the job must read (its script directory), `status_fd`
-    /// the descriptor bwrap reports the namespace's pid 1 on, `gate_fd` the read end of the
-    /// pipe the program waits on (see [`GATE_SCRIPT`]).
+    /// Refuses a bubblewrap without `--bind-fd` (before 0.10, unless the distribution
+    /// backported it): a project's writable directories are bound by descriptor, never by a
+    /// name a job could swap.
+    fn check_bind_fd(&self) -> Result<(), String> {
+        let help = std::process::Command::new(&self.bwrap)
+            .arg("--help")
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot start {}: {e}", self.bwrap.display()))?;
+        let text = String::from_utf8_lossy(&help.stdout);
+        if text.contains("--bind-fd") {
+            return Ok(());
+        }
+        Err(format!(
+            "{} has no --bind-fd option (bubblewrap 0.10 or later, or a distribution's \
+             backport, binds a project's directories by descriptor)",
+            self.bwrap.display()
+        ))
+    }
+
+    /// The boundary of work in `project`, whose host also serves `others`: the sandbox's
+    /// hidden paths and caches, and its private tmps, as they resolve now.
+    pub(crate) fn boundary(&self, project: &Project, others: &[&Project]) -> Boundary {
+        let canonical = |paths: &[PathBuf]| -> Vec<PathBuf> {
+            paths.iter().filter_map(|p| p.canonicalize().ok()).collect()
+        };
+        Boundary::new(
+            project,
+            &canonical(&self.hidden),
+            others,
+            &canonical(project.writable().unwrap_or(&self.writable)),
+            &canonical(&private_tmps()),
+        )
+    }
+
+    /// The bwrap arguments that run `program args` for a job within `boundary`, starting in
+    /// `cwd`. `bound` are the child's descriptors of the boundary's bound directories, in
+    /// [`Boundary::bound_dirs`] order (`None`: left out). `private` are runner-made paths the
+    /// job must read (its script directory), `status_fd` the descriptor bwrap reports the
+    /// namespace's pid 1 on, `gate_fd` the read end of the pipe the program waits on (see
+    /// [`GATE_SCRIPT`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn bwrap_args(
         &self,
-        root: &Path,
+        boundary: &Boundary,
+        bound: &[Option<(RawFd, &Path)>],
         cwd: &Path,
         private: &[&Path],
         status_fd: RawFd,
@@ -293,36 +385,30 @@ impl Sandbox {
         a.pair("--ro-bind", "/", "/");
         a.one("--dev", "/dev");
         a.one("--proc", "/proc");
-        // A private tmp: the host's /tmp holds other jobs' files and the runner's sockets.
-        let tmp = Path::new("/tmp");
-        a.one("--tmpfs", tmp);
-        let runner_tmp = std::env::temp_dir();
-        if runner_tmp.is_absolute() && runner_tmp != tmp && runner_tmp.is_dir() {
-            a.one("--tmpfs", &runner_tmp);
-        }
-        for dir in &self.writable {
-            if dir.is_dir() {
-                a.pair("--bind", dir, dir);
+        // Masks stay writable until every mount beneath them is made, then turn read-only.
+        let mut read_only = Vec::new();
+        for mount in boundary.mounts() {
+            match mount {
+                Mount::Tmpfs(dir) => a.one("--tmpfs", dir),
+                Mount::ReadOnly(path) => a.pair("--ro-bind", &path, &path),
+                Mount::Writable(dir) => a.pair("--bind", &dir, &dir),
+                Mount::Registered(i) => {
+                    if let Some(Some((fd, dir))) = bound.get(i) {
+                        a.pair("--bind-fd", fd.to_string(), dir);
+                    }
+                }
+                Mount::MaskDir(dir) => {
+                    a.one("--tmpfs", &dir);
+                    read_only.push(dir);
+                }
+                Mount::MaskFile(file) => a.pair("--ro-bind", "/dev/null", file),
             }
-        }
-        a.pair("--bind", root, root);
-        for dir in git_dirs(root) {
-            a.pair("--bind", &dir, &dir);
         }
         for path in private {
             a.pair("--ro-bind", path, path);
         }
-        // Hidden last, so a hidden path inside an opened one stays hidden.
-        for path in &self.hidden {
-            let Ok(path) = path.canonicalize() else {
-                continue;
-            };
-            if path.is_dir() {
-                a.one("--tmpfs", &path);
-                a.one("--remount-ro", &path);
-            } else {
-                a.pair("--ro-bind", "/dev/null", &path);
-            }
+        for dir in read_only {
+            a.one("--remount-ro", dir);
         }
         a.flags(&["--cap-drop", "ALL"]);
         a.one("--json-status-fd", status_fd.to_string());
@@ -333,6 +419,18 @@ impl Sandbox {
         a.0.extend(args.iter().cloned());
         a.0
     }
+}
+
+/// The directories a job gets a private, empty copy of: `/tmp` (the host's holds other jobs'
+/// files and the runner's sockets) and the runner's own temporary directory when it is another.
+fn private_tmps() -> Vec<PathBuf> {
+    let tmp = PathBuf::from("/tmp");
+    let runner_tmp = std::env::temp_dir();
+    let mut dirs = vec![tmp];
+    if runner_tmp.is_absolute() && !dirs.contains(&runner_tmp) && runner_tmp.is_dir() {
+        dirs.push(runner_tmp);
+    }
+    dirs
 }
 
 /// What runs first in a sandbox: it waits for the runner's `go` on the gate pipe, then becomes
@@ -414,6 +512,19 @@ impl Args {
     }
 }
 
+/// `paths` as [`SandboxSettings`] reads them (absolute, or `~/…` in the runner's home), for the
+/// configuration entry `field`.
+pub(crate) fn expand_all(
+    field: &'static str,
+    paths: &[String],
+) -> Result<Vec<PathBuf>, SandboxError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    paths
+        .iter()
+        .map(|p| expand(field, p, home.as_deref()))
+        .collect()
+}
+
 fn expand(field: &'static str, path: &str, home: Option<&Path>) -> Result<PathBuf, SandboxError> {
     let expanded = match path.strip_prefix("~/") {
         Some(rest) => home
@@ -449,30 +560,6 @@ fn find_bwrap() -> PathBuf {
 /// `path` made absolute against the working directory (the runner's files named relatively).
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
-}
-
-/// The Git directories outside `root` that its `.git` file points to (a worktree or a
-/// submodule keeps its metadata elsewhere): the named gitdir and the common directory it
-/// names. A `.git` directory lies inside the root and needs nothing.
-fn git_dirs(root: &Path) -> Vec<PathBuf> {
-    let dot_git = root.join(".git");
-    let Ok(text) = fs::read_to_string(&dot_git) else {
-        return Vec::new();
-    };
-    let Some(named) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
-        return Vec::new();
-    };
-    let Ok(gitdir) = root.join(named.trim()).canonicalize() else {
-        return Vec::new();
-    };
-    let mut dirs = vec![gitdir.clone()];
-    if let Ok(common) = fs::read_to_string(gitdir.join("commondir"))
-        && let Ok(common) = gitdir.join(common.trim()).canonicalize()
-    {
-        dirs.push(common);
-    }
-    dirs.retain(|d| d.is_dir() && !d.starts_with(root));
-    dirs
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -903,21 +990,5 @@ mod tests {
     fn the_installed_bubblewrap_passes_the_probe() {
         let sandbox = Sandbox::from_settings(&SandboxSettings::default(), []).unwrap();
         sandbox.probe().unwrap();
-    }
-
-    #[test]
-    fn a_worktree_gitdir_and_its_common_directory_are_opened() {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = tmp.path().canonicalize().unwrap();
-        let main_git = base.join("main/.git");
-        let wt_git = main_git.join("worktrees/feature");
-        fs::create_dir_all(&wt_git).unwrap();
-        fs::write(wt_git.join("commondir"), "../..\n").unwrap();
-        let root = base.join("feature");
-        fs::create_dir_all(&root).unwrap();
-        fs::write(root.join(".git"), format!("gitdir: {}\n", wt_git.display())).unwrap();
-        assert_eq!(git_dirs(&root), vec![wt_git, main_git.clone()]);
-        // A .git directory lies inside the root: nothing more to open.
-        assert!(git_dirs(&base.join("main")).is_empty());
     }
 }

@@ -140,6 +140,7 @@ impl Shells {
             action = op.name()
         );
         let replied = self.reply(item, op, cancel).instrument(span.clone()).await;
+        let mut notices = Vec::new();
         let answered = replied.map(|reply| {
             span.in_scope(|| {
                 tracing::info!(
@@ -148,9 +149,13 @@ impl Shells {
                     "shell operation answered"
                 );
             });
+            notices.clone_from(&reply.notices);
             WorkAnswer::Shell(reply.answer(op.name()))
         });
-        answer::outcome(started, answered)
+        WorkOutcome {
+            notices,
+            ..answer::outcome(started, answered)
+        }
     }
 
     async fn reply(
@@ -203,10 +208,12 @@ impl Shells {
             );
             return Ok(Reply::ended(&end));
         }
-        let resolved =
-            confine::resolve_root_and_cwd(&self.host.projects, &item.project, item.cwd.as_ref());
-        let (root, cwd) = resolved.map_err(refusal)?;
-        let relative = relative_to(&root, &cwd)
+        let resolved = self.host.boundary(&item.project).and_then(|b| {
+            let cwd = confine::resolve_cwd(b.root(), item.cwd.as_ref())?;
+            Ok((b, cwd))
+        });
+        let (boundary, cwd) = resolved.map_err(refusal)?;
+        let relative = relative_to(boundary.root(), &cwd)
             .or_else(|| item.cwd.clone())
             .unwrap_or_else(RelativePath::root);
         let token = token()?;
@@ -216,12 +223,13 @@ impl Shells {
             host: &self.host,
             item,
             dialect: op.shell,
-            root: &root,
+            boundary: &boundary,
             cwd: &cwd,
             private: private.path(),
         })
         .await
         .map_err(|e| Ended::Failed(format!("cannot start `{}`: {e}", op.shell.program())))?;
+        let notices = started.notices.clone();
         let shell = Arc::new(Shell::new(
             op.target.shell_id.clone(),
             item.project.clone(),
@@ -244,6 +252,7 @@ impl Shells {
         }
         Ok(Reply {
             cwd: Some(shell.cwd.clone()),
+            notices,
             ..Reply::state(ShellState::Ready)
         })
     }
@@ -365,7 +374,8 @@ impl Shells {
 
     /// Refuses work for a project this host no longer serves (or whose root is gone).
     fn served(&self, project: &str) -> Result<(), Refusal> {
-        confine::resolve_cwd(&self.host.projects, project, None)
+        self.host
+            .boundary(project)
             .map(drop)
             .map_err(|e| Refusal::new(OpErrorKind::ProjectUnavailable, e.to_string()))
     }
@@ -509,9 +519,9 @@ fn token() -> Result<Token, Ended> {
 /// The refusal of an open whose cwd cannot be used.
 fn refusal(e: CwdError) -> Ended {
     let kind = match &e {
-        CwdError::UnknownProject(_) | CwdError::RootUnavailable { .. } => {
-            OpErrorKind::ProjectUnavailable
-        }
+        CwdError::UnknownProject(_)
+        | CwdError::RootUnavailable { .. }
+        | CwdError::RootMoved { .. } => OpErrorKind::ProjectUnavailable,
         CwdError::Missing(_) => OpErrorKind::NotFound,
         CwdError::NotADirectory(_) => OpErrorKind::NotADirectory,
         CwdError::Escapes => OpErrorKind::PathOutsideRoot,

@@ -59,7 +59,10 @@ async fn run(
         let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not validate work");
         return answer::rejected(started, refusal);
     };
-    let resolved = confine::resolve_root_and_cwd(&host.projects, &item.project, item.cwd.as_ref());
+    let resolved = host.boundary(&item.project).and_then(|b| {
+        let cwd = confine::resolve_cwd(b.root(), item.cwd.as_ref())?;
+        Ok((b.root().to_owned(), cwd))
+    });
     let (root, cwd) = match resolved {
         Ok(found) => found,
         Err(e) => {
@@ -277,9 +280,8 @@ fn argv(op: &ValidateOp) -> Vec<String> {
 /// sandbox's writable defaults.
 fn env(op: &ValidateOp, host: &Host, project: &str) -> BTreeMap<String, String> {
     let passes = |name: &str| {
-        host.env_pass
-            .get(project)
-            .is_some_and(|names| names.iter().any(|n| n.as_str() == name))
+        host.project(project)
+            .is_some_and(|p| p.env_pass().iter().any(|n| n.as_str() == name))
     };
     let wanted: &[(&str, &str)] = match op.validator {
         v if v.is_cargo() => &[

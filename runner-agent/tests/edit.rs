@@ -47,11 +47,11 @@ fn project() -> Project {
     symlink("../outside/secret.txt", root.join("escape-file")).unwrap();
     symlink("src/lib.rs", root.join("link-to-lib")).unwrap();
     symlink("src", root.join("src-link")).unwrap();
-    let host = Host {
-        projects: BTreeMap::from([("web".to_owned(), root.clone())]),
-        env_pass: BTreeMap::new(),
-        sandbox: Sandbox::from_settings(&SandboxSettings::default(), []).unwrap(),
-    };
+    let host = Host::register(
+        BTreeMap::from([("web".to_owned(), root.clone())]),
+        Sandbox::from_settings(&SandboxSettings::default(), []).unwrap(),
+    )
+    .unwrap();
     Project {
         _tmp: tmp,
         base,

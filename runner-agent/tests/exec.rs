@@ -56,11 +56,7 @@ fn project_in(mode: Option<SandboxMode>) -> Project {
         mode,
         ..Default::default()
     };
-    let host = Host {
-        projects,
-        env_pass: BTreeMap::new(),
-        sandbox: Sandbox::from_settings(&settings, []).unwrap(),
-    };
+    let host = Host::register(projects, Sandbox::from_settings(&settings, []).unwrap()).unwrap();
     Project {
         _tmp: tmp,
         base,
@@ -423,10 +419,9 @@ async fn runner_secrets_stay_out_and_additions_go_in() {
         std::env::set_var("EXEC_TEST_PASSED", "kept");
     }
     let mut p = project();
-    p.host.env_pass.insert(
-        "web".into(),
-        vec![wc_runner_agent::config::EnvName::parse("EXEC_TEST_PASSED").unwrap()],
-    );
+    let passed = vec![wc_runner_agent::config::EnvName::parse("EXEC_TEST_PASSED").unwrap()];
+    let web = wc_runner_agent::boundary::Project::register(&p.root, passed).unwrap();
+    p.host = Host::new([("web".to_owned(), web)], p.host.sandbox.clone());
     let mut work = item(argv(&["env"]));
     work.env = BTreeMap::from([("BUILD_MODE".to_owned(), "release".to_owned())]);
     let r = run(&work, &p).await;
@@ -869,8 +864,10 @@ async fn hidden_paths_read_empty_and_caches_and_git_metadata_are_writable() {
         hide: vec![secret_dir.display().to_string()],
         ..Default::default()
     };
-    p.host.sandbox = Sandbox::from_settings(&settings, [secret_file.clone()]).unwrap();
-    p.host.sandbox.prepare();
+    let mut sandbox = Sandbox::from_settings(&settings, [secret_file.clone()]).unwrap();
+    sandbox.prepare();
+    // The worktree's metadata is registered with the project, as the operator registers it.
+    p.host = Host::register([("web".to_owned(), p.root.clone())], sandbox).unwrap();
     assert!(cache.is_dir(), "a missing cache is created");
     let command = format!(
         "echo token=[$(cat {t})]; echo state=[$(ls -A {s})]; \

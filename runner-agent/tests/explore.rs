@@ -41,11 +41,11 @@ fn empty_project() -> Project {
     std::fs::create_dir_all(&root).unwrap();
     std::fs::create_dir_all(base.join("outside")).unwrap();
     std::fs::write(base.join("outside/secret.txt"), "secret\n").unwrap();
-    let host = Host {
-        projects: BTreeMap::from([("web".to_owned(), root.clone())]),
-        env_pass: BTreeMap::new(),
-        sandbox: Sandbox::from_settings(&SandboxSettings::default(), []).unwrap(),
-    };
+    let host = Host::register(
+        BTreeMap::from([("web".to_owned(), root.clone())]),
+        Sandbox::from_settings(&SandboxSettings::default(), []).unwrap(),
+    )
+    .unwrap();
     Project {
         _tmp: tmp,
         base,

@@ -64,11 +64,11 @@ fn project_in(tmp: tempfile::TempDir, sub: &str, mode: Option<SandboxMode>) -> P
         mode,
         ..Default::default()
     };
-    let host = Host {
-        projects: BTreeMap::from([("web".to_owned(), root.clone())]),
-        env_pass: BTreeMap::new(),
-        sandbox: Sandbox::from_settings(&settings, []).unwrap(),
-    };
+    let host = Host::register(
+        BTreeMap::from([("web".to_owned(), root.clone())]),
+        Sandbox::from_settings(&settings, []).unwrap(),
+    )
+    .unwrap();
     Project {
         _tmp: tmp,
         base,

@@ -44,11 +44,11 @@ fn runner(mode: SandboxMode) -> Runner {
         mode: Some(mode),
         ..Default::default()
     };
-    let host = Host {
-        projects: BTreeMap::from([("web".to_owned(), root.clone())]),
-        env_pass: BTreeMap::new(),
-        sandbox: Sandbox::from_settings(&settings, []).unwrap(),
-    };
+    let host = Host::register(
+        BTreeMap::from([("web".to_owned(), root.clone())]),
+        Sandbox::from_settings(&settings, []).unwrap(),
+    )
+    .unwrap();
     let instance_id = Uuid::now_v7();
     let shells = Shells::new(Arc::new(host), instance_id, StopPolicy::default());
     Runner {

@@ -12,8 +12,10 @@ use nix::unistd::Pid;
 /// How to start `wc-local`.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
-    /// Working directory (where `.wc/` lives).
+    /// Working directory.
     pub cwd: PathBuf,
+    /// `--state-dir` (where the embedded cluster lives); `None` leaves wc-local its default.
+    pub state_dir: Option<PathBuf>,
     /// `DATABASE_URL` (secrets go in the environment, never argv); `None` means the embedded
     /// cluster (and an inherited `DATABASE_URL` is removed).
     pub database_url: Option<String>,
@@ -29,10 +31,12 @@ pub struct LocalOptions {
 }
 
 impl LocalOptions {
-    /// Defaults: embedded cluster in `cwd`, generated token.
+    /// Defaults: embedded cluster in `cwd/.wc`, generated token.
     pub fn in_dir(cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
         Self {
-            cwd: cwd.into(),
+            state_dir: Some(cwd.join(".wc")),
+            cwd,
             database_url: None,
             token: None,
             secrets_in_files: false,
@@ -70,6 +74,11 @@ impl LocalServer {
             .arg("--listen")
             .arg("127.0.0.1:0")
             .args(&opts.args)
+            .args(
+                opts.state_dir
+                    .iter()
+                    .flat_map(|d| [std::ffi::OsStr::new("--state-dir"), d.as_os_str()]),
+            )
             .env_remove("DATABASE_URL")
             .env_remove("WC_LOCAL_TOKEN")
             .envs(opts.env.iter().map(|(k, v)| (k, v)))

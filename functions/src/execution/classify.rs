@@ -102,6 +102,7 @@ mod tests {
             answer: None,
             error_kind: None,
             conflict: None,
+            notices: Vec::new(),
         }
     }
 

@@ -866,6 +866,18 @@ pub struct ExecOutput {
     pub expectation: ExpectationView,
     /// Purpose given by the caller.
     pub purpose: Option<String>,
+    /// What the build host kept out of the run's reach, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<NoticeView>,
+}
+
+/// One thing the build host kept out of a run's reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct NoticeView {
+    /// An error kind.
+    pub kind: String,
+    /// Why.
+    pub message: String,
 }
 
 /// The output view of `row`; with `with_output`, the kept stdout/stderr too.
@@ -935,6 +947,17 @@ pub fn status_view(row: &WorkRow) -> ExecOutput {
         error,
         expectation,
         purpose,
+        notices: outcome
+            .map(|o| {
+                o.notices
+                    .into_iter()
+                    .map(|n| NoticeView {
+                        kind: n.kind.as_str().to_owned(),
+                        message: n.message,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -1245,6 +1268,7 @@ mod tests {
             // A declared failure: whatever it classifies, only the exit status decides.
             expectation: classify(ResultExpectation::Failure, &[3], state, None),
             purpose: None,
+            notices: Vec::new(),
         }
     }
 

@@ -248,6 +248,8 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::MergeInProgress => ErrorKind::MergeInProgress,
         OpErrorKind::HookRejected => ErrorKind::HookRejected,
         OpErrorKind::ShellBusy => ErrorKind::ShellBusy,
+        OpErrorKind::PathHidden => ErrorKind::PathHidden,
+        OpErrorKind::GitMetadataOutsideProject => ErrorKind::GitMetadataOutsideProject,
     };
     ToolError::new(kind, words)
 }
@@ -316,6 +318,8 @@ mod tests {
             OpErrorKind::MergeInProgress,
             OpErrorKind::HookRejected,
             OpErrorKind::ShellBusy,
+            OpErrorKind::PathHidden,
+            OpErrorKind::GitMetadataOutsideProject,
         ];
         for kind in kinds {
             let e = refused(kind, format!("words about {}", kind.as_str()));
@@ -344,6 +348,7 @@ mod tests {
             answer: None,
             error_kind: Some(OpErrorKind::NotFound),
             conflict: None,
+            notices: Vec::new(),
         };
         let e = refusal(ExecState::Rejected, Some(&outcome));
         assert_eq!(e.kind, ErrorKind::PathNotFound);

@@ -361,6 +361,7 @@ mod tests {
                 None,
             ),
             purpose: None,
+            notices: Vec::new(),
         };
         let error = execution::settle(out).expect_err("exit 7 is a failure");
         assert_eq!(error.kind.http_status(), 200);

@@ -143,5 +143,6 @@ fn as_outcome(exit_code: Option<i32>) -> WorkOutcome {
         answer: None,
         error_kind: None,
         conflict: None,
+        notices: Vec::new(),
     }
 }

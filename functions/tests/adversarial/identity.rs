@@ -66,6 +66,7 @@ impl Agent {
             wc_runner_agent::config::Secret::new(token.to_owned()),
             [("alpha".to_owned(), root.to_path_buf())].into(),
             wc_runner_agent::config::Limits::default(),
+            Default::default(),
         )
         .unwrap();
         let before = registered_instance(db, HOST).await;

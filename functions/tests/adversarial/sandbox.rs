@@ -417,13 +417,14 @@ async fn unsandboxed_daemons_outlive_a_killed_runner_until_the_next_one_starts()
     next.kill();
 }
 
-/// `wc-local` serving its own working directory as a project (its `.wc/` state directory inside
-/// the project root), its token and database URL on its command line and a webhook in its
-/// environment: a job of its embedded runner finds none of them, nor the state directory's
-/// files. With `--no-sandbox` the same job reads the token from wc-local's command line and the
-/// state directory, so the check can fail.
+/// `wc-local` serving its own working directory as a project, its token in a file inside that
+/// project, its state directory beside it, a webhook in its environment, and an operator whose
+/// home holds an SSH key and cloud credentials: a job of its embedded runner finds none of
+/// them, and the file tools refuse the token file with `path_hidden` and never list or search
+/// it. With `--no-sandbox` the same job reads them all (the control, so the check can fail);
+/// the file tools refuse all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wc_local_job_sees_neither_its_token_nor_its_state_directory() {
+async fn a_wc_local_job_sees_neither_its_secrets_nor_the_operators() {
     use wc_e2e::client::Client;
     use wc_e2e::server::{LocalOptions, LocalServer, workspace_binary};
 
@@ -431,33 +432,64 @@ async fn a_wc_local_job_sees_neither_its_token_nor_its_state_directory() {
     let token = format!("wclocal-secret-token-{tag}");
     let cluster_secret = format!("cluster-secret-{tag}");
     let webhook = format!("https://hooks.slack.com/services/T0/B0/webhook-{tag}");
+    let ssh_key = format!("ssh-secret-key-{tag}");
+    let aws_key = format!("aws-secret-key-{tag}");
     for sandboxed in [true, false] {
         let db = TestDatabase::empty().await;
-        let dir = std::env::temp_dir().join(format!("wc-adversarial-{}", Uuid::new_v4().simple()));
-        std::fs::create_dir_all(dir.join(".wc/postgres")).unwrap();
-        std::fs::write(dir.join(".wc/postgres/pg_hba.conf"), &cluster_secret).unwrap();
-        let mut opts = LocalOptions::in_dir(&dir);
+        let base = std::env::temp_dir().join(format!("wc-adversarial-{}", Uuid::new_v4().simple()));
+        let (site, state, home) = (base.join("site"), base.join("state"), base.join("home"));
+        std::fs::create_dir_all(state.join("postgres")).unwrap();
+        std::fs::write(state.join("postgres/pg_hba.conf"), &cluster_secret).unwrap();
+        for (file, secret) in [
+            (".ssh/id_ed25519", &ssh_key),
+            (".aws/credentials", &aws_key),
+        ] {
+            std::fs::create_dir_all(home.join(file).parent().unwrap()).unwrap();
+            std::fs::write(home.join(file), secret).unwrap();
+        }
+        let mut opts = LocalOptions::in_dir(&site);
+        opts.state_dir = Some(state.clone());
         opts.database_url = Some(db.url().expose().to_owned());
         opts.token = Some(token.clone());
-        opts.args = vec!["--project".into(), format!("site={}", dir.display())];
+        // The token file lands in the working directory: inside the served project.
+        opts.secrets_in_files = true;
+        opts.args = vec!["--project".into(), format!("site={}", site.display())];
         if !sandboxed {
             opts.args.push("--no-sandbox".into());
         }
-        opts.env = vec![("SLACK_WEBHOOK_URL".into(), webhook.clone())];
+        opts.env = vec![
+            ("SLACK_WEBHOOK_URL".into(), webhook.clone()),
+            ("HOME".into(), home.display().to_string()),
+        ];
         let server = LocalServer::spawn(&workspace_binary("wc-local"), &opts).unwrap();
+        let token_file = std::fs::read_dir(&site)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|n| n.starts_with("wc_local_token"))
+            .expect("the token file");
         let command = format!(
-            "{}; echo state=[$(ls -A .wc)]; cat .wc/postgres/pg_hba.conf",
-            hunt(&[])
+            "{}; cat wc_local_token* {state}/postgres/pg_hba.conf ~/.ssh/id_ed25519 \
+             ~/.aws/credentials 2>/dev/null; echo state=[$(ls -A {state})]",
+            hunt(&[]),
+            state = state.display()
         );
-        let reply = Client::new()
-            .post_json(
-                &format!("{}/api/actions/run_shell", server.base_url),
-                Some(&token),
-                &json!({ "project": "agent:local:site", "command": command }),
-            )
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_slice(&reply.body).unwrap();
+        let call = async |tool: &str, args: Value| -> Value {
+            let reply = Client::new()
+                .post_json(
+                    &format!("{}/api/actions/{tool}", server.base_url),
+                    Some(&token),
+                    &args,
+                )
+                .await
+                .unwrap();
+            serde_json::from_slice(&reply.body).unwrap()
+        };
+        let project = "agent:local:site";
+        let body = call(
+            "run_shell",
+            json!({ "project": project, "command": command }),
+        )
+        .await;
         let out = body["output"]["stdout"]
             .as_str()
             .unwrap_or_default()
@@ -466,22 +498,64 @@ async fn a_wc_local_job_sees_neither_its_token_nor_its_state_directory() {
             out.contains("hunt-end") && out.contains("HUNT_SELF=seen-by-the-hunt"),
             "sandboxed={sandboxed}: the hunt did not run: {body}"
         );
-        let found: Vec<&str> = [token.as_str(), cluster_secret.as_str(), webhook.as_str()]
-            .into_iter()
+        let secrets = [&token, &cluster_secret, &webhook, &ssh_key, &aws_key];
+        let found: Vec<&str> = secrets
+            .iter()
+            .map(|s| s.as_str())
             .filter(|s| out.contains(*s))
             .collect();
         if sandboxed {
             assert!(found.is_empty(), "the sandboxed job found {found:?}: {out}");
             assert!(out.lines().any(|l| l == "state=[]"), "{out}");
         } else {
-            assert!(
-                found.contains(&token.as_str()) && found.contains(&cluster_secret.as_str()),
-                "the unsandboxed control found only {found:?}: {out}"
-            );
+            for s in [&token, &cluster_secret, &ssh_key, &aws_key] {
+                assert!(
+                    found.contains(&s.as_str()),
+                    "the unsandboxed control found only {found:?}: {out}"
+                );
+            }
         }
+        // The file tools keep the same boundary, sandbox or not.
+        let read = call(
+            "read_files",
+            json!({ "project": project, "files": [{ "path": token_file }] }),
+        )
+        .await;
+        assert_eq!(read["error"]["kind"], "path_hidden", "{read}");
+        let listed = call("list_project_files", json!({ "project": project })).await;
+        assert_eq!(listed["success"], true, "{listed}");
+        assert!(!listed.to_string().contains("wc_local_token"), "{listed}");
+        let searched = call(
+            "search_project_texts",
+            json!({ "project": project, "pattern": "wclocal-secret" }),
+        )
+        .await;
+        assert_eq!(searched["success"], true, "{searched}");
+        assert!(!searched.to_string().contains(&token), "{searched}");
         assert!(server.interrupt().unwrap().success());
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&base).unwrap();
     }
+}
+
+/// A state directory inside a served project is refused at start, naming both.
+#[test]
+fn wc_local_refuses_a_state_directory_inside_a_served_project() {
+    use wc_e2e::server::workspace_binary;
+    let site = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(workspace_binary("wc-local"))
+        .current_dir(site.path())
+        .args(["--listen", "127.0.0.1:0", "--project", "site=."])
+        .args(["--state-dir", "state"])
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("lies inside the served project") && said.contains("--state-dir"),
+        "{said}"
+    );
+    assert!(!site.path().join("state").exists(), "nothing was made");
 }
 
 /// `wc-runner` makes itself non-dumpable: started as an unprivileged user, its `/proc` entries
@@ -506,7 +580,11 @@ async fn the_runner_process_is_not_readable_by_other_processes_of_its_user() {
     )
     .unwrap();
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let bin = wc_e2e::server::workspace_binary("wc-runner");
+    // The build directory may not be open to other users (a checkout in root's home): run a
+    // copy the user can execute.
+    let bin = dir.path().join("wc-runner");
+    std::fs::copy(wc_e2e::server::workspace_binary("wc-runner"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let spawn_as_nobody = |cmd: &mut std::process::Command| {
         cmd.uid(nobody.uid.as_raw())
             .gid(nobody.gid.as_raw())

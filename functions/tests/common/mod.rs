@@ -600,6 +600,7 @@ impl TestRunner {
                 .map(|(n, p)| (n.to_string(), p.to_path_buf()))
                 .collect(),
             wc_runner_agent::config::Limits::default(),
+            Default::default(),
         )
         .unwrap();
         let mut opts = wc_runner_agent::agent::AgentOptions {

@@ -93,6 +93,7 @@ async fn the_runner_api_refuses_bad_requests_stale_leases_old_instances_and_revo
         answer: None,
         error_kind: None,
         conflict: None,
+        notices: Vec::new(),
     };
     let row_before = {
         let client = db.pool().get().await.unwrap();

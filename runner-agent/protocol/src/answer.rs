@@ -79,6 +79,12 @@ pub enum OpErrorKind {
     HookRejected,
     /// The persistent shell is running another command.
     ShellBusy,
+    /// The path is hidden from the project's jobs and tools (a secret of the runner's user,
+    /// the runner's own files, another project): never read, written, listed or staged.
+    PathHidden,
+    /// The project's `.git` leads to Git metadata outside the project root that was not
+    /// registered with it: jobs run without it and Git tools refuse.
+    GitMetadataOutsideProject,
 }
 
 impl OpErrorKind {
@@ -115,8 +121,21 @@ impl OpErrorKind {
             OpErrorKind::MergeInProgress => "merge_in_progress",
             OpErrorKind::HookRejected => "hook_rejected",
             OpErrorKind::ShellBusy => "shell_busy",
+            OpErrorKind::PathHidden => "path_hidden",
+            OpErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
         }
     }
+}
+
+/// Something a work item's reply says besides how it ended: what the runner left out of the
+/// work's reach, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Notice {
+    /// What it is about, as a stable kind.
+    pub kind: OpErrorKind,
+    /// The same in words (≤ 1,000 bytes).
+    pub message: String,
 }
 
 /// The typed answer of an operation the runner executes itself, tagged by its `op`.

@@ -503,6 +503,7 @@ mod tests {
             answer: None,
             error_kind: None,
             conflict: None,
+            notices: Vec::new(),
         }
     }
 

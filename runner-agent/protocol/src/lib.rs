@@ -650,7 +650,14 @@ pub struct WorkOutcome {
     /// for every other outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<EditConflict>,
+    /// What the runner left out of the work's reach, and why (at most
+    /// [`MAX_NOTICES`]); absent when nothing was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<Notice>,
 }
+
+/// Most notices one outcome carries.
+pub const MAX_NOTICES: usize = 4;
 
 impl WorkOutcome {
     /// The terminal state this outcome puts the work in.
@@ -1178,6 +1185,7 @@ mod tests {
             answer: None,
             error_kind: None,
             conflict: None,
+            notices: Vec::new(),
         }
     }
 

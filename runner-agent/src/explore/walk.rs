@@ -3,8 +3,9 @@
 //!
 //! The order is the walker's sorted depth-first order: paths compared segment by segment, byte
 //! by byte ([`cmp_paths`]). `.gitignore` (with or without a Git repository), `.ignore` and
-//! `.git/info/exclude` apply; hidden names only when asked; `.git` itself never; no symlink is
-//! followed; the runner's own global Git excludes and anything above the root are never read.
+//! `.git/info/exclude` apply; hidden names only when asked; `.git` itself never, nor a path
+//! hidden from the project ([`Root::hidden`]); no symlink is followed; the runner's own global
+//! Git excludes and anything above the root are never read.
 //!
 //! A walk restricted to a `target` below the root walks from the root, pruned to the target's
 //! ancestors, so the ignore files of those ancestors apply inside the target. A target that
@@ -14,7 +15,7 @@
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ignore::WalkBuilder;
 use ignore::overrides::{Override, OverrideBuilder};
@@ -80,20 +81,21 @@ pub(crate) fn walk(
     let base = root.walk_base();
     let target = spec.target.as_bytes();
     let mut reached = target.is_empty();
-    let first = builder(base, base, spec, true).build();
+    let first = builder(root, base, spec, true).build();
     if pass(first, base, spec, stop, &mut reached, &mut visit)?.is_break() {
         return Ok(());
     }
     if !reached {
         let from = base.join(spec.target);
-        let again = builder(base, &from, spec, false).build();
+        let again = builder(root, &from, spec, false).build();
         let _ = pass(again, base, spec, stop, &mut reached, &mut visit)?;
     }
     Ok(())
 }
 
-fn builder(base: &Path, from: &Path, spec: &WalkSpec<'_>, prune_to_target: bool) -> WalkBuilder {
-    let base = base.to_owned();
+fn builder(root: &Root, from: &Path, spec: &WalkSpec<'_>, prune_to_target: bool) -> WalkBuilder {
+    let base = root.walk_base().to_owned();
+    let hidden: Vec<PathBuf> = root.hidden().to_vec();
     let target = spec.target.as_bytes().to_vec();
     let resume = spec.resume.map(|(p, _)| p.as_bytes().to_vec());
     let mut b = WalkBuilder::new(from);
@@ -114,6 +116,10 @@ fn builder(base: &Path, from: &Path, spec: &WalkSpec<'_>, prune_to_target: bool)
             let Ok(rel) = e.path().strip_prefix(&base) else {
                 return false;
             };
+            // What the project may not see is never walked into.
+            if hidden.iter().any(|h| rel.starts_with(h)) {
+                return false;
+            }
             let rel = rel.as_os_str().as_bytes();
             if prune_to_target
                 && !(rel == target || is_ancestor(rel, &target) || is_ancestor(&target, rel))

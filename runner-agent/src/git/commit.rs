@@ -36,14 +36,21 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitCommitOp) -> Result<WorkAnswer, E
     if conflicted > 0 {
         return Err(unmerged(conflicted, &state.conflicted(&prefix)).into());
     }
-    let named = super::pathspecs(&op.paths);
-    let scope: Vec<&str> = if named.is_empty() { vec!["."] } else { named };
+    let scope = jobs.stageable(&super::named(&op.paths));
 
-    let mut add = vec!["add", "--all", "--"];
-    add.extend(scope.iter().copied());
+    let mut add = vec!["add", "--all"];
+    add.extend(scope.iter().map(String::as_str));
     let added = jobs.run(Command::new(&add, SAID_BYTES)).await?;
     if !added.succeeded() {
         return Err(add_refusal(&added).into());
+    }
+    // Whatever a job staged itself of what must never be committed goes back out.
+    let mut unstage = vec!["reset", "-q"];
+    let never = jobs.never_staged();
+    unstage.extend(never.iter().map(String::as_str));
+    let reset = jobs.run(Command::new(&unstage, SAID_BYTES)).await?;
+    if !reset.succeeded() {
+        return Err(reset.error().into());
     }
 
     let mut staged = vec![
@@ -52,9 +59,8 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitCommitOp) -> Result<WorkAnswer, E
         "--quiet",
         "--no-ext-diff",
         "--no-textconv",
-        "--",
     ];
-    staged.extend(scope.iter().copied());
+    staged.extend(scope.iter().map(String::as_str));
     let check = jobs.run(Command::new(&staged, SAID_BYTES)).await?;
     match check.exit_code {
         Some(1) => {}
@@ -77,8 +83,7 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitCommitOp) -> Result<WorkAnswer, E
     // Only a commit of the whole index concludes a merge; a project that is a part of its
     // repository, or named paths, commit just those paths.
     if !(op.paths.is_empty() && prefix.is_empty()) {
-        args.push("--");
-        args.extend(scope.iter().copied());
+        args.extend(scope.iter().map(String::as_str));
     }
     let identity = ctx.identity;
     let command = Command {

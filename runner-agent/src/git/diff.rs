@@ -30,14 +30,14 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitDiffOp) -> Result<WorkAnswer, End
     if op.staged {
         common.push("--cached");
     }
-    let paths = super::pathspecs(&op.paths);
-    let mut text_args = common.clone();
-    text_args.extend(["--src-prefix=a/", "--dst-prefix=b/", &context, "--"]);
-    text_args.extend(paths.iter().copied());
-    let mut stat_args = common;
-    stat_args.extend(["--numstat", "-z", "--"]);
-    stat_args.extend(paths.iter().copied());
     let jobs = ctx.jobs();
+    let specs = jobs.pathspecs(&super::named(&op.paths));
+    let mut text_args = common.clone();
+    text_args.extend(["--src-prefix=a/", "--dst-prefix=b/", &context]);
+    text_args.extend(specs.iter().map(String::as_str));
+    let mut stat_args = common;
+    stat_args.extend(["--numstat", "-z"]);
+    stat_args.extend(specs.iter().map(String::as_str));
     let (text, stats) = tokio::join!(
         jobs.output(&text_args, u64::from(op.limit_bytes)),
         jobs.output(&stat_args, MAX_OUTPUT_BYTES_PER_STREAM),

@@ -5,6 +5,7 @@
 //! work's time left, and stop with it.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
@@ -19,14 +20,13 @@ use crate::exec::{self, Host, OutputPiece, StopPolicy};
 const GIT_STDERR_BYTES: usize = 4096;
 
 /// Options before every Git command: take no optional lock (a read never writes the index),
-/// read every path as a literal path (no glob or magic in a file name is expanded), and never
-/// start a file-system monitor (a program the repository's configuration could name).
-const GLOBAL_OPTIONS: [&str; 4] = [
-    "--no-optional-locks",
-    "--literal-pathspecs",
-    "-c",
-    "core.fsmonitor=false",
-];
+/// and never start a file-system monitor (a program the repository's configuration could
+/// name). Paths reach Git only through [`GitJobs::pathspecs`].
+const GLOBAL_OPTIONS: [&str; 3] = ["--no-optional-locks", "-c", "core.fsmonitor=false"];
+
+/// The files an edit killed mid-write may leave beside its target ([`crate::beneath::TEMP_PREFIX`]):
+/// never staged.
+const EDIT_LEFTOVERS: &str = ":(exclude,glob)**/.wc-edit-*.tmp";
 
 /// Where and for how long Git commands of one work item run.
 pub(crate) struct GitJobs<'a> {
@@ -40,6 +40,9 @@ pub(crate) struct GitJobs<'a> {
     pub(crate) cancel: watch::Receiver<bool>,
     /// When the work's time runs out.
     pub(crate) deadline: Instant,
+    /// The paths hidden from the project, relative to its root: Git never shows, stages or
+    /// commits them.
+    pub(crate) hidden: &'a [PathBuf],
 }
 
 /// One Git command: its arguments after the global options, its standard input and its
@@ -146,6 +149,45 @@ impl From<Refusal> for GitError {
 }
 
 impl GitJobs<'_> {
+    /// `--` and the pathspecs of the project paths `paths` (`""` is the root): each read as a
+    /// literal path (no glob or magic in a file name is expanded), then every path hidden from
+    /// the project excluded.
+    pub(crate) fn pathspecs(&self, paths: &[&str]) -> Vec<String> {
+        let mut specs = vec!["--".to_owned()];
+        specs.extend(paths.iter().map(|p| {
+            let p = if p.is_empty() { "." } else { p };
+            format!(":(literal){p}")
+        }));
+        specs.extend(
+            self.hidden
+                .iter()
+                .filter_map(|h| h.to_str())
+                .map(|h| format!(":(exclude,literal){h}")),
+        );
+        specs
+    }
+
+    /// [`Self::pathspecs`] of what may be staged: also never an edit's leftover file.
+    pub(crate) fn stageable(&self, paths: &[&str]) -> Vec<String> {
+        let mut specs = self.pathspecs(paths);
+        specs.push(EDIT_LEFTOVERS.to_owned());
+        specs
+    }
+
+    /// `--` and the pathspecs of everything that must never be staged: the hidden paths and
+    /// the edits' leftovers, as positive pathspecs (for `git reset`).
+    pub(crate) fn never_staged(&self) -> Vec<String> {
+        let mut specs = vec!["--".to_owned()];
+        specs.extend(
+            self.hidden
+                .iter()
+                .filter_map(|h| h.to_str())
+                .map(|h| format!(":(literal){h}")),
+        );
+        specs.push(":(glob)**/.wc-edit-*.tmp".to_owned());
+        specs
+    }
+
     /// Runs `git <args>` and keeps `stdout_bytes` of its output; a non-zero exit is an error.
     pub(crate) async fn output(
         &self,

@@ -36,12 +36,13 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitLogOp) -> Result<WorkAnswer, Ende
         &count,
     ];
     let path = op.path.as_ref().map(RelativePath::as_str);
-    match path {
-        Some(p) => args.extend(["--", if p.is_empty() { "." } else { p }]),
+    let specs = match path {
+        Some(p) => jobs.pathspecs(&[p]),
         // The whole repository's history is the project's unless the root is a part of it.
-        None if !prefix.is_empty() => args.extend(["--", "."]),
-        None => {}
-    }
+        None if !prefix.is_empty() => jobs.pathspecs(&[""]),
+        None => Vec::new(),
+    };
+    args.extend(specs.iter().map(String::as_str));
     let finished = jobs.run(Command::new(&args, LOG_BYTES)).await?;
     if !finished.succeeded() {
         // A branch without commits has no history to show.

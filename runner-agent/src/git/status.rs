@@ -39,20 +39,16 @@ pub(crate) struct Record<'a> {
 
 /// Runs `git status` for the project root's part of the work tree, keeping `stdout_bytes`.
 pub(crate) async fn query(jobs: &GitJobs<'_>, stdout_bytes: u64) -> Result<Output, GitError> {
-    let out = jobs
-        .output(
-            &[
-                "status",
-                "--porcelain=v2",
-                "--branch",
-                "-z",
-                "--untracked-files=normal",
-                "--",
-                ".",
-            ],
-            stdout_bytes,
-        )
-        .await?;
+    let mut args = vec![
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "-z",
+        "--untracked-files=normal",
+    ];
+    let specs = jobs.pathspecs(&[""]);
+    args.extend(specs.iter().map(String::as_str));
+    let out = jobs.output(&args, stdout_bytes).await?;
     Ok(Output {
         bytes: out.stdout,
         truncated: out.stdout_truncated,

@@ -24,10 +24,11 @@ use tokio::io::BufReader;
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::watch;
-use wc_runner_protocol::{Shell as Dialect, ShellState, WorkItem};
+use wc_runner_protocol::{Notice, Shell as Dialect, ShellState, WorkItem};
 
 use super::frame;
 use super::output::Output;
+use crate::boundary::Boundary;
 use crate::exec::{self, Host, Inherit, Job, Launch};
 use crate::sandbox::SandboxMode;
 
@@ -57,7 +58,8 @@ pub(super) struct Start<'a> {
     /// The open's work item: its project names the environment the shell gets.
     pub(super) item: &'a WorkItem,
     pub(super) dialect: Dialect,
-    pub(super) root: &'a Path,
+    /// What the shell may see and write.
+    pub(super) boundary: &'a Boundary,
     pub(super) cwd: &'a Path,
     /// The runner's directory of files the shell reads (a command's stdin).
     pub(super) private: &'a Path,
@@ -71,6 +73,8 @@ pub(super) struct Started {
     /// Where the shell reports each command's end.
     pub(super) control: BufReader<pipe::Receiver>,
     pub(super) output: Output,
+    /// What the shell was started without, and why.
+    pub(super) notices: Vec<Notice>,
 }
 
 /// Starts the shell `start` describes, reading its program from a pipe, and watches it.
@@ -93,14 +97,14 @@ pub(super) async fn start(start: Start<'_>) -> io::Result<Started> {
         name,
         program: &program,
         args: &args,
-        root: start.root,
+        boundary: start.boundary,
         cwd: start.cwd,
         env: &env,
         stdin: true,
         inherit: &inherit,
         private: Some(start.private),
     };
-    let (mut child, job) = exec::spawn(start.host, launch).await?;
+    let (mut child, job, notices) = exec::spawn(start.host, launch).await?;
     // The shell holds the only write end now: its end is the control pipe's end.
     drop(control_write);
     let life = Arc::new(Life {
@@ -121,6 +125,7 @@ pub(super) async fn start(start: Start<'_>) -> io::Result<Started> {
         program,
         control,
         output,
+        notices,
     })
 }
 

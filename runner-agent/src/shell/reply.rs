@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wc_runner_protocol::{RelativePath, ShellAnswer, ShellExecResult, ShellState};
+use wc_runner_protocol::{Notice, RelativePath, ShellAnswer, ShellExecResult, ShellState};
 
 use super::live::{Finish, Ran, Stop};
 use super::process::End;
@@ -15,6 +15,8 @@ pub(super) struct Reply {
     pub(super) cwd: Option<RelativePath>,
     pub(super) exec: Option<ShellExecResult>,
     pub(super) detail: Option<String>,
+    /// What the shell was started without, and why (an open only).
+    pub(super) notices: Vec<Notice>,
 }
 
 impl Reply {
@@ -25,6 +27,7 @@ impl Reply {
             cwd: None,
             exec: None,
             detail: None,
+            notices: Vec::new(),
         }
     }
 
@@ -86,13 +89,13 @@ impl Reply {
     }
 
     /// The answer to the operation `action`, its detail within the protocol's bound.
-    pub(super) fn answer(self, action: &str) -> ShellAnswer {
+    pub(super) fn answer(&self, action: &str) -> ShellAnswer {
         ShellAnswer {
             action: action.to_owned(),
             state: self.state,
-            cwd: self.cwd,
-            exec: self.exec,
-            detail: self.detail.map(exec::bounded),
+            cwd: self.cwd.clone(),
+            exec: self.exec.clone(),
+            detail: self.detail.clone().map(exec::bounded),
         }
     }
 }
