@@ -1,8 +1,9 @@
 //! Black-box tests of `validate::execute` on real projects made in temporary directories and
 //! real toolchains in the sandbox: a Cargo workspace with a passing and a failing test, a
 //! warning and a formatting error; a pytest project; a Go module. The pytest and Go cases need
-//! `pytest` and `go` on PATH: `scripts/test` installs both and sets
-//! `WC_TEST_REQUIRE_TOOLCHAINS=1`, which turns a missing toolchain into a failure.
+//! `pytest` and `go` on PATH: `scripts/test` installs both, names its pinned Python in
+//! `WC_PYTHON` and sets `WC_TEST_REQUIRE_TOOLCHAINS=1`, which turns a missing toolchain, or a
+//! job that would run another Python than the pinned one, into a failure.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,11 +34,11 @@ fn project() -> Project {
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let root = tmp.path().canonicalize().unwrap().join("web");
     std::fs::create_dir_all(&root).unwrap();
-    let host = Host {
-        projects: BTreeMap::from([("web".to_owned(), root.clone())]),
-        env_pass: BTreeMap::new(),
-        sandbox: Sandbox::from_settings(&SandboxSettings::default(), []).unwrap(),
-    };
+    let host = Host::register(
+        BTreeMap::from([("web".to_owned(), root.clone())]),
+        Sandbox::from_settings(&SandboxSettings::default(), []).unwrap(),
+    )
+    .unwrap();
     Project {
         _tmp: tmp,
         root,
@@ -282,12 +283,68 @@ fn toolchain(program: &str, args: &[&str]) -> bool {
     found
 }
 
+/// The prefix of the Python that `python` names, run here.
+fn python_prefix(python: &str) -> Option<String> {
+    let out = std::process::Command::new(python)
+        .args(["-c", "import sys; print(sys.prefix)"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Checks that a job of `p` runs the pinned Python (`WC_PYTHON`, which `scripts/test`
+/// installs with pytest) as `python3`, as the pytest validator does: the sandbox must show it,
+/// wherever the checkout lies. Without a pinned Python the test is skipped, unless toolchains
+/// are required.
+async fn jobs_run_the_pinned_python(p: &Project) -> bool {
+    let required = std::env::var("WC_TEST_REQUIRE_TOOLCHAINS").as_deref() == Ok("1");
+    let Some(pinned) = std::env::var("WC_PYTHON").ok().filter(|v| !v.is_empty()) else {
+        assert!(
+            !required,
+            "scripts/test names its pinned Python in WC_PYTHON"
+        );
+        eprintln!("skipped: no pinned Python (WC_PYTHON)");
+        return false;
+    };
+    let want = python_prefix(&pinned).unwrap_or_else(|| panic!("WC_PYTHON={pinned} does not run"));
+    let mut probe = item(Validator::Pytest, Default::default(), None);
+    probe.spec = WorkSpec::Process {
+        argv: ["python3", "-c", "import sys, pytest; print(sys.prefix)"]
+            .map(String::from)
+            .to_vec(),
+    };
+    let (_keep, cancel) = watch::channel(false);
+    let (tx, mut rx) = mpsc::channel::<OutputPiece>(64);
+    let collect = async {
+        let mut kept = Vec::new();
+        while let Some(piece) = rx.recv().await {
+            if piece.stream == Stream::Stdout {
+                kept.extend_from_slice(&piece.data);
+            }
+        }
+        kept
+    };
+    let policy = StopPolicy::default();
+    let job = wc_runner_agent::exec::execute(&probe, &p.host, cancel, tx, &policy);
+    let (outcome, stdout) = tokio::join!(job, collect);
+    let seen = String::from_utf8_lossy(&stdout).trim().to_owned();
+    assert_eq!(
+        (outcome.exit_code, seen.as_str()),
+        (Some(0), want.as_str()),
+        "a job's python3 must be the pinned {pinned} (sys.prefix {want}), with pytest: is it \
+         on the runner's PATH and visible in the sandbox? {outcome:?}"
+    );
+    true
+}
+
 #[tokio::test]
 async fn pytest_counts_and_names_failures() {
-    if !toolchain("python3", &["-m", "pytest", "--version"]) {
+    let p = project();
+    if !jobs_run_the_pinned_python(&p).await {
         return;
     }
-    let p = project();
     write(
         &p.root,
         "tests/test_math.py",

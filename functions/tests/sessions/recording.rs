@@ -211,7 +211,9 @@ fn each_tool_declares_whether_its_calls_land_in_its_business_session() {
 #[tokio::test]
 async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() {
     let TestApp { db, st, key } = TestApp::with_projects(&[P, Q]).await;
-    let root = tempfile::tempdir().unwrap();
+    // Beside the build: wherever the checkout is, its jobs see the toolchains scripts/test
+    // installed there (pytest), as a project under /tmp sees only its own surroundings.
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     // A repository with one file, for the file and Git tools.
     std::fs::write(root.path().join("a.txt"), "hello\n").unwrap();
     for args in [
@@ -238,7 +240,8 @@ async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() 
     for (path, text) in [
         (
             "rust/Cargo.toml",
-            "[package]\nname = \"rec\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            // A workspace of its own, not a part of the one it lies in.
+            "[package]\nname = \"rec\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
         ),
         (
             "rust/src/lib.rs",
