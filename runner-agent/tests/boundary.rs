@@ -387,25 +387,14 @@ async fn a_registered_gitdir_swapped_for_a_symlink_is_not_bound() {
     std::fs::create_dir_all(site.path("outside")).unwrap();
     let marker = site.path("outside/escaped");
     // The worktree's job writes its common directory, but its gitdir there is a mount point
-    // of its own that it cannot move.
-    let (moved, _) = job(
-        &site,
-        "wt",
-        &format!("mv {g} {g}.real", g = gitdir.display()),
-    )
-    .await;
-    assert_ne!(moved.exit_code, Some(0), "{moved:?}");
-    assert!(gitdir.is_dir());
-    // The main checkout's job shares the repository's metadata, but has the worktree's gitdir
-    // pinned as well.
-    let (moved, _) = job(
-        &site,
-        "main",
-        &format!("mv {g} {g}.real", g = gitdir.display()),
-    )
-    .await;
-    assert_ne!(moved.exit_code, Some(0), "{moved:?}");
-    assert!(gitdir.is_dir());
+    // of its own that it cannot move; the main checkout's job shares the repository's
+    // metadata, and has the worktree's gitdir pinned as well.
+    for project in ["wt", "main"] {
+        let swap = format!("mv {g} {g}.real", g = gitdir.display());
+        let (moved, _) = job(&site, project, &swap).await;
+        assert_ne!(moved.exit_code, Some(0), "{project}: {moved:?}");
+        assert!(gitdir.is_dir(), "{project}");
+    }
     // Something outside every sandbox swaps it for a symlink out of every project.
     std::fs::rename(&gitdir, gitdir.with_extension("real")).unwrap();
     std::os::unix::fs::symlink(site.path("outside"), &gitdir).unwrap();
