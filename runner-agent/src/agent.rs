@@ -285,6 +285,20 @@ pub async fn run(
     );
     let (fatal_tx, mut fatal_rx) = watch::channel(false);
     let host = Arc::new(exec::Host::from_config(&cfg));
+    // Before any work runs: what an earlier runner's edits left half-written goes.
+    let sweeping = host.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for project in sweeping.project_ids() {
+            match crate::edit::sweep_leftovers(&sweeping, project) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(project, removed = n, "removed edits' leftover files"),
+                Err(e) => {
+                    tracing::warn!(project, error = %e, "cannot sweep edits' leftover files")
+                }
+            }
+        }
+    })
+    .await;
     let shells = Arc::new(Shells::new(host.clone(), instance_id, opts.stop_policy));
     let shared = Arc::new(Shared {
         api,

@@ -72,6 +72,49 @@ async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> Wor
     answer::outcome(started, ended)
 }
 
+/// Removes the temporary files edits of an earlier runner left in `project`'s tree (killed
+/// between writing one and renaming it over its target): regular files named
+/// `.wc-edit-<random>.tmp`, removed through their directory opened beneath the root. Ignored
+/// directories are not walked (Git never sees what lies there); hidden paths are never
+/// touched. Returns how many were removed.
+pub fn sweep_leftovers(host: &Host, project: &str) -> std::io::Result<usize> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let boundary = host
+        .boundary(project)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let root = Root::open(&boundary)?;
+    let base = root.walk_base().to_owned();
+    let mut removed = 0;
+    let walk = ignore::WalkBuilder::new(&base)
+        .hidden(false)
+        .parents(false)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .build();
+    for entry in walk.flatten() {
+        let name = entry.file_name().as_bytes();
+        let leftover = name.starts_with(crate::beneath::TEMP_PREFIX.as_bytes())
+            && name.ends_with(b".tmp")
+            && entry.file_type().is_some_and(|t| t.is_file());
+        let (Some(name), Ok(rel)) = (entry.file_name().to_str(), entry.path().strip_prefix(&base))
+        else {
+            continue;
+        };
+        if !leftover || root.hides(rel) {
+            continue;
+        }
+        let parent = rel.parent().and_then(|p| p.to_str()).unwrap_or("");
+        let dir = root.open_dir(parent)?;
+        match dir.remove(name) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
 /// Runs the edit `f` on a blocking thread. When the deadline passes or a stop is asked first,
 /// the stop flag is set: an edit that has not begun writing stops at its next check, and one
 /// that has finishes. Either way this waits for it, so the outcome tells what happened to the

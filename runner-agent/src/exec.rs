@@ -116,6 +116,11 @@ impl Host {
         Self::new(cfg.projects.clone(), cfg.sandbox.clone())
     }
 
+    /// The ids of the projects served.
+    pub fn project_ids(&self) -> impl Iterator<Item = &str> {
+        self.projects.keys().map(String::as_str)
+    }
+
     /// The project served as `id`.
     pub fn project(&self, id: &str) -> Option<&Project> {
         self.projects.get(id)

@@ -772,3 +772,37 @@ async fn a_project_with_caches_of_its_own_cannot_write_the_shared_ones() {
         "its own cache is writable"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// An edit killed mid-write leaves its temporary file: swept at start, never committed.
+
+#[tokio::test]
+async fn edit_leftovers_are_swept_at_start_and_never_committed() {
+    let site = Site::new(&[("web", "web")], &[]);
+    let web = site.path("web");
+    git(&web, &["init", "-q", "-b", "main"]);
+    write(&web.join("src/lib.rs"), "fn a() {}\n");
+    git(&web, &["add", "-A"]);
+    git(&web, &["commit", "-q", "-m", "initial"]);
+    let leftovers = ["src/.wc-edit-0123abcd.tmp", ".wc-edit-ffff.tmp"];
+    for path in leftovers {
+        write(&web.join(path), "half-written\n");
+    }
+    write(&web.join("src/lib.rs"), "fn a() { b() }\n");
+    // A job staged one of them itself; a commit takes none.
+    let (staged, _) = job(&site, "web", "git add -A && git status --short").await;
+    assert_eq!(staged.exit_code, Some(0), "{staged:?}");
+    let commit = json!({"kind": "git", "op": "git_commit", "message": "lib"});
+    let answer = answered(&site, "web", commit).await;
+    assert_eq!(answer["files_changed"], 1, "{answer}");
+    let shown = git(&web, &["show", "--stat", "--format=", "HEAD"]);
+    assert!(!shown.contains("wc-edit"), "{shown}");
+    // A name that only looks alike stays; the leftovers go.
+    write(&web.join("src/.wc-edit-notes.txt"), "mine\n");
+    let removed = wc_runner_agent::edit::sweep_leftovers(&site.host, "web").unwrap();
+    assert_eq!(removed, leftovers.len());
+    for path in leftovers {
+        assert!(!web.join(path).exists(), "{path}");
+    }
+    assert!(web.join("src/.wc-edit-notes.txt").exists());
+}
