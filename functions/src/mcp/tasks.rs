@@ -173,6 +173,9 @@ pub(super) async fn change<F>(
 where
     F: Fn(&TaskRow) -> Option<Step> + Send + Sync + 'static,
 {
+    // Nothing secret is stored: what a step keeps (a result, an error, a client's answers)
+    // goes through the redaction every durable copy of a result takes.
+    let decide = move |row: &TaskRow| decide(row).map(redacted);
     match tasks::change(
         &state.deps.pool,
         &row.id,
@@ -189,6 +192,56 @@ where
         ChangeOutcome::Conflict { .. } => {
             Err(McpError::internal_error("the task is busy; retry", None))
         }
+    }
+}
+
+/// `step` as it may be stored: its result, error and answers redacted. A text block of the
+/// result that is its structured content as JSON is written again from the redacted content,
+/// so the two still agree and the text stays JSON.
+fn redacted(step: Step) -> Step {
+    use crate::redaction::{redact, redact_json};
+    match step {
+        Step::End(mut end) => {
+            if let Some(result) = end.result.as_mut() {
+                let structured = result.get("structuredContent").cloned();
+                let mirrors: Vec<bool> = result
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .map(|blocks| {
+                        blocks
+                            .iter()
+                            .map(|b| {
+                                let text = b.get("text").and_then(Value::as_str);
+                                let parsed = text.and_then(|t| serde_json::from_str(t).ok());
+                                structured.is_some() && parsed == structured
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                redact_json(result);
+                let text = result.get("structuredContent").map(Value::to_string);
+                if let (Some(text), Some(blocks)) = (
+                    text,
+                    result.get_mut("content").and_then(Value::as_array_mut),
+                ) {
+                    for (block, mirror) in blocks.iter_mut().zip(mirrors) {
+                        if mirror {
+                            block["text"] = Value::String(text.clone());
+                        }
+                    }
+                }
+            }
+            if let Some(error) = end.error.as_mut() {
+                redact_json(error);
+            }
+            end.status_message = end.status_message.map(|m| redact(&m).into_owned());
+            Step::End(end)
+        }
+        Step::Answer(mut answers) => {
+            redact_json(&mut answers);
+            Step::Answer(answers)
+        }
+        other => other,
     }
 }
 

@@ -23,7 +23,7 @@ pub(super) struct Hide {
 enum Takes {
     /// `-p X`: the next word.
     Next(&'static str),
-    /// `-pX`: the rest of the word (never the next word: `mysql -p db` names a database).
+    /// `-pX`: the rest of the word only.
     Attached(&'static str),
     /// `-p X` or `-pX`.
     NextOrAttached(&'static str),
@@ -66,7 +66,9 @@ const TOOLS: &[Tool] = &[
             "mariadb-dump",
             "mariadb-admin",
         ],
-        takes: &[Takes::Attached("-p")],
+        // `-p X` makes the client prompt and take X for a database, but people write it
+        // meaning the password: the word is hidden either way.
+        takes: &[Takes::NextOrAttached("-p")],
     },
     Tool {
         names: &["7z", "7za", "7zr", "rar", "unrar"],
@@ -475,9 +477,12 @@ fn tool_word(
                 return Some(1);
             }
             Takes::BodyOfSecretSet
-                if matches!(w, "-b" | "--body")
-                    && words[..i].contains(&"secret")
-                    && words[..i].contains(&"set") =>
+                if matches!(w, "-b" | "--body") && {
+                    // This command's words only, not an earlier command's.
+                    let from = words[..i].iter().rposition(|w| is_separator(w));
+                    let own = &words[from.map_or(0, |p| p + 1)..i];
+                    own.contains(&"secret") && own.contains(&"set")
+                } =>
             {
                 if let Some(n) = next {
                     hide_next(hides, 0, n.len());
@@ -592,7 +597,11 @@ mod tests {
     #[test]
     fn tools_hide_their_own_password_flags() {
         assert_eq!(hidden(&["mysql", "-uroot", "-pHunter2"]), ["Hunter2"]);
-        assert_eq!(hidden(&["mysql", "-p", "appdb"]), Vec::<String>::new());
+        assert_eq!(hidden(&["mysql", "-p", "appdb"]), ["appdb"]);
+        assert_eq!(
+            hidden(&["mysqladmin", "-u", "root", "-p", "pw9", "status"]),
+            ["pw9"]
+        );
         assert_eq!(hidden(&["sshpass", "-p", "pw4", "ssh", "h"]), ["pw4"]);
         assert_eq!(hidden(&["docker", "login", "-p", "pw5"]), ["pw5"]);
         assert_eq!(
@@ -629,6 +638,17 @@ mod tests {
     fn a_flag_left_without_its_value_does_not_hide_the_next_flags_value() {
         assert_eq!(hidden(&["tool", "--password", "--token", "t12"]), ["t12"]);
         assert_eq!(hidden(&["sshpass", "-p", "--password", "p13"]), ["p13"]);
+    }
+
+    #[test]
+    fn a_secret_set_command_does_not_make_the_next_commands_body_a_secret() {
+        assert_eq!(
+            hidden(&[
+                "gh", "secret", "set", "K", "--body", "b1", "\n", "gh", "issue", "create",
+                "--body", "notes"
+            ]),
+            ["b1"]
+        );
     }
 
     #[test]

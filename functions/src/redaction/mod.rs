@@ -125,6 +125,10 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"(?i)(?-u:\b)([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)",
             |c| format!("{}{MARK}{}", &c[1], &c[2]),
         ),
+        // A key as a URL's user (Sentry DSNs): scheme://<32 hex>@host.
+        r(r"(?i)(?-u:\b)([a-z][a-z0-9+.-]*://)[0-9a-f]{32}(@)", |c| {
+            format!("{}{MARK}{}", &c[1], &c[2])
+        }),
         // Webhook URLs are their own credential: keep the host and the kind, drop the rest.
         r(
             r"(?i)(?-u:\b)(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9_/-]{8,}",
@@ -209,6 +213,12 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             whole,
         ),
         r(r"(?-u:\b)ATATT3[A-Za-z0-9_=-]{40,}", whole),
+        r(r"(?-u:\b)sbp_[a-f0-9]{40}(?-u:\b)", whole),
+        r(r"(?-u:\b)LTAI[A-Za-z0-9]{12,20}(?-u:\b)", whole),
+        r(
+            r"(?-u:\b)(?:fo1_[A-Za-z0-9_-]{43}|fm1[ar]_[A-Za-z0-9+/]{100,}={0,3}|fm2_[A-Za-z0-9+/]{100,}={0,3})",
+            whole,
+        ),
         r(r"(?-u:\b)EAA[A-Za-z0-9]{90,}", whole),
         r(
             r"(?i)(?-u:\b)((?:AccountKey|SharedAccessKey|SharedSecret)=)[A-Za-z0-9+/=]{20,}",
@@ -244,6 +254,18 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
                         format!("{}{q}{keep}{MARK}{q}", &c[1])
                     }
                 }
+            },
+        ),
+        // <password>X</password>: an element whose name names a secret.
+        r(
+            &format!(
+                r"(?i)(<([A-Za-z0-9_.:-]*{SECRET_KEY}[A-Za-z0-9_.:-]*)>)([^<\n]+)(</[A-Za-z0-9_.:-]+>)"
+            ),
+            |c| {
+                if command::innocent_key(&c[2]) || &c[3] == MARK {
+                    return c[0].to_owned();
+                }
+                format!("{}{MARK}{}", &c[1], &c[4])
             },
         ),
         // "my api key is X", "the password was X".

@@ -68,7 +68,7 @@ async fn events_after(db: &TestDatabase, session: &str, seq: i64) -> (String, i6
 
 #[tokio::test]
 async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept() {
-    assert!(SHAPES.len() >= 60, "{} shapes", SHAPES.len());
+    assert!(SHAPES.len() >= 80, "{} shapes", SHAPES.len());
     let env = RunnerApp::start("alpha").await;
     let (db, st, key) = (&env.db, &env.st, &env.key);
     let (logs, _guard) = capture_logs();
@@ -174,6 +174,75 @@ async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept
             .iter()
             .all(|(_, secret, _, _)| items.contains(secret))
     );
+}
+
+/// A task's result is a durable copy of a tool's output: every secret a command printed is
+/// gone from the stored row (and from what `tasks/get` answers, which is that row), while the
+/// look-alikes it printed beside them are kept, and the text block is still the structured
+/// content as JSON.
+#[tokio::test]
+async fn no_secret_shape_reaches_a_stored_task_result() {
+    let env = RunnerApp::start("alpha").await;
+    let (db, st, key) = (&env.db, &env.st, &env.key);
+    let mut lost = Vec::new();
+    for (words, secret, look, keep) in SHAPES {
+        // `sh` prints the secret's words as one line, then the look-alike's.
+        let (words, look) = (words.join(" "), look.join(" "));
+        let argv = [
+            "sh",
+            "-c",
+            "printf '%s\\n' \"$1\" \"$2\"",
+            "sh",
+            &words,
+            &look,
+        ];
+        let made = call_as_task(
+            st,
+            key,
+            "run_process",
+            json!({ "project": P, "argv": argv }),
+        )
+        .await;
+        let id = made["taskId"].as_str().expect("a task").to_owned();
+        let done = task_until_terminal(st, key, &id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        let result = &done["result"];
+        let stdout = result["structuredContent"]["output"]["stdout"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            stdout.contains("[REDACTED]"),
+            "{secret:?} not marked: {result}"
+        );
+        assert!(
+            !result.to_string().contains(secret),
+            "{secret:?} answered: {result}"
+        );
+        if !stdout.contains(keep) {
+            lost.push(format!("{keep:?} not kept: {stdout}"));
+        }
+        let text = result["content"][0]["text"].as_str().expect("a text block");
+        let parsed: Value = serde_json::from_str(text).expect("the text block is JSON");
+        assert_eq!(parsed, result["structuredContent"], "the two forms agree");
+    }
+    assert!(lost.is_empty(), "look-alikes lost:\n{}", lost.join("\n"));
+    let client = db.pool().get().await.unwrap();
+    let stored: String = client
+        .query_one(
+            "SELECT string_agg(concat(result::text, error::text, status_message), E'\\n') \
+             FROM mcp_tasks",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(stored.contains("run_process") || stored.contains("stdout"));
+    let kept: Vec<&str> = SHAPES
+        .iter()
+        .map(|(_, secret, _, _)| *secret)
+        .filter(|secret| stored.contains(secret))
+        .collect();
+    assert!(kept.is_empty(), "mcp_tasks keeps {kept:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
