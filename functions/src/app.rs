@@ -14,7 +14,9 @@ use crate::AppState;
 use crate::auth::{Principal, ProjectGrants, principal_or_anonymous, require_principal};
 use crate::config::ServerConfig;
 use crate::deps::Deps;
-use crate::http::limits::{Admission, limit_requests, read_body, refuse_declared_oversize};
+use crate::http::limits::{
+    Admission, limit_caller, limit_requests, read_body, refuse_declared_oversize,
+};
 use crate::http::{ApiError, panic_response, request_context};
 use crate::kernel::ports::Ports;
 use crate::kernel::spec::ToolSpec;
@@ -149,14 +151,14 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
     // before one body byte is read.
     let anyone = || middleware::from_fn_with_state(state.clone(), principal_or_anonymous);
     let body = || middleware::from_fn_with_state(state.clone(), read_body);
-    let authenticated = |routes: Router<AppState>| {
-        routes
-            .route_layer(body())
-            .route_layer(middleware::from_fn_with_state(
-                state.clone(),
-                require_principal,
-            ))
-    };
+    // Each caller's share of this process, taken before its body is read.
+    let share = || middleware::from_fn_with_state(state.clone(), limit_caller);
+    let authenticated =
+        |routes: Router<AppState>| {
+            routes.route_layer(body()).route_layer(share()).route_layer(
+                middleware::from_fn_with_state(state.clone(), require_principal),
+            )
+        };
     let mut router = Router::new();
     if surfaces.rest {
         // Authentication, then the body, then auditing.
@@ -166,6 +168,7 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
                 audit::audit_rest,
             ))
             .route_layer(body())
+            .route_layer(share())
             .route_layer(anyone());
         router = router
             .route("/healthz", get(health::healthz))
@@ -202,6 +205,7 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
                 audit::audit_mcp,
             ))
             .route_layer(body())
+            .route_layer(share())
             .route_layer(anyone());
         router = router.merge(mcp);
     }

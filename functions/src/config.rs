@@ -83,6 +83,9 @@ pub struct WorkQuotas {
     /// Open work items of one project, over all callers (`WC_WORK_MAX_OPEN_PER_PROJECT`);
     /// more is refused `queue_full`.
     pub max_open_per_project: u32,
+    /// Open persistent shells of one authority group, over all sessions and projects
+    /// (`WC_SHELLS_MAX_OPEN_PER_CALLER`); another open is refused `limit_exceeded`.
+    pub max_shells_per_caller: u32,
     /// Slots of each runner that one authority group cannot fill (`WC_RUNNER_RESERVED_SLOTS`):
     /// one caller runs at most `max_concurrency - reserved` items on a runner (at least one),
     /// so another caller's work always finds a slot that long jobs cannot take.
@@ -94,6 +97,7 @@ impl Default for WorkQuotas {
         Self {
             max_open_per_caller: 100,
             max_open_per_project: 200,
+            max_shells_per_caller: 16,
             reserved_runner_slots: 1,
         }
     }
@@ -181,6 +185,15 @@ impl ServerConfig {
         }
         if let Some(n) = env_number("WC_MAX_CONCURRENT_RUNNER_REQUESTS", 1, 100_000)? {
             cfg.requests.max_concurrent_runner_requests = n as usize;
+        }
+        if let Some(n) = env_number("WC_MAX_CONCURRENT_REQUESTS_PER_CALLER", 1, 100_000)? {
+            cfg.requests.max_concurrent_requests_per_caller = n as usize;
+        }
+        if let Some(n) = env_number("WC_MAX_LISTEN_STREAMS_PER_CALLER", 1, 100_000)? {
+            cfg.requests.max_listen_streams_per_caller = n as usize;
+        }
+        if let Some(n) = env_number("WC_SHELLS_MAX_OPEN_PER_CALLER", 1, 100_000)? {
+            cfg.work.max_shells_per_caller = n as u32;
         }
         if let Some(n) = env_number("WC_MAX_BODY_BYTES_IN_FLIGHT", 1024, 16 * 1024 * 1024 * 1024)? {
             cfg.requests.max_body_bytes_in_flight = n as usize;

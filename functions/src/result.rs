@@ -158,6 +158,9 @@ pub enum ErrorKind {
     /// registered with the project; Git tools refuse, and jobs run without write access to it.
     /// Restore `.git`, or have the operator register the worktree.
     GitMetadataOutsideProject,
+    /// The caller holds as many of something (open persistent shells) as it may; nothing was
+    /// made. Release one (the message says what) and retry.
+    LimitExceeded,
 }
 
 impl ErrorKind {
@@ -227,6 +230,7 @@ impl ErrorKind {
             ErrorKind::ShellAlreadyOpen => "shell_already_open",
             ErrorKind::PathHidden => "path_hidden",
             ErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
+            ErrorKind::LimitExceeded => "limit_exceeded",
         }
     }
 
@@ -305,6 +309,7 @@ impl ErrorKind {
             ErrorKind::ShellResetRequired | ErrorKind::ShellClosed => "invalid_state",
             ErrorKind::PathHidden => "permission",
             ErrorKind::GitMetadataOutsideProject => "invalid_state",
+            ErrorKind::LimitExceeded => "limited",
         }
     }
 
@@ -367,6 +372,7 @@ impl ErrorKind {
             ErrorKind::ShellAlreadyOpen => "use_open_shell",
             ErrorKind::PathHidden => "check_target",
             ErrorKind::GitMetadataOutsideProject => "check_target",
+            ErrorKind::LimitExceeded => "release_some",
         }
     }
 
@@ -435,11 +441,12 @@ impl ErrorKind {
             | ErrorKind::ShellAlreadyOpen => 409,
             ErrorKind::PathHidden => 403,
             ErrorKind::GitMetadataOutsideProject => 409,
+            ErrorKind::LimitExceeded => 429,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 63] = [
+    pub const ALL: [ErrorKind; 64] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -503,6 +510,7 @@ impl ErrorKind {
         ErrorKind::ShellAlreadyOpen,
         ErrorKind::PathHidden,
         ErrorKind::GitMetadataOutsideProject,
+        ErrorKind::LimitExceeded,
     ];
 }
 

@@ -146,6 +146,9 @@ pub enum Submitted {
     SessionInactive(Lifecycle),
     /// An open-work limit was reached; nothing was written.
     OverLimit(work::OverLimit),
+    /// The owner already has this many open shells (at or over its limit); nothing was
+    /// written.
+    TooManyShells(i64),
 }
 
 /// Decides `step` for a shell of `session_id` under the session's lock and, when the runner
@@ -177,6 +180,10 @@ pub async fn submit(
                     if let Some(open) = open_in(&**tx, &session.id).await? {
                         return Ok(Submitted::AlreadyOpen(Box::new(open)));
                     }
+                    let open = open_of_owner(&**tx, &work.owner_authority_fingerprint).await?;
+                    if open >= limits.shells_per_owner {
+                        return Ok(Submitted::TooManyShells(open));
+                    }
                 }
                 (_, None) => return Ok(Submitted::UnknownShell),
                 (_, Some(shell)) if shell.state.is_terminal() => {
@@ -197,6 +204,17 @@ pub async fn submit(
     })
     .await;
     ChangeOutcome::of(ran, &RETRY)
+}
+
+/// How many open shells `owner` has over all its sessions.
+async fn open_of_owner(client: &impl GenericClient, owner: &str) -> Result<i64, StoreError> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT count(*) FROM persistent_shells WHERE owner_authority_fingerprint = $1::text \
+             AND state IN ('opening', 'ready', 'busy')",
+        )
+        .await?;
+    Ok(client.query_one(&stmt, &[&owner]).await?.get(0))
 }
 
 /// The session's open shell, if any.

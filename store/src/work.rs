@@ -75,6 +75,8 @@ pub struct OpenLimits {
     pub per_owner: i64,
     /// Open items of the project, over all owners.
     pub per_project: i64,
+    /// Open persistent shells of the owner, over all sessions (checked when one opens).
+    pub shells_per_owner: i64,
 }
 
 impl OpenLimits {
@@ -82,6 +84,7 @@ impl OpenLimits {
     pub const NONE: OpenLimits = OpenLimits {
         per_owner: i64::MAX,
         per_project: i64::MAX,
+        shells_per_owner: i64::MAX,
     };
 }
 

@@ -678,6 +678,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
     let db = TestDatabase::new().await;
     let i = runner(db.pool(), "host").await;
     let limits = work::OpenLimits {
+        shells_per_owner: i64::MAX,
         per_owner: 2,
         per_project: 3,
     };

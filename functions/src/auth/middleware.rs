@@ -159,6 +159,9 @@ async fn admit(
                 credential_id = %principal.credential_id,
                 "authenticated"
             );
+            req.extensions_mut().insert(crate::http::limits::Caller(
+                principal.authority_group.clone(),
+            ));
             req.extensions_mut()
                 .insert(std::sync::Arc::new(principal.clone()));
             req.extensions_mut().insert(principal);

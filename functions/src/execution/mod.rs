@@ -459,6 +459,7 @@ fn open_limits(ctx: &ToolContext) -> work::OpenLimits {
     work::OpenLimits {
         per_owner: i64::from(quotas.max_open_per_caller),
         per_project: i64::from(quotas.max_open_per_project),
+        shells_per_owner: i64::from(quotas.max_shells_per_caller),
     }
 }
 

@@ -233,6 +233,17 @@ pub async fn run(
         Submitted::OverLimit(over) => {
             return Err(super::over_limit(over, limits, &target.project_id));
         }
+        Submitted::TooManyShells(open) => {
+            return Err(ToolError::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "this caller already has {open} open persistent shells, its limit is {}; close one (close_session_shell) and retry",
+                    limits.shells_per_owner
+                ),
+            )
+            .with("open_shells", open)
+            .with("limit", limits.shells_per_owner));
+        }
     };
     super::publish(&ctx.deps, &row).await;
     let wait = (Duration::from_millis(timeout_ms) + RECOVERY_ALLOWANCE)

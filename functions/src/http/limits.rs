@@ -7,7 +7,8 @@
 //! memory and tasks, not a correctness mechanism: nothing durable depends on them, and every
 //! instance has its own.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -36,6 +37,13 @@ pub struct RequestLimits {
     /// How long a body may take to arrive once its caller is authenticated
     /// (`WC_BODY_TIMEOUT_MS`); a slower one is 408 `request_timeout`.
     pub body_timeout: Duration,
+    /// Requests one caller (authority group) has served at once by this process, streams
+    /// included (`WC_MAX_CONCURRENT_REQUESTS_PER_CALLER`); more are 429 `rate_limited`, so
+    /// one caller never takes the whole of `max_concurrent_requests` from the others.
+    pub max_concurrent_requests_per_caller: usize,
+    /// MCP `subscriptions/listen` streams one caller holds open at once on this process
+    /// (`WC_MAX_LISTEN_STREAMS_PER_CALLER`); more are 429 `rate_limited`.
+    pub max_listen_streams_per_caller: usize,
 }
 
 impl Default for RequestLimits {
@@ -45,6 +53,8 @@ impl Default for RequestLimits {
             max_concurrent_runner_requests: 256,
             max_body_bytes_in_flight: 64 * 1024 * 1024,
             body_timeout: Duration::from_secs(30),
+            max_concurrent_requests_per_caller: 128,
+            max_listen_streams_per_caller: 8,
         }
     }
 }
@@ -66,6 +76,14 @@ pub struct Admission {
     callers: Arc<Semaphore>,
     runners: Arc<Semaphore>,
     body_bytes: Arc<Semaphore>,
+    per_caller: Arc<Mutex<HashMap<String, Held>>>,
+}
+
+/// What one caller holds of this process now.
+#[derive(Debug, Default, Clone, Copy)]
+struct Held {
+    requests: usize,
+    listens: usize,
 }
 
 impl Admission {
@@ -76,8 +94,42 @@ impl Admission {
             callers: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
             runners: Arc::new(Semaphore::new(limits.max_concurrent_runner_requests)),
             body_bytes: Arc::new(Semaphore::new(limits.max_body_bytes_in_flight)),
+            per_caller: Arc::default(),
             limits,
         }
+    }
+
+    /// Takes one of `caller`'s places (and a listen stream's, for a listen), or says which
+    /// of its limits it is at.
+    fn admit_caller(&self, caller: &str, listen: bool) -> Result<CallerPlace, String> {
+        let mut held = self.per_caller.lock().unwrap_or_else(|e| e.into_inner());
+        let now = held.entry(caller.to_owned()).or_default();
+        let limits = &self.limits;
+        if now.requests >= limits.max_concurrent_requests_per_caller {
+            return Err(format!(
+                "this caller already has {} requests in progress on this server, its limit; retry once some have finished",
+                now.requests
+            ));
+        }
+        if listen && now.listens >= limits.max_listen_streams_per_caller {
+            return Err(format!(
+                "this caller already holds {} subscriptions/listen streams on this server, its limit; close one or retry later",
+                now.listens
+            ));
+        }
+        now.requests += 1;
+        now.listens += usize::from(listen);
+        Ok(CallerPlace {
+            per_caller: self.per_caller.clone(),
+            caller: caller.to_owned(),
+            listen,
+        })
+    }
+
+    /// The requests and listen streams `caller` (an authority group) has in progress here.
+    pub fn caller_load(&self, caller: &str) -> (usize, usize) {
+        let held = self.per_caller.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(caller).map_or((0, 0), |h| (h.requests, h.listens))
     }
 
     /// The limits in force.
@@ -88,6 +140,63 @@ impl Admission {
     /// Body bytes currently reserved by requests being read or served.
     pub fn body_bytes_held(&self) -> usize {
         self.limits.max_body_bytes_in_flight - self.body_bytes.available_permits()
+    }
+}
+
+/// One request's place among its caller's; given back when dropped (when the response,
+/// streamed or not, has ended).
+struct CallerPlace {
+    per_caller: Arc<Mutex<HashMap<String, Held>>>,
+    caller: String,
+    listen: bool,
+}
+
+impl Drop for CallerPlace {
+    fn drop(&mut self) {
+        let mut held = self.per_caller.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(now) = held.get_mut(&self.caller) {
+            now.requests = now.requests.saturating_sub(1);
+            now.listens = now.listens.saturating_sub(usize::from(self.listen));
+            if now.requests == 0 {
+                held.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// `resp` with `guard` held until its body has been sent (or dropped): a streamed response
+/// keeps its place for as long as it streams.
+fn holding<G: Send + Unpin + 'static>(resp: Response, guard: G) -> Response {
+    resp.map(|body| {
+        Body::new(HoldingBody {
+            inner: body,
+            _guard: guard,
+        })
+    })
+}
+
+struct HoldingBody<G> {
+    inner: Body,
+    _guard: G,
+}
+
+impl<G: Unpin> http_body::Body for HoldingBody<G> {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -123,9 +232,36 @@ pub async fn limit_requests(
             "the server is serving its limit of {limit} concurrent {what}; retry shortly"
         ));
     };
-    let resp = next.run(req).await;
-    drop(permit);
-    resp
+    holding(next.run(req).await, permit)
+}
+
+/// Who a request's caller is, for its share of the process: its authority group. Put in the
+/// request's extensions by authentication.
+#[derive(Debug, Clone)]
+pub struct Caller(pub String);
+
+/// Route middleware, inside authentication: admits the request among its caller's (its
+/// authority group's) for as long as it is served, streams included, or answers 429
+/// `rate_limited` with `Retry-After` at once: one caller at its limits leaves the process's
+/// other places to everyone else.
+pub async fn limit_caller(
+    State(admission): State<Arc<Admission>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some(Caller(caller)) = req.extensions().get::<Caller>() else {
+        return next.run(req).await;
+    };
+    let listen = req
+        .headers()
+        .get("mcp-method")
+        .is_some_and(|m| m.as_bytes() == b"subscriptions/listen");
+    match admission.admit_caller(caller, listen) {
+        Ok(place) => holding(next.run(req).await, place),
+        Err(message) => ApiError::client(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+            .with_retry_after(RETRY_AFTER)
+            .into_response(),
+    }
 }
 
 /// Outer middleware: refuses a body whose declared length is over the limit with 413 before

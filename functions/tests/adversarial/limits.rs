@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use wc_e2e::server::{LocalOptions, LocalServer};
 use wc_functions::AppState;
 use wc_functions::config::{RequestLimits, ServerConfig, WorkQuotas};
-use wc_store::credentials::CredentialKind;
+use wc_store::credentials::{self, CredentialKind};
 use wc_store::testing::TestDatabase;
 
 use crate::common::*;
@@ -898,4 +898,204 @@ async fn a_delivered_work_id_over_its_callers_share_of_the_runner_is_answered_ra
         "{}",
         String::from_utf8_lossy(&r.body)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// One caller at every bound, another unaffected
+
+/// The authority group of the credential `key`.
+async fn hog_group(db: &TestDatabase, key: &str) -> String {
+    let client = db.pool().get().await.unwrap();
+    let digest = wc_functions::auth::token::digest(key);
+    credentials::find_active_by_digest(&client, &digest)
+        .await
+        .unwrap()
+        .expect("the credential")
+        .authority_group
+}
+
+/// `GET /api/whoami` with `key`.
+fn whoami(key: &str) -> axum::http::Request<axum::body::Body> {
+    axum::http::Request::get("/api/whoami")
+        .header("authorization", format!("Bearer {key}"))
+        .body(axum::body::Body::empty())
+        .unwrap()
+}
+
+/// A `subscriptions/listen` for `task_ids` by `key`: the whole reply (the stream ends by itself,
+/// when the tasks end or after `listen_max`).
+async fn listen(st: &AppState, key: &str, task_ids: Value) -> Reply {
+    let mut body = rpc(
+        MODERN,
+        31,
+        "subscriptions/listen",
+        json!({ "notifications": { "taskIds": task_ids } }),
+    );
+    body["params"]["_meta"] = declaring();
+    send(st, mcp_request(MODERN, Some(key), &body)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_caller_at_every_bound_leaves_another_callers_calls_untouched() {
+    let config = ServerConfig {
+        requests: RequestLimits {
+            max_concurrent_requests_per_caller: 3,
+            max_listen_streams_per_caller: 2,
+            ..RequestLimits::default()
+        },
+        work: WorkQuotas {
+            max_open_per_caller: 4,
+            max_shells_per_caller: 2,
+            ..WorkQuotas::default()
+        },
+        listen_max: Duration::from_secs(4),
+        ..ServerConfig::default()
+    };
+    let env = RunnerApp::start_with("alpha", config).await;
+    let (db, st) = (&env.db, &env.st);
+    let scopes = ALL_SCOPES;
+    let hog = credential_in_group(db, CredentialKind::Project, &scopes, &[A], None).await;
+    let other = credential_in_group(db, CredentialKind::Project, &scopes, &[A], None).await;
+    let session = async |key: &str| -> String {
+        let args = json!({ "project": A, "instruction": "bounds" });
+        let r = mcp_tool(st, key, "start_session", args).await;
+        r["output"]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_owned()
+    };
+    let shell = async |key: &str, s: &str| -> Value {
+        mcp_tool(st, key, "open_session_shell", json!({ "session_id": s })).await
+    };
+    // The other caller's calls, all of which must succeed whatever the hog holds.
+    let other_calls = async || {
+        let s = session(&other).await;
+        let r = shell(&other, &s).await;
+        assert_eq!(r["success"], true, "the other caller's shell: {r}");
+        let r = mcp_tool(
+            st,
+            &other,
+            "close_session_shell",
+            json!({ "session_id": s, "shell_id": r["output"]["shell_id"] }),
+        )
+        .await;
+        assert_eq!(r["success"], true, "{r}");
+        let r = mcp_tool(
+            st,
+            &other,
+            "run_process",
+            json!({ "project": A, "argv": ["echo", "fine"] }),
+        )
+        .await;
+        assert_eq!(
+            r["output"]["stdout"], "fine\n",
+            "the other caller's job: {r}"
+        );
+        let who = send(st, whoami(&other)).await;
+        assert_eq!(who.status, 200, "{}", who.text());
+    };
+
+    // Shells: two open, the third refused typed.
+    for _ in 0..2 {
+        let s = session(&hog).await;
+        assert_eq!(shell(&hog, &s).await["success"], true);
+    }
+    let s = session(&hog).await;
+    let r = shell(&hog, &s).await;
+    assert_eq!(r["error"]["kind"], "limit_exceeded", "{r}");
+    assert_eq!(r["error"]["open_shells"], 2, "{r}");
+    other_calls().await;
+
+    // Work: four long jobs queued or running (two are tasks), the fifth refused typed.
+    let mut tasks = Vec::new();
+    for n in 0..4 {
+        let args = json!({ "project": A, "command": "sleep 30" });
+        if n < 2 {
+            let made = call_as_task(st, &hog, "run_job", args).await;
+            tasks.push(made["taskId"].as_str().unwrap().to_owned());
+        } else {
+            let r = mcp_tool(st, &hog, "run_job", args).await;
+            assert_eq!(r["success"], true, "{r}");
+        }
+    }
+    let r = mcp_tool(
+        st,
+        &hog,
+        "run_job",
+        json!({ "project": A, "command": "sleep 30" }),
+    )
+    .await;
+    assert_eq!(r["error"]["kind"], "rate_limited", "{r}");
+    other_calls().await;
+
+    // Listen streams: two held open, the third refused; then its requests: a third in
+    // progress, the fourth refused.
+    let streams: Vec<_> = (0..2)
+        .map(|_| {
+            let (st, hog, ids) = (st.clone(), hog.clone(), json!(tasks));
+            tokio::spawn(async move { listen(&st, &hog, ids).await })
+        })
+        .collect();
+    let group = hog_group(db, &hog).await;
+    eventually("both streams are open", async || {
+        (st.admission.caller_load(&group) == (2, 2)).then_some(())
+    })
+    .await;
+    let refused = listen(st, &hog, json!(tasks)).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    let body: Value = serde_json::from_str(&refused.text()).unwrap();
+    assert_eq!(body["error"]["kind"], "rate_limited", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("listen"),
+        "{body}"
+    );
+    assert_eq!(refused.headers["retry-after"], "1");
+    // A call that waits for new messages holds its place for as long as it waits.
+    let seen = mcp_tool(
+        st,
+        &hog,
+        "observe_session_messages",
+        json!({ "session_id": s }),
+    )
+    .await;
+    let token = seen["output"]["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    let slow = {
+        let (st, hog, s) = (st.clone(), hog.clone(), s.clone());
+        tokio::spawn(async move {
+            let args = json!({ "session_id": s, "token": token, "wait_ms": 3000 });
+            mcp_tool(&st, &hog, "observe_session_messages", args).await
+        })
+    };
+    eventually("the slow call is in progress", async || {
+        (st.admission.caller_load(&group) == (3, 2)).then_some(())
+    })
+    .await;
+    let refused = send(st, whoami(&hog)).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    let body: Value = serde_json::from_str(&refused.text()).unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("requests in progress"),
+        "{body}"
+    );
+    other_calls().await;
+    for s in streams {
+        assert_eq!(
+            s.await.unwrap().status,
+            200,
+            "a held listen stream ends normally"
+        );
+    }
+    assert_eq!(slow.await.unwrap()["success"], true);
+    // Its places are given back as its streams end.
+    let who = send(st, whoami(&hog)).await;
+    assert_eq!(who.status, 200, "{}", who.text());
 }
