@@ -161,6 +161,9 @@ pub enum ErrorKind {
     /// The caller holds as many of something (open persistent shells) as it may; nothing was
     /// made. Release one (the message says what) and retry.
     LimitExceeded,
+    /// A job reached one of its resource bounds on the build host (its processes or its
+    /// memory); the message says which. Reported beside how the job ended.
+    ResourceLimit,
 }
 
 impl ErrorKind {
@@ -231,6 +234,7 @@ impl ErrorKind {
             ErrorKind::PathHidden => "path_hidden",
             ErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
             ErrorKind::LimitExceeded => "limit_exceeded",
+            ErrorKind::ResourceLimit => "resource_limit",
         }
     }
 
@@ -310,6 +314,7 @@ impl ErrorKind {
             ErrorKind::PathHidden => "permission",
             ErrorKind::GitMetadataOutsideProject => "invalid_state",
             ErrorKind::LimitExceeded => "limited",
+            ErrorKind::ResourceLimit => "limited",
         }
     }
 
@@ -373,6 +378,7 @@ impl ErrorKind {
             ErrorKind::PathHidden => "check_target",
             ErrorKind::GitMetadataOutsideProject => "check_target",
             ErrorKind::LimitExceeded => "release_some",
+            ErrorKind::ResourceLimit => "read_output",
         }
     }
 
@@ -442,11 +448,12 @@ impl ErrorKind {
             ErrorKind::PathHidden => 403,
             ErrorKind::GitMetadataOutsideProject => 409,
             ErrorKind::LimitExceeded => 429,
+            ErrorKind::ResourceLimit => 422,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 64] = [
+    pub const ALL: [ErrorKind; 65] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -511,6 +518,7 @@ impl ErrorKind {
         ErrorKind::PathHidden,
         ErrorKind::GitMetadataOutsideProject,
         ErrorKind::LimitExceeded,
+        ErrorKind::ResourceLimit,
     ];
 }
 

@@ -260,7 +260,13 @@ pub async fn run(
         .map_err(|e| AgentError::Setup(format!("cannot probe the sandbox: {e}")))?
         .map_err(AgentError::SandboxUnusable)?;
     tracing::info!(sandbox = %cfg.sandbox.describe(), "jobs are confined");
-    tokio::task::spawn_blocking(crate::sandbox::sweep_orphaned_cgroups)
+    let bounds = crate::cgroup::describe();
+    if crate::cgroup::bounds_every_job() {
+        tracing::info!(bounds = %bounds, "jobs are bounded");
+    } else {
+        tracing::warn!(bounds = %bounds, "jobs are not bounded in every resource");
+    }
+    tokio::task::spawn_blocking(crate::cgroup::sweep_orphans)
         .await
         .map_err(|e| AgentError::Setup(format!("cannot sweep old job cgroups: {e}")))?;
     let sqs = match cfg.queue {

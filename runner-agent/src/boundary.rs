@@ -33,6 +33,8 @@ use anyhow::bail;
 use rustix::fs::{Mode, OFlags};
 use wc_runner_protocol::{Notice, OpErrorKind};
 
+use crate::cgroup::{JobLimitSettings, JobLimits};
+
 /// The name of an environment variable the runner passes on to a project's jobs: a shell-style
 /// name (`[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes) that is not one of the runner's own
 /// settings (`WC_…`).
@@ -75,6 +77,8 @@ pub struct Project {
     env_pass: Vec<EnvName>,
     /// Caches its jobs may write instead of the runner's (`None`: the runner's).
     writable: Option<Vec<PathBuf>>,
+    /// What its jobs may use, where it differs from the runner's.
+    limits: JobLimitSettings,
 }
 
 impl Project {
@@ -94,7 +98,21 @@ impl Project {
             git,
             env_pass,
             writable: None,
+            limits: JobLimitSettings::default(),
         })
+    }
+
+    /// The same project, its jobs bounded by `limits` where they name a bound (checked by
+    /// [`JobLimitSettings::over`]).
+    pub fn with_limits(mut self, limits: JobLimitSettings) -> Result<Project, String> {
+        limits.over(JobLimits::default())?;
+        self.limits = limits;
+        Ok(self)
+    }
+
+    /// What its jobs may use, where it differs from the runner's.
+    pub fn limits(&self) -> JobLimitSettings {
+        self.limits
     }
 
     /// The same project, its jobs writing `writable` (absolute directories) instead of the
@@ -198,6 +216,8 @@ pub struct Boundary {
     pinned: Vec<(PathBuf, PathBuf)>,
     /// The hidden paths strictly inside the root, relative to it.
     hidden_in_root: Vec<PathBuf>,
+    /// What one job may use.
+    limits: JobLimits,
 }
 
 /// One step of a job sandbox's mount table, in order (see [`Boundary::mounts`]).
@@ -298,7 +318,19 @@ impl Boundary {
             hidden_inside,
             pinned,
             hidden_in_root,
+            limits: JobLimits::default(),
         }
+    }
+
+    /// The same boundary, its jobs bounded by `limits`.
+    pub(crate) fn with_limits(mut self, limits: JobLimits) -> Boundary {
+        self.limits = limits;
+        self
+    }
+
+    /// What one job may use.
+    pub fn limits(&self) -> JobLimits {
+        self.limits
     }
 
     /// The canonical project root.

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use crate::boundary::Project;
+use crate::cgroup::JobLimitSettings;
 use crate::sandbox::{Sandbox, SandboxSettings};
 
 /// The runner token. Never printed.
@@ -151,7 +152,7 @@ pub use crate::boundary::EnvName;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(
     untagged,
-    expecting = "a project root directory, or a table with `root`, `env_pass` and `writable` (no other keys)"
+    expecting = "a project root directory, or a table with `root`, `env_pass`, `writable`, `max_processes`, `max_memory_mib` and `cpu_weight` (no other keys)"
 )]
 enum RawProject {
     Root(PathBuf),
@@ -166,6 +167,12 @@ struct RawProjectTable {
     env_pass: Vec<String>,
     /// Caches this project's jobs write instead of `[sandbox] writable`.
     writable: Option<Vec<String>>,
+    /// Processes and threads one of its jobs may have (0: unbounded).
+    max_processes: Option<u64>,
+    /// Memory one of its jobs may use, in MiB (0: unbounded).
+    max_memory_mib: Option<u64>,
+    /// One of its jobs' share of the CPU, 1-10000.
+    cpu_weight: Option<u64>,
 }
 
 /// The file format.
@@ -406,9 +413,16 @@ impl RunnerConfig {
             .collect::<anyhow::Result<_>>()?;
         let mut projects = BTreeMap::new();
         for (id, entry) in raw.projects {
-            let (root, pass, writable) = match entry {
-                RawProject::Root(root) => (root, Vec::new(), None),
-                RawProject::Table(t) => (t.root, t.env_pass, t.writable),
+            let (root, pass, writable, limits) = match entry {
+                RawProject::Root(root) => (root, Vec::new(), None, JobLimitSettings::default()),
+                RawProject::Table(t) => {
+                    let limits = JobLimitSettings {
+                        max_processes: t.max_processes,
+                        max_memory_mib: t.max_memory_mib,
+                        cpu_weight: t.cpu_weight,
+                    };
+                    (t.root, t.env_pass, t.writable, limits)
+                }
             };
             if !valid_id(&id) {
                 bail!("project id {id:?} must be 1-64 of A-Z a-z 0-9 . _ -");
@@ -426,6 +440,9 @@ impl RunnerConfig {
                     .with_context(|| format!("project {id}"))?;
                 project = project.with_writable(dirs);
             }
+            project = project
+                .with_limits(limits)
+                .map_err(|e| anyhow::anyhow!("project {id}: {e}"))?;
             let canon = project.root();
             if !allowed.is_empty() && !allowed.iter().any(|a| canon.starts_with(a)) {
                 bail!("project {id}: {} is outside allowed_roots", canon.display());
@@ -628,7 +645,7 @@ mod tests {
             ("\"\"", "not starting with a digit"),
             (
                 "\"X\"]\nsurprise = [1",
-                "a table with `root`, `env_pass` and `writable`",
+                "a table with `root`, `env_pass`, `writable`",
             ),
         ] {
             let text = format!(

@@ -39,9 +39,10 @@ use wc_runner_protocol::{
 };
 
 use crate::boundary::{Binds, Boundary, Project};
+use crate::cgroup::JobCgroup;
 use crate::config::RunnerConfig;
 use crate::confine;
-use crate::sandbox::{Containment, JobCgroup, NamespaceInit, Sandbox, SandboxMode};
+use crate::sandbox::{Containment, NamespaceInit, Sandbox, SandboxMode};
 
 /// Longest `error` text an outcome carries, in bytes.
 const MAX_ERROR_BYTES: usize = 1000;
@@ -336,7 +337,9 @@ async fn run(
         ended
     };
     feeder.abort();
-    group.release().await;
+    let mut notices = notices;
+    notices.extend(group.release().await);
+    notices.truncate(wc_runner_protocol::MAX_NOTICES);
     drop(script_file);
 
     let (exit_code, signal, error) = match status {
@@ -521,6 +524,18 @@ impl Launch<'_> {
     }
 }
 
+/// Between fork and exec: the child joins its job's cgroups (writing `0` to each one's
+/// `cgroup.procs`), before the program runs, so nothing it forks starts outside them.
+/// Async-signal-safe: `write` only.
+fn join_cgroups(procs: &[RawFd]) -> io::Result<()> {
+    for &fd in procs {
+        // SAFETY: the descriptor is open until the spawn returns (the cgroup is held).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        nix::unistd::write(fd, b"0")?;
+    }
+    Ok(())
+}
+
 /// Between fork and exec: the child dies with the runner (`parent`). The death signal survives
 /// the exec of a program that is not set-id; a runner already gone before it was armed is
 /// caught by the parent check. Only async-signal-safe calls (prctl, getppid, kill).
@@ -537,8 +552,8 @@ fn die_with_runner(parent: Pid) -> io::Result<()> {
 /// runtime worker that lives as long as the runner (the death signal follows the thread that
 /// spawned the child, so never spawn from a blocking-pool thread that may retire).
 fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
-    let cgroup = JobCgroup::create();
-    let procs_fd = cgroup.as_ref().map(JobCgroup::procs_fd);
+    let cgroup = JobCgroup::create(launch.boundary.limits());
+    let (procs, joins) = cgroup.as_ref().map_or(([-1; 4], 0), JobCgroup::procs_fds);
     let parent = Pid::this();
     let mut command = launch.command(launch.program);
     // The child sees the name it was given, not the resolved path.
@@ -549,11 +564,7 @@ fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
     // nothing.
     unsafe {
         command.pre_exec(move || {
-            if let Some(fd) = procs_fd {
-                // Joining before the program runs: nothing it forks can start outside.
-                let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
-                nix::unistd::write(fd, b"0")?;
-            }
+            join_cgroups(&procs[..joins])?;
             // After the join: placing a descriptor may replace the cgroup's.
             place_inherited(&inherit)?;
             die_with_runner(parent)
@@ -562,8 +573,8 @@ fn spawn_unsandboxed(launch: Launch<'_>) -> io::Result<(Child, Job)> {
     let child = command.spawn()?;
     let leader = leader_pid(&child)?;
     let containment = match cgroup {
-        Some(cgroup) => Containment::Cgroup { leader, cgroup },
-        None => Containment::Group { leader },
+        Some(cgroup) if cgroup.holds() => Containment::Cgroup { leader, cgroup },
+        bounds => Containment::Group { leader, bounds },
     };
     Ok((child, Job::new(leader, containment)))
 }
@@ -625,6 +636,8 @@ async fn spawn_sandboxed(
         &OsString::from(launch.name),
         launch.args,
     );
+    let bounds = JobCgroup::create(launch.boundary.limits());
+    let (procs, joins) = bounds.as_ref().map_or(([-1; 4], 0), JobCgroup::procs_fds);
     let parent = Pid::this();
     let mut command = launch.command(&sandbox.program().as_os_str().to_owned());
     command.args(args);
@@ -632,6 +645,8 @@ async fn spawn_sandboxed(
     // are async-signal-safe and nothing is allocated.
     unsafe {
         command.pre_exec(move || {
+            // bwrap and everything in its sandbox live in the job's bounds.
+            join_cgroups(&procs[..joins])?;
             // The status and gate descriptors are close-on-exec like every descriptor the
             // runner makes; this child alone keeps them (and the caller's) across its exec.
             place_inherited(&inherit)?;
@@ -665,6 +680,7 @@ async fn spawn_sandboxed(
         leader,
         ns,
         _status: status,
+        bounds,
     };
     Ok((child, Job::new(leader, containment)))
 }
@@ -823,11 +839,15 @@ impl Job {
         self.kill_all();
     }
 
-    /// Waits (bounded) for the job's processes to be gone and releases what held them.
-    pub(crate) async fn release(&mut self) {
-        if let Some(c) = self.containment.take() {
-            c.kill(self.reaped);
-            c.release().await;
+    /// Waits (bounded) for the job's processes to be gone and releases what held them; says
+    /// what the job's bounds refused it.
+    pub(crate) async fn release(&mut self) -> Vec<Notice> {
+        match self.containment.take() {
+            Some(c) => {
+                c.kill(self.reaped);
+                c.release().await
+            }
+            None => Vec::new(),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod agent;
 mod answer;
 mod beneath;
 pub mod boundary;
+pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod confine;

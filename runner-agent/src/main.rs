@@ -87,6 +87,15 @@ fn main() -> ExitCode {
                 println!("  hidden:   {}", path.display());
             }
         }
+        let limits = cfg.sandbox.limits();
+        let show = |v: Option<u64>| v.map_or("unbounded".to_owned(), |v| v.to_string());
+        println!(
+            "  limits:   per job {} processes, {} MiB, CPU weight {}",
+            show(limits.max_processes),
+            show(limits.max_memory.map(|b| b >> 20)),
+            show(limits.cpu_weight)
+        );
+        println!("  bounds:   {}", wc_runner_agent::cgroup::describe());
         if let Err(e) = cfg.sandbox.probe() {
             eprintln!("wc-runner: {e}");
             return ExitCode::FAILURE;

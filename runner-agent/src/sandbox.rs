@@ -18,23 +18,25 @@
 //! Invariants: a job never starts sandboxed with a sandbox that is not usable (the agent probes
 //! it at start and refuses to run otherwise); [`Containment::kill`] leaves no process of the job
 //! running in either mode, except a process of an unsandboxed job on a host without a usable
-//! cgroup v2 that left the leader's process group.
+//! cgroup that left the leader's process group. Every job is bounded by the cgroups the host
+//! offers ([`crate::cgroup`]).
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead as _, BufReader, Write as _};
-use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::fs::{self, File};
+use std::io::{BufRead as _, BufReader};
+use std::os::fd::RawFd;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde::Deserialize;
+use wc_runner_protocol::Notice;
 
 use crate::boundary::{Boundary, Mount, Project};
+use crate::cgroup::{JobCgroup, JobLimitSettings, JobLimits};
 
 /// How jobs are confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -76,6 +78,23 @@ pub struct SandboxSettings {
     /// (`"~/.npmrc"`).
     #[serde(default)]
     pub unhide: Vec<String>,
+    /// Processes and threads one job may have at once (default 4096; 0: unbounded).
+    pub max_processes: Option<u64>,
+    /// Memory one job may use, in MiB (default 8192; 0: unbounded).
+    pub max_memory_mib: Option<u64>,
+    /// One job's share of the CPU, 1-10000 (default 100: even with the runner).
+    pub cpu_weight: Option<u64>,
+}
+
+impl SandboxSettings {
+    /// The job limits these settings name.
+    pub fn job_limits(&self) -> JobLimitSettings {
+        JobLimitSettings {
+            max_processes: self.max_processes,
+            max_memory_mib: self.max_memory_mib,
+            cpu_weight: self.cpu_weight,
+        }
+    }
 }
 
 /// The toolchain caches writable inside the sandbox unless the configuration lists its own.
@@ -137,6 +156,9 @@ pub enum SandboxError {
         /// The entry as written.
         path: String,
     },
+    /// A job limit is out of its range.
+    #[error("sandbox: {0}")]
+    Limits(String),
     /// `~/` was used but the runner has no `HOME`.
     #[error("sandbox: {path:?} starts with ~/ but HOME is not set")]
     NoHome {
@@ -166,6 +188,7 @@ pub struct Sandbox {
     bwrap: PathBuf,
     writable: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
+    limits: JobLimits,
 }
 
 impl Sandbox {
@@ -205,12 +228,17 @@ impl Sandbox {
             .collect::<Result<Vec<_>, _>>()?;
         hidden.extend(defaults);
         hidden.extend(always_hidden.into_iter().map(|p| absolute(&p)));
+        let limits = settings
+            .job_limits()
+            .over(JobLimits::default())
+            .map_err(SandboxError::Limits)?;
         Ok(Self {
             mode: settings.mode.unwrap_or_else(SandboxMode::host_default),
             chosen: settings.mode.is_some(),
             bwrap: settings.bwrap.clone().unwrap_or_else(find_bwrap),
             writable,
             hidden,
+            limits,
         })
     }
 
@@ -234,6 +262,11 @@ impl Sandbox {
     /// Paths hidden from jobs.
     pub fn hidden(&self) -> &[PathBuf] {
         &self.hidden
+    }
+
+    /// What one job may use unless its project says otherwise.
+    pub fn limits(&self) -> JobLimits {
+        self.limits
     }
 
     /// Writable directories (toolchain caches) besides the project root and the private tmp.
@@ -348,6 +381,7 @@ impl Sandbox {
         let canonical = |paths: &[PathBuf]| -> Vec<PathBuf> {
             paths.iter().filter_map(|p| p.canonicalize().ok()).collect()
         };
+        let limits = project.limits().over(self.limits).unwrap_or(self.limits);
         Boundary::new(
             project,
             &canonical(&self.hidden),
@@ -355,6 +389,7 @@ impl Sandbox {
             &canonical(project.writable().unwrap_or(&self.writable)),
             &canonical(&private_tmps()),
         )
+        .with_limits(limits)
     }
 
     /// The bwrap arguments that run `program args` for a job within `boundary`, starting in
@@ -589,7 +624,8 @@ impl NamespaceInit {
     }
 }
 
-/// How the processes of one running job are held until it ends.
+/// How the processes of one running job are held until it ends, and the cgroups that bound
+/// them (if the host offers any).
 pub(crate) enum Containment {
     /// Sandboxed: `leader` is bwrap (the runner's child); the job lives in a PID namespace.
     Namespace {
@@ -598,11 +634,15 @@ pub(crate) enum Containment {
         /// bwrap's status pipe, kept open: bwrap writes the exit status to it at the end, and
         /// a closed pipe would kill it with SIGPIPE.
         _status: BufReader<File>,
+        bounds: Option<JobCgroup>,
     },
-    /// Unsandboxed, in a cgroup of its own.
+    /// Unsandboxed, in cgroups of its own that hold every process.
     Cgroup { leader: Pid, cgroup: JobCgroup },
-    /// Unsandboxed, in the leader's process group only.
-    Group { leader: Pid },
+    /// Unsandboxed, in the leader's process group only (and bounded, where the host can).
+    Group {
+        leader: Pid,
+        bounds: Option<JobCgroup>,
+    },
 }
 
 impl Containment {
@@ -634,7 +674,7 @@ impl Containment {
                     send(pid, signal);
                 }
             }
-            Containment::Group { leader } => group_signal(*leader, signal),
+            Containment::Group { leader, .. } => group_signal(*leader, signal),
         }
     }
 
@@ -659,15 +699,23 @@ impl Containment {
                 group_signal(*leader, Signal::SIGKILL);
                 cgroup.kill();
             }
-            Containment::Group { leader } => group_signal(*leader, Signal::SIGKILL),
+            Containment::Group { leader, .. } => group_signal(*leader, Signal::SIGKILL),
         }
     }
 
     /// Waits (bounded) until no process of the job remains, then releases what holds them.
-    pub(crate) async fn release(self) {
-        if let Containment::Cgroup { cgroup, .. } = self {
-            cgroup.remove_when_empty().await;
-        }
+    /// Returns what the job's bounds refused it.
+    pub(crate) async fn release(self) -> Vec<Notice> {
+        let cgroup = match self {
+            Containment::Cgroup { cgroup, .. } => Some(cgroup),
+            Containment::Namespace { bounds, .. } | Containment::Group { bounds, .. } => bounds,
+        };
+        let Some(cgroup) = cgroup else {
+            return Vec::new();
+        };
+        let notices = cgroup.report();
+        cgroup.remove_when_empty().await;
+        notices
     }
 }
 
@@ -709,230 +757,9 @@ fn processes_in_namespace(namespace: u64) -> Vec<Pid> {
         .collect()
 }
 
-// ---------------------------------------------------------------------------------------------
-// cgroup v2
-
-/// The cgroup v2 directory this process belongs to, if cgroup v2 is mounted and its directory
-/// is writable (found once).
-fn own_cgroup() -> Option<&'static Path> {
-    static OWN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    OWN.get_or_init(|| {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-        let cgroups = fs::read_to_string("/proc/self/cgroup").ok()?;
-        let dir = cgroup_dir(&mountinfo, &cgroups)?;
-        dir.join("cgroup.procs").exists().then_some(dir)
-    })
-    .as_deref()
-}
-
-/// Where this process's cgroup v2 directory is: the `cgroup2` mount point from `mountinfo`
-/// joined with the `0::PATH` entry of `/proc/self/cgroup`.
-fn cgroup_dir(mountinfo: &str, cgroups: &str) -> Option<PathBuf> {
-    let mount = mountinfo.lines().find_map(|line| {
-        // Fields: id parent major:minor root mount-point options [optional…] - fstype source …
-        let (left, right) = line.split_once(" - ")?;
-        if right.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        left.split_whitespace().nth(4).map(PathBuf::from)
-    })?;
-    let own = cgroups
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))?
-        .trim_start_matches('/');
-    Some(mount.join(own))
-}
-
-/// A cgroup v2 made for one unsandboxed job, named after the runner's pid so a runner started
-/// later can tell an orphaned one from a live runner's.
-pub(crate) struct JobCgroup {
-    dir: PathBuf,
-    /// `cgroup.procs`, opened before the spawn so the child joins with one `write`.
-    procs: OwnedFd,
-}
-
-impl JobCgroup {
-    /// A fresh cgroup for a job, or `None` when this host offers none (no cgroup v2, or no
-    /// right to create one; logged once).
-    pub(crate) fn create() -> Option<Self> {
-        let parent = own_cgroup()?;
-        let dir = parent.join(format!(
-            "wc-job-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        if let Err(e) = fs::create_dir(&dir) {
-            static WARNED: OnceLock<()> = OnceLock::new();
-            WARNED.get_or_init(|| {
-                tracing::warn!(parent = %parent.display(), error = %e, "cannot create a cgroup per job; unsandboxed jobs are held by their process group only");
-            });
-            return None;
-        }
-        match OpenOptions::new()
-            .write(true)
-            .custom_flags(nix::libc::O_CLOEXEC)
-            .open(dir.join("cgroup.procs"))
-        {
-            Ok(file) => Some(Self {
-                dir,
-                procs: file.into(),
-            }),
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot open the job's cgroup");
-                let _ = fs::remove_dir(&dir);
-                None
-            }
-        }
-    }
-
-    /// The descriptor the child writes `0` to (joining the cgroup) before it runs the program.
-    pub(crate) fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
-    }
-
-    fn processes(&self) -> Vec<Pid> {
-        fs::read_to_string(self.dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .map(Pid::from_raw)
-            .collect()
-    }
-
-    fn kill(&self) {
-        kill_cgroup(&self.dir);
-    }
-
-    fn populated(&self) -> bool {
-        fs::read_to_string(self.dir.join("cgroup.events"))
-            .map(|e| e.lines().any(|l| l == "populated 1"))
-            .unwrap_or(false)
-    }
-
-    async fn remove_when_empty(self) {
-        for _ in 0..100 {
-            if !self.populated() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        self.remove();
-    }
-
-    fn remove(&self) {
-        if let Err(e) = fs::remove_dir(&self.dir)
-            && e.kind() != io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot remove the job's cgroup");
-        }
-    }
-}
-
-impl Drop for JobCgroup {
-    fn drop(&mut self) {
-        // A run abandoned mid-way: kill what is left; the directory goes once it is empty.
-        if self.populated() {
-            self.kill();
-            let dir = self.dir.clone();
-            std::thread::spawn(move || {
-                for _ in 0..100 {
-                    if fs::remove_dir(&dir).is_ok() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            });
-        } else {
-            self.remove();
-        }
-    }
-}
-
-/// Kills every process in the cgroup `dir`: `cgroup.kill` where the kernel has it (5.14+),
-/// else SIGKILL to each listed process until none is left.
-fn kill_cgroup(dir: &Path) {
-    let killed = OpenOptions::new()
-        .write(true)
-        .open(dir.join("cgroup.kill"))
-        .and_then(|mut f| f.write_all(b"1"));
-    if killed.is_ok() {
-        return;
-    }
-    for _ in 0..50 {
-        let pids: Vec<i32> = fs::read_to_string(dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
-        if pids.is_empty() {
-            return;
-        }
-        for pid in pids {
-            send(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    }
-}
-
-/// Kills and removes the job cgroups left by runners that died (named after a pid that no
-/// longer runs); the processes of their unsandboxed jobs die here. Runs at agent start.
-pub fn sweep_orphaned_cgroups() {
-    let Some(parent) = own_cgroup() else {
-        return;
-    };
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("wc-job-"))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if kill(Pid::from_raw(pid), None) != Err(Errno::ESRCH) {
-            continue;
-        }
-        let dir = entry.path();
-        tracing::warn!(dir = %dir.display(), "killing the processes of a dead runner's job");
-        kill_cgroup(&dir);
-        for _ in 0..100 {
-            if fs::remove_dir(&dir).is_ok() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_cgroup_directory_comes_from_the_cgroup2_mount_and_the_unified_entry() {
-        let mountinfo = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
-             35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
-             41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw\n";
-        let cgroups = "4:memory:/x\n0::/system.slice/wc-runner.service\n";
-        assert_eq!(
-            cgroup_dir(mountinfo, cgroups),
-            Some(PathBuf::from(
-                "/sys/fs/cgroup/unified/system.slice/wc-runner.service"
-            ))
-        );
-        assert_eq!(
-            cgroup_dir(mountinfo, "0::/\n"),
-            Some(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
-        assert_eq!(
-            cgroup_dir("1 2 0:1 / / rw - ext4 /dev/x rw\n", cgroups),
-            None
-        );
-        assert_eq!(cgroup_dir(mountinfo, "4:memory:/x\n"), None);
-    }
 
     #[test]
     fn configured_paths_expand_home_and_must_be_absolute() {

@@ -806,3 +806,108 @@ async fn edit_leftovers_are_swept_at_start_and_never_committed() {
     }
     assert!(web.join("src/.wc-edit-notes.txt").exists());
 }
+
+// ---------------------------------------------------------------------------------------------
+// What a job may use: a fork bomb and a memory hog are held in their bounds.
+
+/// Whether this host bounds jobs; a host that cannot fails the test where the bounds are
+/// required (`scripts/test` requires them), and skips it elsewhere.
+fn bounded_here() -> bool {
+    if wc_runner_agent::cgroup::bounds_every_job() {
+        return true;
+    }
+    assert!(
+        std::env::var("WC_TEST_REQUIRE_TOOLCHAINS").as_deref() != Ok("1"),
+        "jobs cannot be bounded here: {}",
+        wc_runner_agent::cgroup::describe()
+    );
+    eprintln!("skipped: {}", wc_runner_agent::cgroup::describe());
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_and_a_memory_hog_stay_in_their_bounds_while_other_projects_run() {
+    if !bounded_here() {
+        return;
+    }
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    for dir in ["greedy", "quiet"] {
+        std::fs::create_dir_all(base.join(dir)).unwrap();
+    }
+    let greedy = Project::register(&base.join("greedy"), Vec::new())
+        .unwrap()
+        .with_limits(wc_runner_agent::cgroup::JobLimitSettings {
+            max_processes: Some(64),
+            max_memory_mib: Some(64),
+            cpu_weight: Some(50),
+        })
+        .unwrap();
+    let quiet = Project::register(&base.join("quiet"), Vec::new()).unwrap();
+    let site = Arc::new(Site {
+        host: Host::new(
+            [("greedy".to_owned(), greedy), ("quiet".to_owned(), quiet)],
+            sandbox(&[]),
+        ),
+        base,
+        _tmp: tmp,
+    });
+    // Forks until the bound refuses them, for as long as it is let run.
+    let bomb = {
+        let site = site.clone();
+        tokio::spawn(async move {
+            let mut item = item(
+                "greedy",
+                WorkSpec::Process {
+                    argv: ["sh", "-c", "while :; do sleep 60 & done"]
+                        .map(String::from)
+                        .to_vec(),
+                },
+            );
+            item.limits.timeout_ms = 4000;
+            let (_keep, cancel) = watch::channel(false);
+            let (tx, mut rx) = mpsc::channel::<OutputPiece>(64);
+            tokio::spawn(async move { while rx.recv().await.is_some() {} });
+            let policy = StopPolicy::default();
+            wc_runner_agent::exec::execute(&item, &site.host, cancel, tx, &policy).await
+        })
+    };
+    // Another project's job runs meanwhile.
+    for _ in 0..3 {
+        let (ran, out) = job(&site, "quiet", "echo still-fine").await;
+        assert_eq!(
+            (ran.exit_code, out.as_str()),
+            (Some(0), "still-fine\n"),
+            "{ran:?}"
+        );
+    }
+    // It ends one way or another (`sh` gives up when a fork is refused, or its time runs out).
+    let bombed = bomb.await.unwrap();
+    assert_ne!(bombed.exit_code, Some(0), "{bombed:?}");
+    let said: Vec<&str> = bombed.notices.iter().map(|n| n.message.as_str()).collect();
+    assert!(
+        bombed
+            .notices
+            .iter()
+            .any(|n| n.kind == OpErrorKind::ResourceLimit
+                && n.message.contains("limit of 64 processes")),
+        "the bomb is reported as held: {said:?}"
+    );
+    // A job that wants more memory than its bound is killed by the kernel, and told so.
+    let (hog, _) = job(
+        &site,
+        "greedy",
+        "python3 -c 'b = bytearray(512 * 1024 * 1024); print(len(b))'",
+    )
+    .await;
+    assert_ne!(hog.exit_code, Some(0), "{hog:?}");
+    assert!(
+        hog.notices
+            .iter()
+            .any(|n| n.kind == OpErrorKind::ResourceLimit
+                && n.message.contains("memory limit of 64 MiB")),
+        "{hog:?}"
+    );
+    let (ran, _) = job(&site, "quiet", "true").await;
+    assert_eq!(ran.exit_code, Some(0));
+}

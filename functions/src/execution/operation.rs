@@ -250,6 +250,7 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::ShellBusy => ErrorKind::ShellBusy,
         OpErrorKind::PathHidden => ErrorKind::PathHidden,
         OpErrorKind::GitMetadataOutsideProject => ErrorKind::GitMetadataOutsideProject,
+        OpErrorKind::ResourceLimit => ErrorKind::ResourceLimit,
     };
     ToolError::new(kind, words)
 }
@@ -320,6 +321,7 @@ mod tests {
             OpErrorKind::ShellBusy,
             OpErrorKind::PathHidden,
             OpErrorKind::GitMetadataOutsideProject,
+            OpErrorKind::ResourceLimit,
         ];
         for kind in kinds {
             let e = refused(kind, format!("words about {}", kind.as_str()));

@@ -85,6 +85,9 @@ pub enum OpErrorKind {
     /// The project's `.git` leads to Git metadata outside the project root that was not
     /// registered with it: jobs run without it and Git tools refuse.
     GitMetadataOutsideProject,
+    /// A job reached one of its resource bounds (processes, memory): what the host refused
+    /// it.
+    ResourceLimit,
 }
 
 impl OpErrorKind {
@@ -123,6 +126,7 @@ impl OpErrorKind {
             OpErrorKind::ShellBusy => "shell_busy",
             OpErrorKind::PathHidden => "path_hidden",
             OpErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
+            OpErrorKind::ResourceLimit => "resource_limit",
         }
     }
 }

@@ -207,7 +207,9 @@ async fn watch_exit(mut child: Child, life: Arc<Life>) {
     life.end(end);
     let job = life.job().take();
     if let Some(mut job) = job {
-        job.release().await;
+        for notice in job.release().await {
+            tracing::warn!(message = %notice.message, "the shell reached a bound");
+        }
     }
 }
 
