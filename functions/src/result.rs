@@ -164,6 +164,10 @@ pub enum ErrorKind {
     /// A job reached one of its resource bounds on the build host (its processes or its
     /// memory); the message says which. Reported beside how the job ended.
     ResourceLimit,
+    /// A persistent shell reported an exit status that cannot be proven to be the command's
+    /// (the shell's own code, such as a DEBUG trap under `extdebug`, may have reported it):
+    /// the outcome is unknown. `output` keeps what the command wrote.
+    StatusUnproven,
 }
 
 impl ErrorKind {
@@ -235,6 +239,7 @@ impl ErrorKind {
             ErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
             ErrorKind::LimitExceeded => "limit_exceeded",
             ErrorKind::ResourceLimit => "resource_limit",
+            ErrorKind::StatusUnproven => "status_unproven",
         }
     }
 
@@ -251,6 +256,7 @@ impl ErrorKind {
                 | ErrorKind::Cancelled
                 | ErrorKind::Lost
                 | ErrorKind::TestCountNotProven
+                | ErrorKind::StatusUnproven
         )
     }
 
@@ -315,6 +321,7 @@ impl ErrorKind {
             ErrorKind::GitMetadataOutsideProject => "invalid_state",
             ErrorKind::LimitExceeded => "limited",
             ErrorKind::ResourceLimit => "limited",
+            ErrorKind::StatusUnproven => "outcome_unknown",
         }
     }
 
@@ -379,6 +386,7 @@ impl ErrorKind {
             ErrorKind::GitMetadataOutsideProject => "check_target",
             ErrorKind::LimitExceeded => "release_some",
             ErrorKind::ResourceLimit => "read_output",
+            ErrorKind::StatusUnproven => "check_state",
         }
     }
 
@@ -413,7 +421,8 @@ impl ErrorKind {
             | ErrorKind::TimedOut
             | ErrorKind::Cancelled
             | ErrorKind::Lost
-            | ErrorKind::TestCountNotProven => 200,
+            | ErrorKind::TestCountNotProven
+            | ErrorKind::StatusUnproven => 200,
             ErrorKind::RateLimited => 429,
             ErrorKind::QueueFull => 429,
             ErrorKind::PathOutsideRoot => 400,
@@ -453,7 +462,7 @@ impl ErrorKind {
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 65] = [
+    pub const ALL: [ErrorKind; 66] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -519,6 +528,7 @@ impl ErrorKind {
         ErrorKind::GitMetadataOutsideProject,
         ErrorKind::LimitExceeded,
         ErrorKind::ResourceLimit,
+        ErrorKind::StatusUnproven,
     ];
 }
 

@@ -236,6 +236,7 @@ impl Shells {
             relative,
             started,
             private,
+            op.shell,
         ));
         let timeout = Duration::from_millis(item.limits.timeout_ms);
         if let Err(end) = shell.prove(&token, timeout, &mut cancel).await {
@@ -570,6 +571,7 @@ mod tests {
             cwd: None,
             exec: Some(ShellExecResult {
                 exit_code: Some(0),
+                status_proven: true,
                 timed_out: false,
                 recovered: false,
                 stdout: worst.clone(),

@@ -695,3 +695,136 @@ async fn closing_and_releasing_shells_kill_every_process_they_started() {
         assert!(processes_under(&root).is_empty());
     }
 }
+
+/// What the shell's own code may set up to make a failing command look successful: every
+/// builtin the framing could lean on redefined, traps, options, redirections, aliases, a
+/// poisoned `PATH`, disabled builtins, reading ahead of the program. After each, a failing
+/// command is never reported a proven success: it reports its real status, or says its status
+/// is unproven, or the shell is reset.
+#[tokio::test]
+async fn nothing_a_shell_defines_makes_a_failing_command_report_a_proven_success() {
+    // (dialects it applies to, the set-up, which statuses may stay proven).
+    let both = &[Shell::Sh, Shell::Bash][..];
+    let bash = &[Shell::Bash][..];
+    let attacks: &[(&[Shell], &str)] = &[
+        (both, "command() { return 0; }"),
+        // Passes the report through, fakes everything else.
+        (
+            both,
+            "command() { if [ \"$1\" = printf ]; then shift; printf \"$@\"; else return 0; fi; }",
+        ),
+        (
+            bash,
+            "printf() { if [ \"$1\" = '%s %d %s\\n' ]; then builtin printf '%s 0 proven\\n' \"$2\"; else builtin printf \"$@\"; fi; }",
+        ),
+        (both, "printf() { :; }; echo() { :; }"),
+        (both, "false() { return 0; }; unset -f false"),
+        (bash, "builtin() { return 0; }"),
+        (
+            bash,
+            "eval() { return 0; }; trap() { :; }; unset() { :; }; set() { :; }",
+        ),
+        (bash, "exit() { :; }; enable() { :; }; shopt() { :; }"),
+        (bash, "function /usr/bin/printf { :; }"),
+        (
+            bash,
+            "alias command=true eval=true printf=true; shopt -s expand_aliases",
+        ),
+        (bash, "enable -n command printf echo eval"),
+        (bash, "enable -n enable"),
+        (
+            bash,
+            "trap 'printf \"%s 0 proven\\n\" x >&9 2>/dev/null' DEBUG RETURN ERR",
+        ),
+        (bash, "set -T; trap ':' DEBUG"),
+        (bash, "shopt -s extdebug; trap 'return 1' DEBUG"),
+        (bash, "PROMPT_COMMAND='printf ok >&9'"),
+        (bash, "readonly POSIXLY_CORRECT"),
+        (
+            bash,
+            "mkdir -p /tmp/evil && printf '#!/bin/sh\\necho fake 0 proven\\n' > /tmp/evil/printf && chmod +x /tmp/evil/printf && PATH=/tmp/evil:$PATH && hash -p /tmp/evil/printf printf",
+        ),
+        (bash, "set -o history"),
+        (both, "set -v"),
+        (both, "set -x"),
+        (both, "set -u"),
+        (
+            both,
+            "trap 'printf \"%s 0 proven\\n\" x >&9' INT TERM USR1 EXIT",
+        ),
+        (both, "exec 9>/dev/null"),
+        (both, "exec 9>&1"),
+        (
+            both,
+            "for fd in 10 11 12 13 14 15 16 17 18 19; do eval \"exec $fd>&-\"; done",
+        ),
+        // Reading ahead of the program (the rest of a frame) from every descriptor the shell
+        // may keep it on.
+        (
+            both,
+            "for fd in 0 3 4 5 6 7 8 10 11 12 13 14 15; do eval \"dd bs=1 count=300 <&$fd 2>/dev/null\"; done >/dev/null",
+        ),
+    ];
+    for (dialects, setup) in attacks {
+        for &dialect in *dialects {
+            let r = runner(SandboxMode::Bubblewrap);
+            let id = r.open(dialect).await;
+            // A set-up that waits on the program pipe waits until its time runs out.
+            let mut work = r.exec_item(&id, setup);
+            work.limits.timeout_ms = 2000;
+            let _ = r.run(&work).await;
+            // Programs no set-up redefines: their real status is never 0.
+            for probe in ["/bin/false", "/bin/sh -c 'exit 3'"] {
+                let answer = r.exec_answer(&id, probe).await;
+                let ran = answer.exec.as_ref();
+                let forged = ran.is_some_and(|e| e.exit_code == Some(0) && e.status_proven);
+                assert!(
+                    !forged,
+                    "{dialect:?} after {setup:?}: {probe} reported a proven success: {answer:?}"
+                );
+                if let Some(e) = ran
+                    && e.status_proven
+                    && answer.state == ShellState::Ready
+                {
+                    assert_ne!(e.exit_code, Some(0), "{dialect:?} {setup:?} {probe}");
+                }
+                if answer.state != ShellState::Ready {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_ordinary_shell_proves_its_statuses_in_both_dialects() {
+    let r = runner(SandboxMode::Bubblewrap);
+    for dialect in [Shell::Sh, Shell::Bash] {
+        let id = r.open(dialect).await;
+        for (command, code) in [
+            ("true", 0),
+            ("false", 1),
+            ("(exit 7)", 7),
+            ("f() { return 4; }; f", 4),
+        ] {
+            let e = r.exec(&id, command).await;
+            assert_eq!(
+                (e.exit_code, e.status_proven),
+                (Some(code), true),
+                "{dialect:?} {command}"
+            );
+        }
+        // $? carries over, and a frame's own variables do not stay behind it.
+        let e = r.exec(&id, "false").await;
+        assert_eq!(e.exit_code, Some(1));
+        assert_eq!(r.stdout(&id, "echo \"$?\"").await, "1\n");
+        let names = "set | grep -o '^_wc_[a-z0-9]*' || true";
+        let first = r.stdout(&id, names).await;
+        let second = r.stdout(&id, names).await;
+        assert!(
+            first.lines().all(|n| !second.lines().any(|m| m == n)),
+            "{dialect:?}: {first} stayed: {second}"
+        );
+        r.close(&id).await;
+    }
+}

@@ -335,6 +335,13 @@ impl ExecView {
                 ErrorKind::Cancelled,
                 "the command was stopped before it ended; the shell is ready again",
             ),
+            (_, Some(code), _) if !self.result.status_proven => ToolError::new(
+                ErrorKind::StatusUnproven,
+                format!(
+                    "the shell reported exit code {code}, but it cannot be proven to be the command's: the shell's own code may have reported it (output holds what the command wrote)"
+                ),
+            )
+            .with("exit_code", code),
             (_, Some(0), _) => return None,
             (_, Some(code), _) => ToolError::new(
                 ErrorKind::ExitNonzero,
@@ -362,6 +369,7 @@ pub fn facts(output: &Value) -> Map<String, Value> {
     for key in [
         "timed_out",
         "recovered",
+        "status_proven",
         "stdout_truncated",
         "stderr_truncated",
     ] {

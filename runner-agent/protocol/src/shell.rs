@@ -129,6 +129,11 @@ pub struct ShellExecResult {
     /// The command's exit status (as `$?` reads it), when it completed; `None` when it timed
     /// out or the shell ended under it.
     pub exit_code: Option<i32>,
+    /// Whether the status is the command's beyond doubt: nothing the shell's own code set up
+    /// (functions, traps, options) could have run between the command and its report. `false`
+    /// with a status means the status is what the shell reported, unproven.
+    #[serde(default)]
+    pub status_proven: bool,
     /// It ran past its time limit.
     pub timed_out: bool,
     /// After a timeout: the foreground command was interrupted and the shell proved in step

@@ -19,9 +19,9 @@ use tokio::net::unix::pipe;
 use tokio::process::ChildStdin;
 use tokio::sync::watch;
 use uuid::Uuid;
-use wc_runner_protocol::{RelativePath, ShellId, ShellState};
+use wc_runner_protocol::{RelativePath, Shell as Dialect, ShellId, ShellState};
 
-use super::frame::{self, BadReport, Token};
+use super::frame::{self, BadReport, Report, Token};
 use super::output::{Captured, Output};
 use super::process::{self, End, Life};
 use crate::exec::{self, PrivateDir};
@@ -45,6 +45,8 @@ pub(super) struct Shell {
     output: Output,
     /// Holds the commands' stdin files.
     pub(super) private: PrivateDir,
+    /// `sh` or `bash`: how its frames are written.
+    dialect: Dialect,
 }
 
 /// The runner's side of the framing: where it writes frames and reads reports.
@@ -85,9 +87,9 @@ impl Stop {
 #[derive(Debug)]
 pub(super) enum Finish {
     /// It reported its exit status.
-    Completed(u8),
+    Completed(Report),
     /// It was stopped, interrupted, and reported: the shell is in step again.
-    Recovered(Stop, u8),
+    Recovered(Stop, Report),
     /// The shell ended under it (exited, poisoned, closed), stopped first or not.
     Ended(Option<Stop>, End),
 }
@@ -108,6 +110,7 @@ impl Shell {
         cwd: RelativePath,
         started: process::Started,
         private: PrivateDir,
+        dialect: Dialect,
     ) -> Shell {
         Shell {
             id,
@@ -122,6 +125,7 @@ impl Shell {
             }),
             output: started.output,
             private,
+            dialect,
         }
     }
 
@@ -191,14 +195,14 @@ impl Shell {
         grace: Duration,
     ) -> Ran {
         let started = Instant::now();
-        let frame = frame::command(command.text, command.stdin, io.restore, token);
+        let frame = frame::command(command.text, command.stdin, io.restore, token, self.dialect);
         self.output.begin(command.limit);
         let finish = self
             .exchange(io, &frame, token, command.timeout, cancel, grace)
             .await;
         let (stdout, stderr) = self.output.finish();
-        if let Finish::Completed(status) | Finish::Recovered(_, status) = finish {
-            io.restore = status;
+        if let Finish::Completed(report) | Finish::Recovered(_, report) = finish {
+            io.restore = report.status;
         }
         Ran {
             finish,
@@ -263,7 +267,7 @@ impl Shell {
     }
 
     /// How a command whose report read as `reported` ended.
-    async fn reported(&self, reported: Result<u8, BadReport>, stop: Option<Stop>) -> Finish {
+    async fn reported(&self, reported: Result<Report, BadReport>, stop: Option<Stop>) -> Finish {
         let bad = match (reported, stop) {
             (Ok(status), None) => return Finish::Completed(status),
             (Ok(status), Some(stop)) => return Finish::Recovered(stop, status),
@@ -376,7 +380,7 @@ pub(super) async fn wait_end(ended: &mut watch::Receiver<Option<End>>) -> End {
 async fn read_report(
     control: &mut BufReader<pipe::Receiver>,
     token: &Token,
-) -> Result<u8, BadReport> {
+) -> Result<Report, BadReport> {
     let mut line = Vec::new();
     let read = control
         .take(frame::MAX_REPORT_BYTES)

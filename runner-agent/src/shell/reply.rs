@@ -9,6 +9,12 @@ use super::live::{Finish, Ran, Stop};
 use super::process::End;
 use crate::exec;
 
+/// Why a status is not proven, in words.
+const UNPROVEN: &str = "the exit status cannot be proven: the shell runs with extdebug or \
+     functrace on, refused POSIX mode, or keeps its builtins disabled, so something other than \
+     the command may have reported it (turn those off, or use run_shell, whose status the \
+     kernel reports)";
+
 /// An answer before its action is named.
 pub(super) struct Reply {
     pub(super) state: ShellState,
@@ -49,8 +55,17 @@ impl Reply {
 
     /// The answer to an exec that ran as `ran`.
     pub(super) fn ran(ran: Ran) -> Reply {
+        let proven = match &ran.finish {
+            Finish::Completed(report) => report.proven,
+            _ => false,
+        };
         let (state, exit_code, stop, detail) = match ran.finish {
-            Finish::Completed(status) => (ShellState::Ready, Some(i32::from(status)), None, None),
+            Finish::Completed(report) => (
+                ShellState::Ready,
+                Some(i32::from(report.status)),
+                None,
+                (!report.proven).then(|| UNPROVEN.to_owned()),
+            ),
             Finish::Recovered(stop, _) => (
                 ShellState::Ready,
                 None,
@@ -71,6 +86,7 @@ impl Reply {
         };
         let exec = ShellExecResult {
             exit_code,
+            status_proven: proven,
             timed_out: stop == Some(Stop::TimedOut),
             recovered: stop.is_some() && state == ShellState::Ready,
             stdout: String::from_utf8_lossy(&ran.stdout.kept).into_owned(),
