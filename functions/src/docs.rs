@@ -229,8 +229,15 @@ pub fn errors_markdown() -> String {
          `payload_too_large` (413), `request_timeout` (408: the body did not arrive within the body\n\
          deadline), `bad_request` (400), `not_found` (404), `unavailable` (503; with `Retry-After`\n\
          when the server is at its concurrent-request or request-body limit), `rate_limited` (429,\n\
-         runner API: a delivered work id whose caller holds its share of the runner) and `internal`\n\
-         (500, opaque: the cause is in the log under the request id)."
+         with `Retry-After`: a caller at its share of concurrent requests or listen streams, or on\n\
+         the runner API a delivered work id whose caller holds its share of the runner) and\n\
+         `internal` (500, opaque: the cause is in the log under the request id). These shapes are\n\
+         the same on `/mcp`, where they come before the JSON-RPC layer.\n\n\
+         A message that is not valid HTTP is refused by the HTTP layer before wc reads it: a\n\
+         header value holding a control byte (NUL, CR, LF; RFC 9110 §5.5) gets a bare 400 and the\n\
+         connection closes. Clients send such values in the\n\
+         `Mcp-*` headers in the spec's `=?base64?…?=` form, which wc decodes; inside JSON any\n\
+         character is allowed, and a task id with control bytes is the ordinary `-32602`."
     );
     out
 }

@@ -202,16 +202,33 @@ pub fn mcp_request(version: &str, auth: Option<&str>, body: &Value) -> Request<B
         if method == "tools/call"
             && let Some(name) = body["params"]["name"].as_str()
         {
-            b = b.header("mcp-name", name);
+            b = b.header("mcp-name", header_value(name));
         }
         if method.starts_with("tasks/")
             && let Some(id) = body["params"]["taskId"].as_str()
         {
-            b = b.header("mcp-name", id);
+            b = b.header("mcp-name", header_value(id));
         }
     }
     b.body(Body::from(serde_json::to_vec(body).unwrap()))
         .unwrap()
+}
+
+/// `value` as a client puts it in an `Mcp-*` header: as it is when it is printable ASCII
+/// without surrounding spaces, otherwise in the spec's `=?base64?…?=` form.
+pub fn header_value(value: &str) -> String {
+    use base64::Engine as _;
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if plain {
+        value.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
+    }
 }
 
 /// Sets (replaces) a header of a built request.

@@ -92,7 +92,11 @@ async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
     let foreign = task_get(&env.st, &other, &id).await;
     let unknown = task_get(&env.st, &other, "wc_task_AAAAAAAAAAAAAAAAAAAAAA").await;
     let malformed = task_get(&env.st, &other, "not-a-task").await;
-    for r in [&foreign, &unknown, &malformed] {
+    // Control bytes reach a task id only in JSON and in the header's base64 form: they are
+    // the same documented error, never a bare HTTP failure.
+    let nul = task_get(&env.st, &other, "wc_task_\0AAAAAAAAAAAAAAAAAAAAA").await;
+    let control = task_get(&env.st, &other, "\u{1}\n\u{7f}").await;
+    for r in [&foreign, &unknown, &malformed, &nul, &control] {
         assert_eq!(r.rpc_code(), Some(-32602), "{}", r.text());
     }
     // Another principal's cancel changes nothing and reveals nothing.
