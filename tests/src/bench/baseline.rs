@@ -6,6 +6,7 @@
 //! Only scenarios whose every operation goes to the server can be paired: the store floors
 //! run the benchmark's own store code, which is the same for both builds.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,8 @@ use serde_json::Value;
 use wc_store::Pool;
 
 use super::board::{self, Target};
-use super::{OpFuture, drive, drive_paired, runner, sessions};
+use super::search::{self, Tree};
+use super::{OpFuture, drive, drive_paired, files, runner, sessions};
 
 /// A scenario that can be measured against a baseline build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,15 +26,21 @@ pub enum Scenario {
     BoardPost(Target),
     /// `mcp_recorded_call`: `session_summary` recorded in the caller's session.
     RecordedCall,
+    /// `read_files_roundtrip`: one 4 KB file read through the embedded runner.
+    ReadFiles,
+    /// `search_project_texts`: one search of a 20,000-file tree, every page.
+    Search,
 }
 
 impl Scenario {
     /// Every pairable scenario, in the order `wc-bench` runs them.
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::RunnerRoundtrip,
         Scenario::BoardPost(Target::Hot),
         Scenario::BoardPost(Target::Distinct),
         Scenario::RecordedCall,
+        Scenario::ReadFiles,
+        Scenario::Search,
     ];
 
     /// The scenario's name in reports and on the command line.
@@ -42,6 +50,8 @@ impl Scenario {
             Scenario::BoardPost(Target::Hot) => "board_post_hot",
             Scenario::BoardPost(Target::Distinct) => "board_post_distinct",
             Scenario::RecordedCall => "mcp_recorded_call",
+            Scenario::ReadFiles => "read_files_roundtrip",
+            Scenario::Search => "search_project_texts",
         }
     }
 
@@ -82,9 +92,26 @@ pub struct Server {
     pub pool: Pool,
     /// One Workflow Session per worker, started on it.
     pub sessions: Arc<Vec<String>>,
+    /// The tree `search_project_texts` searches, with its count of matching lines, once
+    /// [`Server::prepare`] made it.
+    pub search: Option<(Tree, u64)>,
 }
 
 impl Server {
+    /// Writes under the project root `root` what `scenarios` read: the file of
+    /// `read_files_roundtrip`, the tree of `search_project_texts`.
+    pub async fn prepare(&mut self, scenarios: &[Scenario], root: &Path) -> anyhow::Result<()> {
+        if scenarios.contains(&Scenario::ReadFiles) {
+            files::prepare_read(root)?;
+        }
+        if scenarios.contains(&Scenario::Search) {
+            let tree = search::generate(&root.join(search::TREE_DIR))?;
+            let lines = search::matching_lines(&tree.root).await?;
+            self.search = Some((tree, lines));
+        }
+        Ok(())
+    }
+
     fn op(&self, scenario: Scenario) -> Box<dyn Fn(usize) -> OpFuture + Send + Sync> {
         let sessions = self.sessions.clone();
         match scenario {
@@ -98,6 +125,13 @@ impl Server {
                 &self.base,
                 &self.token,
                 sessions,
+            )),
+            Scenario::ReadFiles => Box::new(files::read_op(&self.base, &self.token, &self.project)),
+            Scenario::Search => Box::new(search::search_op(
+                &self.base,
+                &self.token,
+                &self.project,
+                self.search.as_ref().map_or(0, |(_, lines)| *lines),
             )),
         }
     }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use wc_store::Pool;
 
 use super::mcp::{call_tool_ok, mcp_request, post_mcp};
-use super::{Samples, drive, percentile_ms, report, round, runner};
+use super::{OpFuture, Samples, drive, percentile_ms, report, round, runner};
 use crate::client::Client;
 
 /// The file `read_files_roundtrip` reads, relative to the project root.
@@ -71,6 +71,16 @@ fn with_p90(samples: &mut Samples) {
         .insert("p90_ms".into(), json!(round(percentile_ms(&sorted, 0.90))));
 }
 
+/// The `tools/call` of `read_files` on [`READ_PATH`] in `project`.
+fn read_call(token: &str, project: &str) -> (Arc<Vec<(String, String)>>, hyper::body::Bytes) {
+    let (headers, body) = tool_call(
+        token,
+        "read_files",
+        json!({ "project": project, "files": [{ "path": READ_PATH }] }),
+    );
+    (headers, hyper::body::Bytes::from(body))
+}
+
 /// `read_files_roundtrip` at one concurrency: every call reads the whole of [`READ_PATH`]
 /// (written by [`prepare_read`]); the line carries p90 and the queue breakdown of
 /// [`runner::breakdown`].
@@ -84,20 +94,10 @@ pub async fn read_roundtrip(
 ) -> anyhow::Result<Value> {
     let client = Client::new();
     let url = Arc::new(format!("{base}/mcp"));
-    let (headers, body) = tool_call(
-        token,
-        "read_files",
-        json!({ "project": project, "files": [{ "path": READ_PATH }] }),
-    );
-    let body = hyper::body::Bytes::from(body);
+    let (headers, body) = read_call(token, project);
     // One checked call first: the reply must hold the file, whole.
     let (reply, _) = post_mcp(&client, &url, &headers, body.clone(), "tools/call").await?;
-    let file = &reply["result"]["structuredContent"]["output"]["files"][0];
-    anyhow::ensure!(
-        file["size"] == json!(READ_BYTES)
-            && file["content"]["text"].as_str().map(str::len) == Some(READ_BYTES),
-        "read_files did not answer the {READ_BYTES}-byte file: {reply}"
-    );
+    read_whole(&reply)?;
     let since = chrono::Utc::now();
     let clock = runner::CallClock::default();
     let calls = clock.clone();
@@ -116,6 +116,38 @@ pub async fn read_roundtrip(
     samples.extra.insert("file_bytes".into(), json!(READ_BYTES));
     finish(&mut samples, pool, since, concurrency, &clock).await?;
     Ok(report("read_files_roundtrip", concurrency, samples))
+}
+
+/// Whether `reply` holds the whole of [`READ_PATH`].
+fn read_whole(reply: &Value) -> anyhow::Result<()> {
+    let file = &reply["result"]["structuredContent"]["output"]["files"][0];
+    anyhow::ensure!(
+        file["size"] == json!(READ_BYTES)
+            && file["content"]["text"].as_str().map(str::len) == Some(READ_BYTES),
+        "read_files did not answer the {READ_BYTES}-byte file: {reply}"
+    );
+    Ok(())
+}
+
+/// One `read_files` of [`READ_PATH`] (written by [`prepare_read`]) on the server at `base`,
+/// which must answer the file whole: the operation of a paired `read_files_roundtrip`.
+pub fn read_op(
+    base: &str,
+    token: &str,
+    project: &str,
+) -> impl Fn(usize) -> OpFuture + Send + Sync + 'static {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let (headers, body) = read_call(token, project);
+    move |_| {
+        let (client, url, headers, body) =
+            (client.clone(), url.clone(), headers.clone(), body.clone());
+        Box::pin(async move {
+            let (reply, _) = post_mcp(&client, &url, &headers, body, "tools/call").await?;
+            read_whole(&reply)?;
+            Ok(vec![])
+        })
+    }
 }
 
 /// Adds the call that went out at `sent` and has just been answered to `calls`.

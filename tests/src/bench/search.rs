@@ -10,13 +10,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::mcp::{mcp_request, post_mcp};
-use super::{median, round};
+use super::{OpFuture, median, round};
 use crate::client::Client;
 
 /// The tree's directory under the project root.
@@ -256,6 +257,34 @@ async fn wc_search(
             None => return Ok((matches, pages)),
         }
     }
+}
+
+/// One wc search of [`PATTERN`] over the tree at [`TREE_DIR`] (every page) on the server at
+/// `base`, which must find `lines` matching lines: the operation of a paired
+/// `search_project_texts`.
+pub fn search_op(
+    base: &str,
+    token: &str,
+    project: &str,
+    lines: u64,
+) -> impl Fn(usize) -> OpFuture + Send + Sync + 'static {
+    let client = Client::new();
+    let url = Arc::new(format!("{base}/mcp"));
+    let (token, project) = (Arc::new(token.to_owned()), Arc::new(project.to_owned()));
+    move |_| {
+        let (client, url, token, project) =
+            (client.clone(), url.clone(), token.clone(), project.clone());
+        Box::pin(async move {
+            let (found, _) = wc_search(&client, &url, &token, &project, PATTERN).await?;
+            anyhow::ensure!(found == lines, "{found} lines match {PATTERN}, not {lines}");
+            Ok(vec![])
+        })
+    }
+}
+
+/// The lines of the tree at `root` that match [`PATTERN`], as `rg` counts them.
+pub async fn matching_lines(root: &Path) -> anyhow::Result<u64> {
+    rg_search(root, PATTERN).await
 }
 
 /// One `rg` run of `pattern` over the tree at its defaults, every matching line read from its

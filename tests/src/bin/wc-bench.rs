@@ -73,6 +73,15 @@ fn wc_local(cli: &Cli) -> anyhow::Result<PathBuf> {
     })
 }
 
+/// Whether the program `bin` lists `option` in its `--help`.
+fn takes_option(bin: &Path, option: &str) -> anyhow::Result<bool> {
+    let help = std::process::Command::new(bin)
+        .arg("--help")
+        .output()
+        .with_context(|| format!("cannot run {} --help", bin.display()))?;
+    Ok(String::from_utf8_lossy(&help.stdout).contains(option))
+}
+
 /// A wc-local over a fresh database with one registered project.
 struct Stack {
     db: TestDatabase,
@@ -110,6 +119,11 @@ impl Stack {
         std::fs::create_dir_all(&root)?;
         let mut opts = LocalOptions::in_dir(&dir);
         opts.database_url = Some(db.url().expose().to_owned());
+        // A baseline built before wc-local kept its state outside the working directory
+        // has no --state-dir; with a database URL it keeps no state of its own.
+        if !takes_option(bin, "--state-dir")? {
+            opts.state_dir = None;
+        }
         opts.args = vec!["--project".into(), format!("bench={}", root.display())];
         opts.env.push(("RUST_LOG".into(), log.into()));
         opts.env.extend(env);
@@ -138,6 +152,7 @@ impl Stack {
             project: self.project.clone(),
             pool: self.db.pool().clone(),
             sessions: Arc::new(sessions),
+            search: None,
         })
     }
 }
@@ -159,8 +174,14 @@ async fn against_baseline(cli: &Cli, bin: &Path, duration: Duration) -> anyhow::
         &cli.server_log,
         Vec::new(),
     )?;
-    let baseline_server = baseline_stack.paired_side(workers).await?;
-    let current_server = current_stack.paired_side(workers).await?;
+    let mut baseline_server = baseline_stack.paired_side(workers).await?;
+    let mut current_server = current_stack.paired_side(workers).await?;
+    baseline_server
+        .prepare(&scenarios, &baseline_stack.root)
+        .await?;
+    current_server
+        .prepare(&scenarios, &current_stack.root)
+        .await?;
     for scenario in scenarios {
         for &c in &cli.concurrency {
             emit(
