@@ -71,7 +71,8 @@ macro_rules! random_id {
         text_newtype!($name);
 
         // The pattern fixes the length too: no separate bounds to repeat in every listing.
-        string_schema!($name, "pattern": $name::PATTERN);
+        string_schema!($name, "pattern": $name::PATTERN,
+            "x-problem": form_problem($prefix, $min, $max));
     };
 }
 

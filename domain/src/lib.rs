@@ -18,6 +18,7 @@ pub mod project;
 pub mod session;
 pub mod shell;
 pub mod task;
+pub mod text;
 pub mod work;
 
 pub use board::{MessageKind, MessageStatus, Priority};
@@ -29,6 +30,7 @@ pub use project::ProjectId;
 pub use session::{EventRole, Lifecycle, Mode};
 pub use shell::ShellState;
 pub use task::TaskStatus;
+pub use text::{Cursor, Glob, Key, Line, ProgramName, Sha256Hex, Text};
 pub use work::{EndReason, WorkId, WorkMode, WorkQueue, WorkState};
 
 /// The schema of a closed set of strings: one `const` branch per value, with its description.

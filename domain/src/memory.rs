@@ -13,6 +13,8 @@ impl MemoryKey {
     pub const MAX_LEN: usize = 128;
     /// The pattern of the JSON Schema, the same rule [`Self::parse`] checks.
     pub const PATTERN: &'static str = r"^[a-z0-9][a-z0-9._/:-]{0,127}$";
+    /// What a caller reads when a key breaks the pattern.
+    pub const PROBLEM: &'static str = "must be 1-128 characters of a-z, 0-9, `.`, `_`, `/`, `:` or `-`, starting with a letter or digit";
 
     /// Accepts the key form.
     pub fn parse(raw: &str) -> Result<MemoryKey, ParseError> {
@@ -28,17 +30,14 @@ impl MemoryKey {
         if first_ok && rest_ok && raw.len() <= Self::MAX_LEN {
             Ok(MemoryKey(raw.to_owned()))
         } else {
-            Err(ParseError::new(
-                "memory key",
-                "must be 1-128 characters of a-z, 0-9, `.`, `_`, `/`, `:` or `-`, starting with a letter or digit",
-            ))
+            Err(ParseError::new("memory key", Self::PROBLEM))
         }
     }
 }
 
 text_newtype!(MemoryKey);
 
-string_schema!(MemoryKey, "minLength": 1, "maxLength": MemoryKey::MAX_LEN, "pattern": MemoryKey::PATTERN);
+string_schema!(MemoryKey, "minLength": 1, "maxLength": MemoryKey::MAX_LEN, "pattern": MemoryKey::PATTERN, "x-problem": MemoryKey::PROBLEM);
 
 #[cfg(test)]
 mod tests {

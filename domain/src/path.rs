@@ -27,6 +27,9 @@ impl RelativePath {
     /// With [`Self::NOT_PATTERN`] it is the rule [`Self::parse`] checks.
     pub const PATTERN: &'static str = concat!("^(?:[^/~", excluded!(), "][^", excluded!(), "]*)?$");
 
+    /// What a caller reads when a path breaks [`Self::PATTERN`] or [`Self::NOT_PATTERN`].
+    pub const PROBLEM: &'static str = "must be relative to the project root, like `src/main.rs`: no leading `/` or `~`, no `..` segment, no `:`, `\\` or control characters";
+
     /// What the schema's `not` refuses: a `..` segment.
     pub const NOT_PATTERN: &'static str = r"(^|/)\.\.(/|$)";
 
@@ -51,7 +54,9 @@ impl RelativePath {
             return refuse("must use `/` as its separator, not `\\`");
         }
         if raw.starts_with('/') || raw.starts_with('~') {
-            return refuse("must be relative to the project root, not absolute");
+            return refuse(
+                "must be relative to the project root, like `src/main.rs`, not absolute",
+            );
         }
         let mut parts = Vec::new();
         for part in raw.split('/') {
@@ -97,6 +102,7 @@ impl schemars::JsonSchema for RelativePath {
             "maxLength": RelativePath::MAX_CHARS,
             "pattern": RelativePath::PATTERN,
             "not": { "type": "string", "pattern": RelativePath::NOT_PATTERN },
+            "x-problem": RelativePath::PROBLEM,
         })
     }
 }

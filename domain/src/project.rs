@@ -44,7 +44,8 @@ impl ProjectId {
 
 text_newtype!(ProjectId);
 
-string_schema!(ProjectId, "maxLength": ProjectId::MAX_CHARS, "pattern": ProjectId::PATTERN);
+string_schema!(ProjectId, "maxLength": ProjectId::MAX_CHARS, "pattern": ProjectId::PATTERN,
+    "x-problem": "must not contain control characters");
 
 #[cfg(test)]
 mod tests {

@@ -93,6 +93,9 @@ impl WorkId {
     /// The pattern of the JSON Schema: a hyphenated UUID.
     pub const PATTERN: &'static str =
         "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+    /// What a caller reads when an id breaks the pattern.
+    pub const PROBLEM: &'static str =
+        "must be a UUID in its hyphenated form (8-4-4-4-12 hex digits)";
 
     /// A fresh, time-ordered id (UUIDv7).
     pub fn generate() -> WorkId {
@@ -108,10 +111,7 @@ impl WorkId {
             });
         match raw.parse::<Uuid>() {
             Ok(id) if hyphenated => Ok(WorkId(id)),
-            _ => Err(ParseError::new(
-                "job id",
-                "must be a UUID in its hyphenated form (8-4-4-4-12 hex digits)",
-            )),
+            _ => Err(ParseError::new("job id", Self::PROBLEM)),
         }
     }
 
@@ -153,7 +153,8 @@ impl<'de> serde::Deserialize<'de> for WorkId {
     }
 }
 
-string_schema!(WorkId, "minLength": 36, "maxLength": 36, "pattern": WorkId::PATTERN);
+string_schema!(WorkId, "minLength": 36, "maxLength": 36, "pattern": WorkId::PATTERN,
+    "x-problem": WorkId::PROBLEM);
 
 #[cfg(feature = "postgres")]
 impl postgres_types::ToSql for WorkId {

@@ -426,7 +426,7 @@ async fn serialized_result_bytes_leave_out_the_session_attention_sidecar() {
         json!({ "project": "agent:local:a", "instruction": "audited" }),
     )
     .await;
-    let w = started.result()["structuredContent"]["output"]["session_id"]
+    let w = output(&started.result()["structuredContent"])["session_id"]
         .as_str()
         .expect("session_id")
         .to_owned();

@@ -458,6 +458,11 @@ async fn the_full_listing_fits_in_100_kb() {
             .map(|t| (t.to_string().len(), t["name"].to_string()))
             .collect();
         sizes.sort_unstable_by(|a, b| b.cmp(a));
+        // The sentences that explain a refused pattern are the validator's, never published.
+        assert!(
+            !r.text().contains(wc_domain::text::PROBLEM_KEYWORD),
+            "{version}"
+        );
         assert!(
             r.bytes.len() <= 100 * 1024,
             "{version}: {} bytes; the largest tools: {:?}",
@@ -555,6 +560,76 @@ async fn invalid_arguments_name_the_field_and_the_rule() {
             );
             assert_eq!(sc["error"]["rule"], rule, "{version} {name} {args}: {sc}");
         }
+    }
+}
+
+/// A refusal says what was wrong in the words of the type that owns the rule, and an unknown
+/// argument is told what it probably meant: what a caller new to the tools reads.
+#[tokio::test]
+async fn refusals_say_what_was_wrong_and_what_was_meant() {
+    let TestApp { db: _db, st, key } = TestApp::new().await;
+    let project = "agent:local:demo";
+    let digest = "0".repeat(64);
+    for (name, args, pointer, message) in [
+        (
+            "read_files",
+            json!({"project": project, "files": [{"path": "/etc/passwd"}]}),
+            "/files/0/path",
+            "argument /files/0/path: must be relative to the project root, like `src/main.rs`",
+        ),
+        (
+            "read_files",
+            json!({"project": project, "files": [{"path": "src/../../x"}]}),
+            "/files/0/path",
+            "no `..` segment",
+        ),
+        (
+            "apply_text_edits",
+            json!({"project": project, "path": "a.txt", "edits": [{"old": "x", "new": "y"}]}),
+            "/edits/0/new",
+            "is not a known argument, nor is `old`: did you mean `new_text` and `old_text`?",
+        ),
+        (
+            "apply_text_edits",
+            json!({"project": project, "path": "a.txt", "sha256": digest,
+                   "edits": [{"old_text": "x", "new_text": "y"}]}),
+            "/sha256",
+            "did you mean `expected_sha256`?",
+        ),
+        (
+            "apply_text_edits",
+            json!({"project": project, "path": "a.txt", "expected_sha256": "ABC",
+                   "edits": [{"old_text": "x", "new_text": "y"}]}),
+            "/expected_sha256",
+            "must be 64 lowercase hexadecimal digits",
+        ),
+        (
+            "search_project_texts",
+            json!({"project": project, "pattern": "x", "glob": "a\nb"}),
+            "/glob",
+            "must be one line without control characters",
+        ),
+        (
+            "run_script",
+            json!({"project": project, "script": "true", "interpreter": "/bin/sh"}),
+            "/interpreter",
+            "not a path",
+        ),
+        (
+            "list_projects",
+            json!({"limt": 3}),
+            "/limt",
+            "did you mean `limit`?",
+        ),
+    ] {
+        let r = tools_call(&st, MODERN, Some(&key), name, args.clone()).await;
+        let sc = &r.result()["structuredContent"];
+        assert_eq!(sc["success"], false, "{name} {args}: {sc}");
+        assert_eq!(sc["error"]["kind"], "invalid_arguments", "{sc}");
+        assert_eq!(sc["error"]["pointer"], pointer, "{name} {args}: {sc}");
+        let said = sc["error"]["message"].as_str().unwrap();
+        assert!(said.contains(message), "{name} {args}: {said}");
+        assert!(!said.contains("must match the pattern"), "{said}");
     }
 }
 

@@ -442,7 +442,7 @@ async fn valid_tokens_work_on_mcp_and_rest_with_their_scopes_and_subject() {
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
-    let session = r.body["output"]["session_id"].as_str().unwrap().to_owned();
+    let session = output(&r.body)["session_id"].as_str().unwrap().to_owned();
 
     // The session belongs to alice (issuer + subject): bob, same issuer, does not see it.
     let r = rest_tools_call(
@@ -453,6 +453,7 @@ async fn valid_tokens_work_on_mcp_and_rest_with_their_scopes_and_subject() {
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.body["success"], true, "{}", r.text());
     let r = rest_tools_call(
         &st,
         &bob,

@@ -56,6 +56,8 @@ async fn the_openapi_document_fits_gpt_actions() {
         doc["openapi"]
     );
     assert_eq!(doc["servers"], json!([{ "url": "https://wc.example.com" }]));
+    // The sentences that explain a refused pattern are the validator's, never published.
+    assert!(!doc.to_string().contains(wc_domain::text::PROBLEM_KEYWORD));
     assert_eq!(
         doc["components"]["securitySchemes"]["bearerAuth"],
         json!({ "type": "http", "scheme": "bearer" })
@@ -152,7 +154,7 @@ async fn rest_publishes_only_the_recording_wrapper_field() {
         }
     }
     let listed = rest(&st, "/api/tools/list", Some(&key), json!({})).await;
-    for t in listed.body["output"]["tools"].as_array().unwrap() {
+    for t in output(&listed.body)["tools"].as_array().unwrap() {
         let props = t["input_schema"]["properties"].as_object().unwrap();
         assert!(props.contains_key("recording_session_id"), "{}", t["name"]);
         for field in ["context_request", "ack_session_message_ids"] {
@@ -194,7 +196,7 @@ async fn rest_answers_the_same_result_body_as_mcp() {
     }
     // The runtime_status output in full, not just its shape.
     let r = rest(&st, "/api/actions/runtime_status", Some(&key), json!({})).await;
-    let out = &r.body["output"];
+    let out = output(&r.body);
     assert_eq!(out["server_version"], wc_functions::VERSION);
     assert_eq!(out["database"]["reachable"], true);
     assert_eq!(
@@ -396,6 +398,7 @@ async fn the_rest_tool_list_reaches_every_visible_tool() {
     }
     // The limited caller does not see what it cannot call.
     let listed = rest(&st, "/api/tools/list", Some(&limited), json!({})).await;
+    assert_eq!(listed.body["success"], true, "{}", listed.text());
     assert!(
         !listed.text().contains("\"list_projects\""),
         "{}",

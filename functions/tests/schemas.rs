@@ -185,7 +185,7 @@ async fn every_listed_tool_schema_is_portable_on_every_surface() {
         }
     }
     let listed = rest(&st, "/api/tools/list", Some(&key), json!({})).await;
-    for tool in listed.body["output"]["tools"].as_array().expect("tools") {
+    for tool in output(&listed.body)["tools"].as_array().expect("tools") {
         let name = tool["name"].as_str().unwrap();
         found.extend(problems(&tool["input_schema"], &format!("REST {name}")));
         checked += 1;

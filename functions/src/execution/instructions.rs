@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 use wc_domain::{ProjectId, RelativePath};
-use wc_runner_protocol::{ExploreOp, FileContent, FileRange, ReadFilesOp, WorkAnswer, WorkSpec};
+use wc_runner_protocol::{FileContent, FileRange, ReadFilesOp};
 
 use super::operation;
 use crate::kernel::context::ToolContext;
@@ -46,8 +46,7 @@ pub async fn read(ctx: &ToolContext, project: &ProjectId) -> Value {
                     end_line: None,
                 }],
             };
-            let spec = WorkSpec::Explore(ExploreOp::ReadFiles(op));
-            operation::run(ctx, target, "work_on_project", spec).await
+            operation::run(ctx, target, "work_on_project", op).await
         }
     });
     let (a, b, c) = tokio::join!(a, b, c);
@@ -56,8 +55,7 @@ pub async fn read(ctx: &ToolContext, project: &ProjectId) -> Value {
     let mut truncated = false;
     for (path, read) in INSTRUCTION_FILES.iter().zip([a, b, c]) {
         let answer = match read {
-            Ok(WorkAnswer::ReadFiles(answer)) => answer,
-            Ok(other) => return unavailable(&operation::mismatched(&other)),
+            Ok(answer) => answer,
             // An absent file (or a directory of that name) is no instruction.
             Err(e) if matches!(e.kind, ErrorKind::PathNotFound | ErrorKind::NotAFile) => continue,
             Err(e) => return unavailable(&e),

@@ -10,7 +10,9 @@
 pub mod classify;
 pub mod instructions;
 pub mod operation;
+mod options;
 pub mod shell;
+mod target;
 pub mod validation;
 
 use std::sync::Arc;
@@ -18,26 +20,32 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 use wc_domain::{
-    EndReason, EventRole, ProjectId, RelativePath, SessionId, WorkId, WorkMode, WorkQueue,
-    WorkState,
+    EndReason, EventRole, ProjectId, RelativePath, WorkId, WorkMode, WorkQueue, WorkState,
 };
 use wc_runner_protocol::{
-    PROTOCOL_VERSION, Termination, WorkItem, WorkKind, WorkLimits, WorkOutcome, WorkSpec,
+    PROTOCOL_VERSION, Termination, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
 };
 use wc_store::sessions::{NewEvent, SessionRow};
 use wc_store::tasks::NewTask;
 use wc_store::work::{self, Enqueued, Evidence, NewWork, QueueRoute, WorkRow};
 
 pub use classify::{ExpectationView, ResultExpectation, classify};
+pub use options::{
+    AcceptedExitCodes, Argv, ExecOptions, Purpose, ShellChoice, ShellText, Stdin, check_shell_text,
+    cwd, shell_spec, timeout,
+};
+pub use target::{
+    ProjectOrSession, Setting, Target, check_purpose, defaults, is_online, refuse_resource,
+    request_project, resolve_target, setting,
+};
 
 use crate::kernel::context::ToolContext;
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::authority;
-use crate::workflow::exec_context::ExecutionContext;
 
 /// Kept output per stream of a synchronous call (returned whole in its result).
 pub const SYNC_OUTPUT_BYTES: u64 = 64 * 1024;
@@ -49,223 +57,6 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 600_000;
 pub const MAX_PURPOSE_CHARS: usize = 200;
 /// Most `accepted_exit_codes`.
 pub const MAX_ACCEPTED_EXIT_CODES: usize = 32;
-
-/// Exit codes a caller counts as success besides 0 (a boolean predicate's 1, say): at most
-/// [`MAX_ACCEPTED_EXIT_CODES`], each 0-255. Parsing is the check, so a value of this type is
-/// always within its bounds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Vec<i32>", into = "Vec<i32>")]
-pub struct AcceptedExitCodes(Vec<i32>);
-
-impl AcceptedExitCodes {
-    /// The codes, in the caller's order.
-    pub fn as_slice(&self) -> &[i32] {
-        &self.0
-    }
-}
-
-impl TryFrom<Vec<i32>> for AcceptedExitCodes {
-    type Error = String;
-
-    fn try_from(codes: Vec<i32>) -> Result<Self, String> {
-        if codes.len() > MAX_ACCEPTED_EXIT_CODES {
-            return Err(format!(
-                "at most {MAX_ACCEPTED_EXIT_CODES} accepted exit codes"
-            ));
-        }
-        if let Some(c) = codes.iter().find(|c| !(0..=255).contains(*c)) {
-            return Err(format!("exit code {c} is outside 0-255"));
-        }
-        Ok(AcceptedExitCodes(codes))
-    }
-}
-
-impl From<AcceptedExitCodes> for Vec<i32> {
-    fn from(codes: AcceptedExitCodes) -> Vec<i32> {
-        codes.0
-    }
-}
-
-impl JsonSchema for AcceptedExitCodes {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "AcceptedExitCodes".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "array",
-            "maxItems": MAX_ACCEPTED_EXIT_CODES,
-            "items": { "type": "integer", "minimum": 0, "maximum": 255 },
-        })
-    }
-}
-
-/// Where a project's work runs.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// Canonical project id, `agent:<client_id>:<name>`.
-    pub project_id: ProjectId,
-    /// The runner.
-    pub client_id: String,
-    /// The runner-local project id.
-    pub local: String,
-    /// The kinds of work its runner's instance executes.
-    pub work_kinds: Vec<WorkKind>,
-    /// The runner's current instance (the owner of any shell opened now).
-    pub instance_id: Uuid,
-}
-
-fn unknown_project(project: &ProjectId) -> ToolError {
-    ToolError::new(
-        ErrorKind::UnknownProject,
-        "no such project is visible to this caller",
-    )
-    .with("project", project.as_str())
-}
-
-/// Resolves `project` to its runner, refusing projects the caller cannot see and runners
-/// that are not connected (nothing is queued for a host nobody serves).
-pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Target, ToolError> {
-    if !ctx.principal.projects.allows(project) {
-        return Err(unknown_project(project));
-    }
-    let client = ctx.deps.client().await?;
-    let Some(p) = wc_store::projects::get(&client, project).await? else {
-        return Err(unknown_project(project));
-    };
-    let runner = wc_store::runners::get(&client, &p.client_id)
-        .await?
-        .filter(|r| is_online(ctx, r));
-    let Some(runner) = runner else {
-        return Err(ToolError::new(
-            ErrorKind::RunnerUnavailable,
-            "no runner serving this project is connected; nothing was started",
-        )
-        .with("project", project.as_str())
-        .with("runner", p.client_id.clone()));
-    };
-    Ok(Target {
-        project_id: p.id,
-        client_id: p.client_id,
-        local: p.name,
-        work_kinds: announced_kinds(runner.work_kinds.as_deref()),
-        // An online runner has registered an instance.
-        instance_id: runner.instance_id.unwrap_or_default(),
-    })
-}
-
-/// The kinds a runner's instance announced (those this build knows); an instance that
-/// registered before runners announced kinds executes processes, shells and scripts.
-fn announced_kinds(names: Option<&[String]>) -> Vec<WorkKind> {
-    match names {
-        None => WorkKind::UNANNOUNCED.to_vec(),
-        Some(names) => WorkKind::ALL
-            .iter()
-            .copied()
-            .filter(|k| names.iter().any(|n| n == k.as_str()))
-            .collect(),
-    }
-}
-
-/// Whether a runner counts as connected: registered, not revoked, seen within a lease.
-pub fn is_online(ctx: &ToolContext, r: &wc_store::runners::Runner) -> bool {
-    let lease = chrono::Duration::from_std(ctx.deps.config.runner_lease)
-        .unwrap_or(chrono::Duration::seconds(60));
-    r.revoked_at.is_none()
-        && r.instance_id.is_some()
-        && r.last_seen_at.is_some_and(|t| Utc::now() - t < lease)
-}
-
-/// The project of an execution request: the argument, else the session's.
-pub fn request_project(
-    project: Option<&ProjectId>,
-    session: Option<&Arc<SessionRow>>,
-) -> Result<ProjectId, ToolError> {
-    project
-        .cloned()
-        .or_else(|| session.map(|s| s.project.clone()))
-        .ok_or_else(|| {
-            ToolError::new(
-                ErrorKind::InvalidArguments,
-                "project is required (or give session_id to run in that session's project)",
-            )
-            .with("pointer", "/project")
-            .with("rule", "required")
-        })
-}
-
-/// What every execution tool settles before looking at its own arguments: the session it
-/// works in (if named), where the work would run, and the session's execution defaults.
-pub struct Setting {
-    /// The business session named by `session_id`.
-    pub session: Option<Arc<SessionRow>>,
-    /// The project's runner.
-    pub target: Target,
-    /// The session's execution defaults (empty without a session).
-    pub defaults: ExecutionContext,
-}
-
-/// Settles the [`Setting`] of `tool`: the session named by `session_id` (authorized by the
-/// kernel), the project (the argument, else the session's) and its connected runner — an
-/// unknown project is the answer before any detail — then refuses a named remote resource and
-/// a malformed `purpose`.
-pub async fn setting(
-    ctx: &ToolContext,
-    tool: &str,
-    project: Option<&ProjectId>,
-    session_id: Option<&SessionId>,
-    purpose: Option<&str>,
-) -> Result<Setting, ToolError> {
-    let session = session_id.map(|id| ctx.business_session(id)).transpose()?;
-    let project = request_project(project, session.as_ref())?;
-    let target = resolve_target(ctx, &project).await?;
-    let defaults = self::defaults(session.as_ref());
-    refuse_resource(&defaults, tool)?;
-    check_purpose(purpose)?;
-    Ok(Setting {
-        session,
-        target,
-        defaults,
-    })
-}
-
-/// The session's execution defaults, when a session was named.
-pub fn defaults(session: Option<&Arc<SessionRow>>) -> ExecutionContext {
-    session
-        .and_then(|s| serde_json::from_value(s.execution_context.clone()).ok())
-        .unwrap_or_default()
-}
-
-/// Refuses a named remote resource: remote execution is not available in this build, and
-/// falling back to the project host would run the work somewhere the caller did not choose.
-pub fn refuse_resource(ctx: &ExecutionContext, tool: &str) -> Result<(), ToolError> {
-    match &ctx.resource {
-        None => Ok(()),
-        Some(name) => Err(ToolError::new(
-            ErrorKind::Unsupported,
-            format!(
-                "the session names the remote resource {name:?}; {tool} does not run on named resources, and it is never silently run on the project host instead (clear the resource with update_session_context)"
-            ),
-        )
-        .with("resource", name.clone())),
-    }
-}
-
-/// Checks `purpose`.
-pub fn check_purpose(purpose: Option<&str>) -> Result<(), ToolError> {
-    if let Some(p) = purpose
-        && (p.chars().count() > MAX_PURPOSE_CHARS || p.chars().any(char::is_control))
-    {
-        return Err(invalid(
-            "/purpose",
-            "maxLength",
-            format!(
-                "purpose must be at most {MAX_PURPOSE_CHARS} characters without control characters"
-            ),
-        ));
-    }
-    Ok(())
-}
 
 /// An `invalid_arguments` error at `pointer` breaking `rule`.
 pub fn invalid(pointer: &str, rule: &str, message: String) -> ToolError {
@@ -1089,79 +880,6 @@ pub fn terminal_evidence(row: &WorkRow, answer: Option<&Value>) -> Option<NewEve
     })
 }
 
-/// Common optional arguments of the execution tools, documented once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ShellChoice {
-    /// POSIX sh.
-    #[default]
-    Sh,
-    /// GNU bash.
-    Bash,
-}
-
-impl ShellChoice {
-    /// The protocol shell.
-    pub fn protocol(self) -> wc_runner_protocol::Shell {
-        match self {
-            ShellChoice::Sh => wc_runner_protocol::Shell::Sh,
-            ShellChoice::Bash => wc_runner_protocol::Shell::Bash,
-        }
-    }
-
-    /// The session default, as a choice.
-    pub fn from_session(s: crate::workflow::exec_context::Shell) -> Self {
-        match s {
-            crate::workflow::exec_context::Shell::Sh => ShellChoice::Sh,
-            crate::workflow::exec_context::Shell::Bash => ShellChoice::Bash,
-        }
-    }
-}
-
-/// Checks raw shell text against the model-facing bound.
-pub fn check_shell_text(pointer: &str, text: &str) -> Result<(), ToolError> {
-    if text.len() > wc_runner_protocol::MAX_SHELL_TEXT_BYTES {
-        return Err(invalid(
-            pointer,
-            "maxBytes",
-            format!(
-                "shell text is {} bytes; the limit is {} UTF-8 bytes (put longer programs in run_script)",
-                text.len(),
-                wc_runner_protocol::MAX_SHELL_TEXT_BYTES
-            ),
-        ));
-    }
-    if text
-        .chars()
-        .all(|c| matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{b}' | '\u{c}'))
-    {
-        return Err(invalid(pointer, "minLength", "shell text is empty".into()));
-    }
-    if text.contains('\0') {
-        return Err(invalid(
-            pointer,
-            "noNul",
-            "shell text contains a NUL byte".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// The cwd of a call: explicit, else the session default (a project path: execution tools
-/// refuse a session whose defaults name a remote resource); `None` is the project root.
-pub fn cwd(
-    explicit: Option<&RelativePath>,
-    defaults: &ExecutionContext,
-) -> Result<Option<RelativePath>, ToolError> {
-    let path = match (explicit, &defaults.default_cwd) {
-        (Some(p), _) => p.clone(),
-        (None, Some(raw)) => crate::workflow::exec_context::project_cwd(raw)
-            .map_err(|e| invalid("/cwd", "projectRelativePath", format!("cwd {e}")))?,
-        (None, None) => return Ok(None),
-    };
-    Ok((!path.is_root()).then_some(path))
-}
-
 /// Queues `req` and waits for its end up to the configured wait; past it the result is the
 /// job handle with `execution_state = running` (follow it with job_status / job_log). An
 /// ended execution answers as [`settle`] says.
@@ -1209,22 +927,6 @@ pub fn finish_task(
 /// The view of ended work with its kept output.
 pub async fn ended_view(deps: &crate::deps::Deps, row: &WorkRow) -> Result<ExecOutput, ToolError> {
     view_in(deps, row, true).await
-}
-
-/// The timeout of a call: the argument, else the default; bounded by the protocol.
-pub fn timeout(ms: Option<u64>) -> Result<u64, ToolError> {
-    let ms = ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-    if ms == 0 || ms > wc_runner_protocol::MAX_TIMEOUT_MS {
-        return Err(invalid(
-            "/timeout_ms",
-            "range",
-            format!(
-                "timeout_ms must be 1-{}",
-                wc_runner_protocol::MAX_TIMEOUT_MS
-            ),
-        ));
-    }
-    Ok(ms)
 }
 
 #[cfg(test)]

@@ -6,40 +6,76 @@
 //! pair is its evidence, with the facts its tool declares ([`crate::kernel::spec::LedgerFacts`]).
 //! One that has not ended when the wait is over is stopped, never left running unseen.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
-use wc_domain::{ProjectId, SessionId, WorkMode};
+use wc_domain::{ProjectId, WorkMode};
 use wc_runner_protocol::{
-    EditConflict, GitOp, GitStatusOp, OpErrorKind, WorkAnswer, WorkOutcome, WorkSpec,
+    EditConflict, GitStatusOp, OpErrorKind, Operation, WorkAnswer, WorkOutcome, WorkSpec,
 };
-use wc_store::sessions::SessionRow;
 use wc_store::work::{self, WorkRow};
 
-use super::{ExecState, Request, ResultExpectation, Target, execution_state};
+use super::{ExecState, ProjectOrSession, Request, ResultExpectation, Target, execution_state};
 use crate::kernel::context::ToolContext;
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::handoff::WorkspaceEvidence;
 
-/// Where an operation runs: the session it names (authorized by the kernel) and the project
-/// (the argument, else the session's) with its connected runner.
-pub async fn target(
-    ctx: &ToolContext,
-    project: Option<&ProjectId>,
-    session_id: Option<&SessionId>,
-) -> Result<(Option<Arc<SessionRow>>, Target), ToolError> {
-    let session = session_id.map(|id| ctx.business_session(id)).transpose()?;
-    let project = super::request_project(project, session.as_ref())?;
-    let target = super::resolve_target(ctx, &project).await?;
-    Ok((session, target))
+/// What a project operation's tool returns: the project, and the runner's answer beside it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct InProject<A> {
+    /// The project.
+    pub project: ProjectId,
+    /// The runner's answer.
+    #[serde(flatten)]
+    pub answer: A,
 }
 
-/// Runs `spec` on the target's runner and returns its answer. The runner's limit is the
+/// Runs `op` for the calling tool where `at` says, and answers with its project.
+pub async fn in_project<O: Operation>(
+    ctx: &ToolContext,
+    at: &ProjectOrSession,
+    op: O,
+) -> Result<InProject<O::Answer>, ToolError> {
+    let (_, target) = at.resolve(ctx).await?;
+    answer(ctx, target, op).await
+}
+
+/// Runs `op` for the calling tool on `target`'s runner, and answers with its project.
+pub async fn answer<O: Operation>(
+    ctx: &ToolContext,
+    target: Target,
+    op: O,
+) -> Result<InProject<O::Answer>, ToolError> {
+    let answer = run(ctx, &target, ctx.tool, op).await?;
+    Ok(InProject {
+        project: target.project_id,
+        answer,
+    })
+}
+
+/// Runs `op` on the target's runner and returns its answer. The runner's limit is the
 /// synchronous wait (`exec_wait`); the call waits a little longer for the report, within the
 /// dispatch deadline, and stops the work if it has still not ended.
-pub async fn run(
+pub async fn run<O: Operation>(
+    ctx: &ToolContext,
+    target: &Target,
+    tool: &'static str,
+    op: O,
+) -> Result<O::Answer, ToolError> {
+    let answer = run_spec(ctx, target, tool, op.into()).await?;
+    typed::<O>(answer)
+}
+
+/// `answer` as the answer of `O`: [`answered`] checked its tag, so another answer names a
+/// broken invariant.
+pub(super) fn typed<O: Operation>(answer: WorkAnswer) -> Result<O::Answer, ToolError> {
+    O::answer(answer).map_err(|other| ToolError::internal(format!("unexpected {other} answer")))
+}
+
+async fn run_spec(
     ctx: &ToolContext,
     target: &Target,
     tool: &'static str,
@@ -94,14 +130,11 @@ pub async fn run(
 /// reason code, never an error of the calling tool.
 pub async fn workspace(ctx: &ToolContext, project: &ProjectId) -> WorkspaceEvidence {
     let observed = match super::resolve_target(ctx, project).await {
-        Ok(target) => {
-            let spec = WorkSpec::Git(GitOp::GitStatus(GitStatusOp {}));
-            run(ctx, &target, "git_status", spec).await
-        }
+        Ok(target) => run(ctx, &target, "git_status", GitStatusOp {}).await,
         Err(e) => Err(e),
     };
     match observed {
-        Ok(WorkAnswer::GitStatus(status)) => WorkspaceEvidence::Available {
+        Ok(status) => WorkspaceEvidence::Available {
             changed_paths: status
                 .entries
                 .iter()
@@ -110,10 +143,6 @@ pub async fn workspace(ctx: &ToolContext, project: &ProjectId) -> WorkspaceEvide
             conflict: status.conflicts > 0,
             dirty: status.dirty,
         },
-        Ok(other) => {
-            tracing::error!(op = other.op(), "a status observation got another answer");
-            WorkspaceEvidence::Unavailable { reason: "failed" }
-        }
         Err(e) => WorkspaceEvidence::Unavailable {
             reason: match e.kind {
                 ErrorKind::RunnerUnavailable | ErrorKind::UnknownProject => "runner_unavailable",
@@ -125,12 +154,6 @@ pub async fn workspace(ctx: &ToolContext, project: &ProjectId) -> WorkspaceEvide
             },
         },
     }
-}
-
-/// The failure of a tool given an answer to another operation than it asked for ([`run`]
-/// checks the tag, so this names a broken invariant).
-pub fn mismatched(answer: &WorkAnswer) -> ToolError {
-    ToolError::internal(format!("unexpected {} answer", answer.op()))
 }
 
 /// The name of the operation `spec` asks for (the `op` its answer is tagged with).

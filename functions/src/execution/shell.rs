@@ -18,8 +18,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 use wc_domain::{RelativePath, SessionId, ShellId, ShellState, WorkMode};
 use wc_runner_protocol::{
-    PROTOCOL_VERSION, ShellAnswer, ShellExecResult, ShellOp, ShellTarget, WorkAnswer, WorkItem,
-    WorkKind, WorkLimits, WorkSpec,
+    PROTOCOL_VERSION, ShellAnswer, ShellExecResult, ShellOp, ShellTarget, WorkItem, WorkKind,
+    WorkLimits, WorkSpec,
 };
 use wc_store::sessions::SessionRow;
 use wc_store::shells::{self, ShellRow, ShellStep, Submitted};
@@ -253,9 +253,7 @@ pub async fn run(
         return Err(unanswered(&shell, wait));
     }
     let answer = super::operation::answered(&row, answer, Some("shell"))?;
-    let WorkAnswer::Shell(answer) = answer else {
-        return Err(super::operation::mismatched(&answer));
-    };
+    let answer = super::operation::typed::<ShellOp>(answer)?;
     let client = ctx.deps.client().await?;
     let now = shells::get(&client, &shell.id)
         .await?

@@ -105,6 +105,14 @@ fn first_violation(
             rule = "required";
         }
     }
+    // A pattern's owner says in the schema what a value breaking it got wrong.
+    if matches!(
+        error.kind,
+        ValidationErrorKind::Pattern { .. } | ValidationErrorKind::Not { .. }
+    ) && let Some(problem) = problem_at(schema, error.schema_path.as_str())
+    {
+        detail = problem.to_owned();
+    }
     // Missing or unexpected properties are about a child of the object the validator points at.
     match &error.kind {
         // `additionalProperties: false` on an object without `properties` (a tool that takes
@@ -133,6 +141,8 @@ fn first_violation(
             if let Some(p) = unexpected.first() {
                 pointer = format!("{pointer}/{}", escape(p));
             }
+            let known = known_properties(schema, error.schema_path.as_str());
+            detail = unknown_arguments(unexpected, &known);
         }
         _ => {}
     }
@@ -141,6 +151,107 @@ fn first_violation(
         rule,
         detail,
     })
+}
+
+/// The schema node that holds the keyword at `schema_path` (a JSON pointer ending in the
+/// keyword).
+fn keyword_owner<'s>(schema: &'s Value, schema_path: &str) -> Option<&'s Value> {
+    let (owner, _keyword) = schema_path.rsplit_once('/')?;
+    schema.pointer(owner)
+}
+
+/// The sentence the owner of the pattern (or `not`) at `schema_path` gives a value that
+/// breaks it ([`wc_domain::text::PROBLEM_KEYWORD`]).
+fn problem_at<'s>(schema: &'s Value, schema_path: &str) -> Option<&'s str> {
+    keyword_owner(schema, schema_path)?
+        .get(wc_domain::text::PROBLEM_KEYWORD)?
+        .as_str()
+}
+
+/// The property names of the object whose `additionalProperties` is at `schema_path`.
+fn known_properties<'s>(schema: &'s Value, schema_path: &str) -> Vec<&'s str> {
+    keyword_owner(schema, schema_path)
+        .and_then(|o| o.get("properties"))
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// Most accepted names a refusal lists.
+const MAX_LISTED: usize = 16;
+
+/// What a caller reads for `unexpected` argument names where `known` are accepted: the
+/// accepted name each probably meant, else the accepted names.
+fn unknown_arguments(unexpected: &[String], known: &[&str]) -> String {
+    let mut detail = "is not a known argument".to_owned();
+    if let [_, others @ ..] = unexpected
+        && !others.is_empty()
+    {
+        let others: Vec<String> = others.iter().map(|o| format!("`{o}`")).collect();
+        detail.push_str(&format!(", nor is {}", others.join(", ")));
+    }
+    let meant: Vec<Option<&str>> = unexpected.iter().map(|u| closest(u, known)).collect();
+    if meant.iter().all(Option::is_some) && !meant.is_empty() {
+        let meant: Vec<String> = meant.iter().flatten().map(|m| format!("`{m}`")).collect();
+        detail.push_str(&format!(": did you mean {}?", meant.join(" and ")));
+    } else if known.is_empty() {
+        detail.push_str(": this takes no arguments here");
+    } else {
+        let listed: Vec<String> = known
+            .iter()
+            .take(MAX_LISTED)
+            .map(|k| format!("`{k}`"))
+            .collect();
+        let more = if known.len() > MAX_LISTED {
+            ", …"
+        } else {
+            ""
+        };
+        detail.push_str(&format!("; accepted here: {}{more}", listed.join(", ")));
+    }
+    detail
+}
+
+/// The accepted name `unknown` most likely meant: one it begins or ends, or one a few
+/// edits away.
+fn closest<'k>(unknown: &str, known: &[&'k str]) -> Option<&'k str> {
+    let unknown = unknown.to_ascii_lowercase();
+    let words = |name: &str| name.split('_').map(str::to_owned).collect::<Vec<_>>();
+    let affix = known.iter().copied().find(|k| {
+        unknown.len() >= 2
+            && (k.starts_with(&unknown)
+                || k.ends_with(&unknown)
+                || words(k).contains(&unknown)
+                || unknown.starts_with(*k))
+    });
+    affix.or_else(|| {
+        let allowed = (unknown.chars().count() / 3).max(1);
+        known
+            .iter()
+            .copied()
+            .map(|k| (edit_distance(&unknown, k), k))
+            .filter(|(d, _)| *d <= allowed)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, k)| k)
+    })
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// The branch of a nullable `anyOf` (`[schema, {"type": "null"}]`, either order) that is not
@@ -208,6 +319,7 @@ fn describe(kind: &ValidationErrorKind) -> (&'static str, String) {
             ("exclusiveMinimum", format!("must be greater than {limit}"))
         }
         K::Pattern { pattern } => ("pattern", format!("must match the pattern {pattern}")),
+        K::Not { .. } => ("not", "is a form this argument refuses".into()),
         K::Enum { options } => ("enum", format!("must be one of {options}")),
         K::Constant { expected_value } => ("const", format!("must be {expected_value}")),
         K::UniqueItems => ("uniqueItems", "must not repeat items".into()),
@@ -405,5 +517,68 @@ mod tests {
         assert!(check(schema.clone(), json!({"session_id": "x"})).is_none());
         // Present but null does not count.
         assert!(check(schema, json!({"session_id": null})).is_some());
+    }
+    #[test]
+    fn a_pattern_owner_says_what_was_wrong_in_its_own_words() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "pattern": "^[^/]", "x-problem": "must be relative",
+                         "not": {"type": "string", "pattern": "\\.\\."}},
+                "tag": {"type": "string", "pattern": "^[a-z]+$"}
+            },
+            "additionalProperties": false
+        });
+        let (pointer, rule, msg) = check(schema.clone(), json!({"path": "/etc"})).unwrap();
+        assert_eq!((pointer.as_str(), rule.as_str()), ("/path", "pattern"));
+        assert_eq!(msg, "argument /path: must be relative");
+        let (_, rule, msg) = check(schema.clone(), json!({"path": "a/../b"})).unwrap();
+        assert_eq!(
+            (rule.as_str(), msg.as_str()),
+            ("not", "argument /path: must be relative")
+        );
+        // Without an owner's sentence the rule is named as it stands.
+        let (_, _, msg) = check(schema, json!({"tag": "A"})).unwrap();
+        assert_eq!(msg, "argument /tag: must match the pattern ^[a-z]+$");
+    }
+
+    #[test]
+    fn an_unknown_argument_is_told_what_it_probably_meant_or_what_is_accepted() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "edits": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"old_text": {"type": "string"}, "new_text": {"type": "string"}},
+                    "additionalProperties": false
+                }},
+                "expected_sha256": {"type": "string"}
+            },
+            "additionalProperties": false
+        });
+        let edits = json!({"path": "a", "edits": [{"old": "x", "new": "y"}]});
+        let (pointer, rule, msg) = check(schema.clone(), edits).unwrap();
+        assert_eq!(
+            (pointer.as_str(), rule.as_str()),
+            ("/edits/0/new", "additionalProperties")
+        );
+        assert!(
+            msg.contains("did you mean `new_text` and `old_text`?")
+                || msg.contains("did you mean `old_text` and `new_text`?"),
+            "{msg}"
+        );
+        let (_, _, msg) = check(schema.clone(), json!({"pth": "a"})).unwrap();
+        assert_eq!(
+            msg,
+            "argument /pth: is not a known argument: did you mean `path`?"
+        );
+        let (_, _, msg) = check(schema.clone(), json!({"sha256": "a"})).unwrap();
+        assert!(msg.ends_with("did you mean `expected_sha256`?"), "{msg}");
+        let (_, _, msg) = check(schema, json!({"zzzzzz": 1})).unwrap();
+        assert_eq!(
+            msg,
+            "argument /zzzzzz: is not a known argument; accepted here: `edits`, `expected_sha256`, `path`"
+        );
     }
 }

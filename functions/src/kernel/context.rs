@@ -75,6 +75,8 @@ pub trait Progress: Send + Sync {
 /// Everything a tool may use for one call.
 #[derive(Clone)]
 pub struct ToolContext {
+    /// The tool called.
+    pub tool: &'static str,
     /// Pool, configuration, wake-ups, publisher, authenticator and token keys.
     pub deps: Deps,
     /// The registered tools.

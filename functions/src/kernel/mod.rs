@@ -297,6 +297,7 @@ impl ToolRuntime {
             _ => None,
         };
         let ctx = ToolContext {
+            tool: spec.meta.name,
             task: offer.clone(),
             progress: call.progress.clone(),
             deps: deps.clone(),

@@ -150,7 +150,8 @@ pub struct ToolSpec {
     /// The compiled input schema, built on the tool's first call (compiling every tool's
     /// schema at start-up would delay every cold start for tools the instance may never run).
     validator: std::sync::OnceLock<jsonschema::Validator>,
-    /// The input schema as a value, for explaining validation errors.
+    /// The input schema the validator checks, with the sentences that explain a refusal
+    /// ([`wc_domain::text::PROBLEM_KEYWORD`]).
     pub(super) input_schema_value: Value,
     pub(super) handler: Handler,
 }
@@ -188,8 +189,29 @@ impl std::fmt::Debug for ToolSpec {
 }
 
 /// JSON Schema 2020-12 for `T`, inlined (no `$ref`), without `$schema` and `title`, in the
-/// portable form ([`Portable`]).
+/// portable form ([`Portable`]): the schema wc publishes.
 pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
+    let mut map = checked_schema_for::<T>();
+    map.values_mut().for_each(without_problems);
+    map
+}
+
+/// Drops every [`wc_domain::text::PROBLEM_KEYWORD`] below `node`: the sentences are for
+/// refusals, not for readers of the schema.
+pub(super) fn without_problems(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            map.remove(wc_domain::text::PROBLEM_KEYWORD);
+            map.values_mut().for_each(without_problems);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_problems),
+        _ => {}
+    }
+}
+
+/// [`schema_for`] as the argument validator reads it: with the sentence each pattern's owner
+/// gives a value that breaks it.
+fn checked_schema_for<T: JsonSchema>() -> Map<String, Value> {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| {
             s.inline_subschemas = true;
@@ -221,7 +243,10 @@ pub fn schema_for<T: JsonSchema>() -> Map<String, Value> {
 /// - schemars' integer and float formats (`uint`, `uint32`, `int64`, `double`, …) are
 ///   dropped, their range kept as `minimum`/`maximum` where JSON numbers hold it exactly;
 /// - a `const` or `enum` without a `type` gets its values' type, and an object schema
-///   without one (an `anyOf` branch that only requires a property, an `if`) `"object"`.
+///   without one (an `anyOf` branch that only requires a property, an `if`) `"object"`;
+/// - `unevaluatedProperties: false` (how schemars closes a struct with flattened parts, whose
+///   properties it has already merged into `properties`) becomes `additionalProperties:
+///   false`, which every reader knows.
 ///
 /// The argument validator explains a failed nullable `anyOf` by its non-null branch
 /// (`kernel::args`), so `invalid_arguments` still names the field and the rule it broke.
@@ -249,6 +274,12 @@ impl schemars::transform::Transform for Portable {
 }
 
 fn portable_node(node: &mut Map<String, Value>) {
+    if node.get("unevaluatedProperties") == Some(&Value::Bool(false))
+        && node.contains_key("properties")
+    {
+        node.remove("unevaluatedProperties");
+        node.insert("additionalProperties".into(), Value::Bool(false));
+    }
     if let Some(format) = node.get("format").and_then(Value::as_str)
         && let Some((minimum, maximum)) = numeric_format_range(format)
     {
@@ -382,11 +413,15 @@ impl ToolSpec {
         F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
     {
-        let mut input_schema = schema_for::<A>();
+        let mut checked_input = checked_schema_for::<A>();
         // The arguments struct's own doc ("Arguments of `x`") repeats the tool's name: the
         // tool's description says what it takes, the properties say the rest.
-        input_schema.remove("description");
-        let output_schema = schema_for::<O>();
+        checked_input.remove("description");
+        let mut input_schema = checked_input.clone();
+        input_schema.values_mut().for_each(without_problems);
+        let mut output_schema = schema_for::<O>();
+        // So does the result struct's ("What `x` returns"); a shared one says nothing of `x`.
+        output_schema.remove("description");
         let handler = Arc::new(handler);
         let erased: Handler = Arc::new(move |ctx: ToolContext, args: Value| {
             let handler = handler.clone();
@@ -405,7 +440,7 @@ impl ToolSpec {
             meta,
             session: SessionUse::None,
             business_pair: BusinessPair::Never,
-            input_schema_value: Value::Object(input_schema.clone()),
+            input_schema_value: Value::Object(checked_input),
             input_schema: Arc::new(input_schema),
             output_schema: Arc::new(output_schema),
             ledger_facts: None,

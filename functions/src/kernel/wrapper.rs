@@ -172,9 +172,11 @@ pub const INSTRUCTIONS: &str = "Every tool also takes recording_session_id (a Wo
      call acknowledges); on 2026-07-28, context_request {materials} adds named materials \
      (project.instructions, webcodex.workflow, …) to the result.";
 
-/// The schema of a domain type, as its own `JsonSchema` impl writes it.
+/// The published schema of a domain type, as its own `JsonSchema` impl writes it.
 fn schema_of<T: JsonSchema>() -> Value {
-    T::json_schema(&mut schemars::SchemaGenerator::default()).to_value()
+    let mut schema = T::json_schema(&mut schemars::SchemaGenerator::default()).to_value();
+    super::spec::without_problems(&mut schema);
+    schema
 }
 
 fn all_schema_properties() -> Map<String, Value> {

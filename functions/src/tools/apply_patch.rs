@@ -2,13 +2,14 @@
 //! its files, all of them or none.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use wc_domain::{ProjectId, SessionId};
-use wc_runner_protocol::{EditOp, PatchAnswer, PatchOp, WorkAnswer, WorkSpec};
+use wc_domain::Text;
+use wc_runner_protocol::{PatchAnswer, PatchOp};
 
 use crate::auth::Scope;
-use crate::execution::operation;
+use crate::execution::ProjectOrSession;
+use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -17,29 +18,12 @@ use crate::workflow::evidence;
 /// Arguments of `apply_patch`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    pub at: ProjectOrSession,
     /// A unified diff as `git diff` or `diff -u` write it (`a/`, `b/` prefixes, `/dev/null`
     /// to create or delete), paths relative to the project root; at most 512 KiB and 64 files.
-    #[schemars(length(min = 1, max = 524288), regex(pattern = r"^[^\u0000]*$"))]
-    pub patch: String,
-    /// Workflow Session this edit belongs to (refused in a `read_only` session).
-    pub session_id: Option<SessionId>,
-}
-
-/// What `apply_patch` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project patched.
-    pub project: ProjectId,
-    /// The change.
-    #[serde(flatten)]
-    pub patch: PatchAnswer,
+    pub patch: Text<1, 524288>,
 }
 
 /// The spec.
@@ -60,19 +44,18 @@ pub fn spec() -> ToolSpec {
     .with_session(SessionUse::Works)
     .with_ledger_facts(facts)
     .with_edit_surface(EditSurface::Advanced)
+    .with_private_arguments(&["patch"])
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
-    let spec = WorkSpec::Edit(EditOp::Patch(PatchOp { patch: args.patch }));
-    match operation::run(&ctx, &target, "apply_patch", spec).await? {
-        WorkAnswer::Patch(patch) => Ok(Output {
-            project: target.project_id,
-            patch,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<PatchAnswer>, ToolError> {
+    operation::in_project(
+        &ctx,
+        &args.at,
+        PatchOp {
+            patch: args.patch.into_string(),
+        },
+    )
+    .await
 }
 
 /// The change evidence of a patch: the files it added, changed or deleted.

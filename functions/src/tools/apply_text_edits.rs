@@ -2,13 +2,14 @@
 //! all-or-nothing by the project's runner and written atomically.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use wc_domain::{ProjectId, RelativePath, SessionId};
-use wc_runner_protocol::{EditOp, TextEdit, TextEditsAnswer, TextEditsOp, WorkAnswer, WorkSpec};
+use wc_domain::{RelativePath, Sha256Hex, Text};
+use wc_runner_protocol::{TextEdit, TextEditsAnswer, TextEditsOp};
 
 use crate::auth::Scope;
-use crate::execution::{invalid, operation};
+use crate::execution::operation::{self, InProject};
+use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -17,19 +18,14 @@ use crate::workflow::evidence;
 /// Arguments of `apply_text_edits`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    pub at: ProjectOrSession,
     /// The file, relative to the project root.
     pub path: RelativePath,
     /// The `sha256` read_files gave for the file: the edit is refused `sha256_mismatch` (with
     /// the current hash) if the file changed since.
-    #[schemars(regex(pattern = r"^[0-9a-f]{64}$"))]
-    pub expected_sha256: Option<String>,
+    pub expected_sha256: Option<Sha256Hex>,
     /// The replacements (1-64), each located in the file as it was before any of them;
     /// matched ranges must not overlap.
     #[schemars(length(min = 1, max = 64))]
@@ -38,9 +34,11 @@ pub struct Args {
     /// `new_text` is the content; parent directories are made. Refused `already_exists` if the
     /// file exists.
     pub create: Option<bool>,
-    /// Workflow Session this edit belongs to (refused in a `read_only` session).
-    pub session_id: Option<SessionId>,
 }
+
+/// An edit's `old_text` or `new_text`: all of them together are bounded by the runner
+/// ([`wc_runner_protocol::MAX_EDIT_TEXT_BYTES`] bytes), so one is never longer.
+type EditText = Text<0, { wc_runner_protocol::MAX_EDIT_TEXT_BYTES }>;
 
 /// One exact-text replacement.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -48,25 +46,13 @@ pub struct Args {
 pub struct EditArg {
     /// The text to replace, exactly as in the file (whitespace and line breaks included;
     /// `\n` also matches the `\r\n` of a CRLF file).
-    #[schemars(regex(pattern = r"^[^\u0000]*$"))]
-    pub old_text: String,
+    pub old_text: EditText,
     /// What replaces it.
-    #[schemars(regex(pattern = r"^[^\u0000]*$"))]
-    pub new_text: String,
+    pub new_text: EditText,
     /// Which match to replace (1-based) when `old_text` matches more than once; without it
     /// `old_text` must match exactly once.
     #[schemars(range(min = 1))]
     pub occurrence: Option<u32>,
-}
-
-/// What `apply_text_edits` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project edited.
-    pub project: ProjectId,
-    /// The edit.
-    #[serde(flatten)]
-    pub edit: TextEditsAnswer,
 }
 
 /// The spec.
@@ -87,11 +73,11 @@ pub fn spec() -> ToolSpec {
     .with_session(SessionUse::Works)
     .with_ledger_facts(facts)
     .with_edit_surface(EditSurface::Canonical)
+    .with_private_arguments(&["edits"])
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<TextEditsAnswer>, ToolError> {
+    let (_, target) = args.at.resolve(&ctx).await?;
     let create = args.create.unwrap_or(false);
     if let Some(i) = args.edits.iter().position(|e| e.old_text.is_empty())
         && !create
@@ -106,26 +92,19 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     }
     let op = TextEditsOp {
         path: args.path,
-        expected_sha256: args.expected_sha256,
+        expected_sha256: args.expected_sha256.map(String::from),
         edits: args
             .edits
             .into_iter()
             .map(|e| TextEdit {
-                old_text: e.old_text,
-                new_text: e.new_text,
+                old_text: e.old_text.into_string(),
+                new_text: e.new_text.into_string(),
                 occurrence: e.occurrence,
             })
             .collect(),
         create,
     };
-    let spec = WorkSpec::Edit(EditOp::TextEdits(op));
-    match operation::run(&ctx, &target, "apply_text_edits", spec).await? {
-        WorkAnswer::TextEdits(edit) => Ok(Output {
-            project: target.project_id,
-            edit,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+    operation::answer(&ctx, target, op).await
 }
 
 /// The change evidence of an edit: the file, when it changed.

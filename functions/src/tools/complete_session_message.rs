@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use wc_domain::{MessageId, MessageKind, MessageStatus, Priority, SessionId};
+use wc_domain::{Key, MessageId, MessageKind, MessageStatus, Priority, SessionId, Text};
 use wc_store::StoreError;
 use wc_store::board::{self, Completed, Completion, CompletionRequest, NewMessage};
 
@@ -37,11 +37,9 @@ pub struct Args {
     pub expected_assignment_fence: String,
     /// Caller-chosen key of this completion intent (1-128 of `A-Za-z0-9._:-`); reuse it only
     /// to retry the same completion.
-    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9._:-]+$"))]
-    pub completion_key: String,
+    pub completion_key: Key<128>,
     /// The answer (1-4,000 characters; redacted before it is stored).
-    #[schemars(length(min = 1, max = 4000), regex(pattern = r"^[^\u0000]*$"))]
-    pub answer: String,
+    pub answer: Text<1, 4000>,
 }
 
 /// Output of `complete_session_message`.
@@ -127,7 +125,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let request = CompletionRequest {
         todo_id: args.message_id.clone(),
         expected_assignment_revision: expected,
-        completion_key: args.completion_key.clone(),
+        completion_key: args.completion_key.to_string(),
         fingerprint: fingerprint(
             args.message_id.as_str(),
             &args.answer,

@@ -2,13 +2,14 @@
 //! configured author.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use wc_domain::{ProjectId, RelativePath, SessionId};
-use wc_runner_protocol::{GitCommitAnswer, GitCommitOp, GitOp, WorkAnswer, WorkSpec};
+use wc_domain::{RelativePath, Text};
+use wc_runner_protocol::{GitCommitAnswer, GitCommitOp};
 
 use crate::auth::Scope;
-use crate::execution::{invalid, operation};
+use crate::execution::operation::{self, InProject};
+use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -16,32 +17,15 @@ use crate::result::ToolError;
 /// Arguments of `git_commit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    pub at: ProjectOrSession,
     /// The commit message (first line: the subject).
-    #[schemars(length(min = 1, max = 16384), regex(pattern = r"^[^\u0000]*$"))]
-    pub message: String,
+    pub message: Text<1, 16384>,
     /// Commit exactly these files or directories (new, changed and deleted alike; at most
     /// 100). Default: every change of the project, untracked files included.
     #[schemars(length(max = 100))]
     pub paths: Option<Vec<RelativePath>>,
-    /// Workflow Session this commit belongs to (refused in a `read_only` session).
-    pub session_id: Option<SessionId>,
-}
-
-/// What `git_commit` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project.
-    pub project: ProjectId,
-    /// The commit.
-    #[serde(flatten)]
-    pub commit: GitCommitAnswer,
 }
 
 /// The spec.
@@ -63,9 +47,8 @@ pub fn spec() -> ToolSpec {
     .with_ledger_facts(facts)
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitCommitAnswer>, ToolError> {
+    let (_, target) = args.at.resolve(&ctx).await?;
     if args.message.trim().is_empty() {
         return Err(invalid(
             "/message",
@@ -74,17 +57,10 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         ));
     }
     let op = GitCommitOp {
-        message: args.message,
+        message: args.message.into_string(),
         paths: args.paths.unwrap_or_default(),
     };
-    let spec = WorkSpec::Git(GitOp::GitCommit(op));
-    match operation::run(&ctx, &target, "git_commit", spec).await? {
-        WorkAnswer::GitCommit(commit) => Ok(Output {
-            project: target.project_id,
-            commit,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+    operation::answer(&ctx, target, op).await
 }
 
 /// The evidence of a commit: its hash (the message and files stay in Git).

@@ -2,15 +2,15 @@
 //! counts, made by the project's runner.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use wc_domain::{ProjectId, RelativePath, SessionId};
+use serde::Deserialize;
+use wc_domain::RelativePath;
 use wc_runner_protocol::{
-    DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, GitDiffAnswer, GitDiffOp, GitOp, WorkAnswer,
-    WorkSpec,
+    DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, GitDiffAnswer, GitDiffOp,
 };
 
 use crate::auth::Scope;
-use crate::execution::operation;
+use crate::execution::ProjectOrSession;
+use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -18,13 +18,9 @@ use crate::result::ToolError;
 /// Arguments of `git_diff`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    pub at: ProjectOrSession,
     /// Only these files or directories (at most 100); default the whole project.
     #[schemars(length(max = 100))]
     pub paths: Option<Vec<RelativePath>>,
@@ -38,18 +34,6 @@ pub struct Args {
     /// a line end and flagged `truncated`, while `files` still lists every changed file.
     #[schemars(range(min = 1, max = 1048576))]
     pub limit_bytes: Option<u32>,
-    /// Workflow Session this look belongs to.
-    pub session_id: Option<SessionId>,
-}
-
-/// What `git_diff` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project.
-    pub project: ProjectId,
-    /// The diff.
-    #[serde(flatten)]
-    pub diff: GitDiffAnswer,
 }
 
 /// The spec.
@@ -70,21 +54,12 @@ pub fn spec() -> ToolSpec {
     .with_session(SessionUse::Works)
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitDiffAnswer>, ToolError> {
     let op = GitDiffOp {
         paths: args.paths.unwrap_or_default(),
         staged: args.staged.unwrap_or(false),
         context_lines: args.context_lines.unwrap_or(DEFAULT_DIFF_CONTEXT_LINES),
         limit_bytes: args.limit_bytes.unwrap_or(DEFAULT_DIFF_BYTES),
     };
-    let spec = WorkSpec::Git(GitOp::GitDiff(op));
-    match operation::run(&ctx, &target, "git_diff", spec).await? {
-        WorkAnswer::GitDiff(diff) => Ok(Output {
-            project: target.project_id,
-            diff,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+    operation::in_project(&ctx, &args.at, op).await
 }

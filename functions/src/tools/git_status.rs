@@ -2,12 +2,12 @@
 //! conflicted files — read by the project's runner.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use wc_domain::{ProjectId, SessionId};
-use wc_runner_protocol::{GitOp, GitStatusAnswer, GitStatusOp, WorkAnswer, WorkSpec};
+use serde::Deserialize;
+use wc_runner_protocol::{GitStatusAnswer, GitStatusOp};
 
 use crate::auth::Scope;
-use crate::execution::operation;
+use crate::execution::ProjectOrSession;
+use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -15,25 +15,9 @@ use crate::result::ToolError;
 /// Arguments of `git_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
-    /// Workflow Session this look belongs to.
-    pub session_id: Option<SessionId>,
-}
-
-/// What `git_status` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project.
-    pub project: ProjectId,
-    /// Its Git state.
     #[serde(flatten)]
-    pub status: GitStatusAnswer,
+    pub at: ProjectOrSession,
 }
 
 /// The spec.
@@ -54,15 +38,6 @@ pub fn spec() -> ToolSpec {
     .with_session(SessionUse::Works)
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
-    let spec = WorkSpec::Git(GitOp::GitStatus(GitStatusOp {}));
-    match operation::run(&ctx, &target, "git_status", spec).await? {
-        WorkAnswer::GitStatus(status) => Ok(Output {
-            project: target.project_id,
-            status,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitStatusAnswer>, ToolError> {
+    operation::in_project(&ctx, &args.at, GitStatusOp {}).await
 }

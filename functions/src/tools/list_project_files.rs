@@ -2,14 +2,13 @@
 //! with ripgrep's ignore-aware walker, a page at a time.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use wc_domain::{ProjectId, RelativePath, SessionId};
-use wc_runner_protocol::{
-    DEFAULT_LIST_FILES, ExploreOp, FileListAnswer, ListFilesOp, WorkAnswer, WorkSpec,
-};
+use serde::Deserialize;
+use wc_domain::{Cursor, Glob, RelativePath};
+use wc_runner_protocol::{DEFAULT_LIST_FILES, FileListAnswer, ListFilesOp};
 
 use crate::auth::Scope;
-use crate::execution::operation;
+use crate::execution::ProjectOrSession;
+use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -17,19 +16,14 @@ use crate::result::ToolError;
 /// Arguments of `list_project_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    pub at: ProjectOrSession,
     /// Directory to list recursively, relative to the project root (default: the root).
     pub path: Option<RelativePath>,
     /// Only files matching this glob (gitignore syntax relative to the root, e.g. `*.rs`; a
     /// leading `!` excludes).
-    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\x00-\x1F\x7F]*$"))]
-    pub glob: Option<String>,
+    pub glob: Option<Glob>,
     /// List hidden files and directories too (default false). `.gitignore`d files are never
     /// listed.
     pub hidden: Option<bool>,
@@ -37,20 +31,7 @@ pub struct Args {
     #[schemars(range(min = 1, max = 2000))]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page, with otherwise identical arguments.
-    #[schemars(length(min = 1, max = 8192), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
-    pub cursor: Option<String>,
-    /// Workflow Session this listing belongs to.
-    pub session_id: Option<SessionId>,
-}
-
-/// What `list_project_files` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project listed.
-    pub project: ProjectId,
-    /// The page.
-    #[serde(flatten)]
-    pub page: FileListAnswer,
+    pub cursor: Option<Cursor>,
 }
 
 /// The spec.
@@ -71,22 +52,13 @@ pub fn spec() -> ToolSpec {
     .with_session(SessionUse::Works)
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<FileListAnswer>, ToolError> {
     let op = ListFilesOp {
         path: args.path.filter(|p| !p.is_root()),
-        glob: args.glob,
+        glob: args.glob.map(String::from),
         hidden: args.hidden.unwrap_or(false),
         limit: args.limit.unwrap_or(DEFAULT_LIST_FILES),
-        cursor: args.cursor,
+        cursor: args.cursor.map(String::from),
     };
-    let spec = WorkSpec::Explore(ExploreOp::ListFiles(op));
-    match operation::run(&ctx, &target, "list_project_files", spec).await? {
-        WorkAnswer::ListFiles(page) => Ok(Output {
-            project: target.project_id,
-            page,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+    operation::in_project(&ctx, &args.at, op).await
 }

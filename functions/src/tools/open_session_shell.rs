@@ -10,7 +10,7 @@ use wc_store::shells::{NewShell, ShellStep};
 
 use crate::auth::Scope;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
-use crate::execution::{self, ShellChoice};
+use crate::execution::{self, ProjectOrSession, ShellChoice};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
@@ -51,14 +51,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
         session,
         target,
         defaults,
-    } = execution::setting(
-        &ctx,
-        "open_session_shell",
-        None,
-        Some(&args.session_id),
-        None,
-    )
-    .await?;
+    } = execution::setting(&ctx, &ProjectOrSession::of_session(&args.session_id), None).await?;
     let session =
         session.ok_or_else(|| ToolError::internal("a session tool without its session"))?;
     let dialect = args

@@ -2,7 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wc_domain::{MessageId, MessageKind, Priority, SessionId};
+use wc_domain::{MessageId, MessageKind, Priority, SessionId, Text};
 use wc_store::board::{self, NewMessage};
 
 use crate::auth::Scope;
@@ -30,8 +30,7 @@ pub struct Args {
     /// `note`, `question`, `todo` or `answer` (an answer needs `reply_to`).
     pub kind: MessageKind,
     /// The message (1-4,000 characters; secrets are redacted before it is stored).
-    #[schemars(length(min = 1, max = 4000), regex(pattern = r"^[^\u0000]*$"))]
-    pub body: String,
+    pub body: Text<1, 4000>,
     /// Keep re-projecting it on calls recorded in this session until it is acknowledged
     /// (`ack_session_message_ids`) or resolved. Default false.
     pub ack_required: Option<bool>,

@@ -2,13 +2,14 @@
 //! sizes, line counts and SHA-256 of each whole file.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use wc_domain::{ProjectId, RelativePath, SessionId};
-use wc_runner_protocol::{ExploreOp, FileRange, FileRead, ReadFilesOp, WorkAnswer, WorkSpec};
+use wc_domain::RelativePath;
+use wc_runner_protocol::{FileRange, ReadFilesAnswer, ReadFilesOp};
 
 use crate::auth::Scope;
-use crate::execution::operation;
+use crate::execution::ProjectOrSession;
+use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -17,19 +18,12 @@ use crate::workflow::evidence;
 /// Arguments of `read_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    pub at: ProjectOrSession,
     /// The files, answered in this order (1-8).
     #[schemars(length(min = 1, max = 8))]
     pub files: Vec<FileArg>,
-    /// Workflow Session this read belongs to: its ledger records the paths read (never their
-    /// content).
-    pub session_id: Option<SessionId>,
 }
 
 /// One file to read and the lines wanted (1-based, inclusive).
@@ -44,15 +38,6 @@ pub struct FileArg {
     /// Last line (default: the end of the file).
     #[schemars(range(min = 1, max = 9007199254740991u64))]
     pub end_line: Option<u64>,
-}
-
-/// What `read_files` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project read.
-    pub project: ProjectId,
-    /// One entry per requested file, in request order.
-    pub files: Vec<FileRead>,
 }
 
 /// The spec.
@@ -74,9 +59,8 @@ pub fn spec() -> ToolSpec {
     .with_ledger_facts(facts)
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<ReadFilesAnswer>, ToolError> {
+    let (_, target) = args.at.resolve(&ctx).await?;
     for (i, f) in args.files.iter().enumerate() {
         if let (Some(start), Some(end)) = (f.start_line, f.end_line)
             && end < start
@@ -97,14 +81,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             end_line: f.end_line,
         })
         .collect();
-    let spec = WorkSpec::Explore(ExploreOp::ReadFiles(ReadFilesOp { files }));
-    match operation::run(&ctx, &target, "read_files", spec).await? {
-        WorkAnswer::ReadFiles(answer) => Ok(Output {
-            project: target.project_id,
-            files: answer.files,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+    operation::answer(&ctx, target, ReadFilesOp { files }).await
 }
 
 /// The exploration evidence of a read: the paths whose text was returned.

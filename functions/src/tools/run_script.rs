@@ -3,11 +3,11 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use wc_domain::{ProjectId, RelativePath, SessionId, WorkMode};
+use wc_domain::{ProgramName, Text, WorkMode};
 use wc_runner_protocol::WorkSpec;
 
 use crate::auth::Scope;
-use crate::execution::{self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation};
+use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
@@ -16,44 +16,18 @@ use crate::result::ToolError;
 /// Arguments of `run_script`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    at: ProjectOrSession,
     /// The script text (at most 65,536 characters).
-    #[schemars(length(min = 1, max = 65536), regex(pattern = r"^[^\u0000]*$"))]
-    pub script: String,
+    script: Text<1, 65536>,
     /// Interpreter program name, e.g. `sh`, `bash`, `python3` (default `sh`; no paths).
-    #[schemars(regex(pattern = r"^[A-Za-z0-9._+][A-Za-z0-9._+-]{0,63}$"))]
-    pub interpreter: Option<String>,
+    interpreter: Option<ProgramName>,
     /// Arguments after the script path.
-    #[schemars(
-        length(max = 64),
-        inner(length(max = 1024), regex(pattern = r"^[^\u0000]*$"))
-    )]
-    pub args: Option<Vec<String>>,
-    /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root).
-    pub cwd: Option<RelativePath>,
-    /// Text written to standard input.
-    #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
-    pub stdin: Option<String>,
-    /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
-    #[schemars(range(min = 1, max = 3600000))]
-    pub timeout_ms: Option<u64>,
-    /// Exit codes that also count as success besides 0 (e.g. 1 for `grep` finding nothing);
-    /// at most 32, each 0-255.
-    pub accepted_exit_codes: Option<AcceptedExitCodes>,
-    /// What result you expect: `success` (default), `failure` or `observe`.
-    pub result_expectation: Option<ResultExpectation>,
-    /// Why you run it (evidence only).
-    #[schemars(length(max = 200), regex(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$"))]
-    pub purpose: Option<String>,
-    /// Workflow Session whose execution defaults apply and whose ledger records the run.
-    pub session_id: Option<SessionId>,
+    #[schemars(length(max = 64))]
+    args: Option<Vec<Text<0, 1024>>>,
+    #[serde(flatten)]
+    exec: ExecOptions,
 }
 
 /// The spec.
@@ -76,40 +50,14 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let execution::Setting {
-        session,
-        target,
-        defaults,
-    } = execution::setting(
-        &ctx,
-        "run_script",
-        args.project.as_ref(),
-        args.session_id.as_ref(),
-        args.purpose.as_deref(),
-    )
-    .await?;
-    if args.script.contains('\0') {
-        return Err(execution::invalid(
-            "/script",
-            "noNul",
-            "script contains a NUL byte".into(),
-        ));
-    }
-    let req = Request {
-        tool: "run_script",
-        mode: WorkMode::Sync,
-        spec: WorkSpec::Script {
-            interpreter: args.interpreter.unwrap_or_else(|| "sh".into()),
-            script: args.script,
-            args: args.args.unwrap_or_default(),
-        },
-        cwd: execution::cwd(args.cwd.as_ref(), &defaults)?,
-        stdin: args.stdin,
-        timeout_ms: execution::timeout(args.timeout_ms)?,
-        expectation: args.result_expectation.unwrap_or_default(),
-        accepted_exit_codes: args.accepted_exit_codes.unwrap_or_default(),
-        purpose: args.purpose,
-        min_tests: None,
+    let set = execution::setting(&ctx, &args.at, args.exec.purpose.as_ref()).await?;
+    let spec = WorkSpec::Script {
+        interpreter: args.interpreter.map_or_else(|| "sh".into(), String::from),
+        script: args.script.into_string(),
+        args: args.args.into_iter().flatten().map(String::from).collect(),
     };
-    execution::run_sync(&ctx, &target, session.as_ref(), req).await
+    let req = args
+        .exec
+        .request(&ctx, WorkMode::Sync, spec, &set.defaults)?;
+    execution::run_sync(&ctx, &set.target, set.session.as_ref(), req).await
 }

@@ -3,13 +3,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use wc_domain::{ProjectId, RelativePath, SessionId, WorkMode};
-use wc_runner_protocol::WorkSpec;
+use wc_domain::WorkMode;
 
 use crate::auth::Scope;
-use crate::execution::{
-    self, AcceptedExitCodes, ExecOutput, Request, ResultExpectation, ShellChoice,
-};
+use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession, ShellChoice, ShellText};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
@@ -18,41 +15,16 @@ use crate::result::ToolError;
 /// Arguments of `run_shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    at: ProjectOrSession,
     /// Shell text, at most 16,000 UTF-8 bytes, not blank (longer programs belong in
     /// run_script).
-    #[schemars(
-        length(min = 1, max = 16000),
-        regex(pattern = r"^[^\u0000]*[^\u0000 \t\n\r\u000B\u000C][^\u0000]*$")
-    )]
-    pub command: String,
+    command: ShellText,
     /// `sh` or `bash` (default: the session's default_shell, else `sh`).
-    pub shell: Option<ShellChoice>,
-    /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root).
-    pub cwd: Option<RelativePath>,
-    /// Text written to standard input.
-    #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
-    pub stdin: Option<String>,
-    /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
-    #[schemars(range(min = 1, max = 3600000))]
-    pub timeout_ms: Option<u64>,
-    /// Exit codes that also count as success besides 0 (e.g. 1 for `grep` finding nothing);
-    /// at most 32, each 0-255.
-    pub accepted_exit_codes: Option<AcceptedExitCodes>,
-    /// What result you expect: `success` (default), `failure` or `observe`.
-    pub result_expectation: Option<ResultExpectation>,
-    /// Why you run it (evidence only).
-    #[schemars(length(max = 200), regex(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$"))]
-    pub purpose: Option<String>,
-    /// Workflow Session whose execution defaults apply and whose ledger records the run.
-    pub session_id: Option<SessionId>,
+    shell: Option<ShellChoice>,
+    #[serde(flatten)]
+    exec: ExecOptions,
 }
 
 /// The spec.
@@ -75,37 +47,10 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let execution::Setting {
-        session,
-        target,
-        defaults,
-    } = execution::setting(
-        &ctx,
-        "run_shell",
-        args.project.as_ref(),
-        args.session_id.as_ref(),
-        args.purpose.as_deref(),
-    )
-    .await?;
-    execution::check_shell_text("/command", &args.command)?;
-    let shell = args
-        .shell
-        .or(defaults.default_shell.map(ShellChoice::from_session))
-        .unwrap_or_default();
-    let req = Request {
-        tool: "run_shell",
-        mode: WorkMode::Sync,
-        spec: WorkSpec::Shell {
-            shell: shell.protocol(),
-            command: args.command,
-        },
-        cwd: execution::cwd(args.cwd.as_ref(), &defaults)?,
-        stdin: args.stdin,
-        timeout_ms: execution::timeout(args.timeout_ms)?,
-        expectation: args.result_expectation.unwrap_or_default(),
-        accepted_exit_codes: args.accepted_exit_codes.unwrap_or_default(),
-        purpose: args.purpose,
-        min_tests: None,
-    };
-    execution::run_sync(&ctx, &target, session.as_ref(), req).await
+    let set = execution::setting(&ctx, &args.at, args.exec.purpose.as_ref()).await?;
+    let spec = execution::shell_spec(args.command, args.shell, &set.defaults)?;
+    let req = args
+        .exec
+        .request(&ctx, WorkMode::Sync, spec, &set.defaults)?;
+    execution::run_sync(&ctx, &set.target, set.session.as_ref(), req).await
 }

@@ -2,15 +2,14 @@
 //! project's runner with ripgrep's libraries (ignore-aware walk, stable order, paging).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
-use wc_domain::{ProjectId, RelativePath, SessionId};
-use wc_runner_protocol::{
-    DEFAULT_SEARCH_MATCHES, ExploreOp, SearchAnswer, SearchOp, WorkAnswer, WorkSpec,
-};
+use wc_domain::{Cursor, Glob, RelativePath, Text};
+use wc_runner_protocol::{DEFAULT_SEARCH_MATCHES, SearchAnswer, SearchOp};
 
 use crate::auth::Scope;
-use crate::execution::operation;
+use crate::execution::ProjectOrSession;
+use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -19,24 +18,18 @@ use crate::workflow::evidence;
 /// Arguments of `search_project_texts`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("anyOf" = [
-    {"required": ["project"], "properties": {"project": {"type": "string"}}},
-    {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-]))]
 pub struct Args {
-    /// Project id (`agent:<runner>:<name>`); default: the session's.
-    pub project: Option<ProjectId>,
+    #[serde(flatten)]
+    pub at: ProjectOrSession,
     /// A regular expression (Rust regex syntax), or literal text with `literal: true`.
-    #[schemars(length(min = 1, max = 1024), regex(pattern = r"^[^\u0000]*$"))]
-    pub pattern: String,
+    pub pattern: Text<1, 1024>,
     /// Match `pattern` as literal text (default false).
     pub literal: Option<bool>,
     /// Match case exactly (default true).
     pub case_sensitive: Option<bool>,
     /// Only files matching this glob (gitignore syntax relative to the root, e.g. `*.rs` or
     /// `src/**/*.ts`; a leading `!` excludes).
-    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[^\x00-\x1F\x7F]*$"))]
-    pub glob: Option<String>,
+    pub glob: Option<Glob>,
     /// Directory or file to search, relative to the project root (default: the root).
     pub path: Option<RelativePath>,
     /// Search hidden files and directories too (default false). `.gitignore`d files are
@@ -49,21 +42,7 @@ pub struct Args {
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page, with otherwise identical arguments.
-    #[schemars(length(min = 1, max = 8192), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
-    pub cursor: Option<String>,
-    /// Workflow Session this search belongs to: its ledger records the matching paths (never
-    /// the pattern or the lines).
-    pub session_id: Option<SessionId>,
-}
-
-/// What `search_project_texts` returns.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Output {
-    /// The project searched.
-    pub project: ProjectId,
-    /// The page.
-    #[serde(flatten)]
-    pub page: SearchAnswer,
+    pub cursor: Option<Cursor>,
 }
 
 /// The spec.
@@ -83,30 +62,22 @@ pub fn spec() -> ToolSpec {
     )
     .with_session(SessionUse::Works)
     .with_ledger_facts(facts)
+    .with_private_arguments(&["pattern"])
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    let (_, target) =
-        operation::target(&ctx, args.project.as_ref(), args.session_id.as_ref()).await?;
+async fn run(ctx: ToolContext, args: Args) -> Result<InProject<SearchAnswer>, ToolError> {
     let op = SearchOp {
-        pattern: args.pattern,
+        pattern: args.pattern.into_string(),
         literal: args.literal.unwrap_or(false),
         case_sensitive: args.case_sensitive.unwrap_or(true),
-        glob: args.glob,
+        glob: args.glob.map(String::from),
         path: args.path.filter(|p| !p.is_root()),
         hidden: args.hidden.unwrap_or(false),
         context_lines: args.context_lines.unwrap_or(0),
         limit: args.limit.unwrap_or(DEFAULT_SEARCH_MATCHES),
-        cursor: args.cursor,
+        cursor: args.cursor.map(String::from),
     };
-    let spec = WorkSpec::Explore(ExploreOp::Search(op));
-    match operation::run(&ctx, &target, "search_project_texts", spec).await? {
-        WorkAnswer::Search(page) => Ok(Output {
-            project: target.project_id,
-            page,
-        }),
-        other => Err(operation::mismatched(&other)),
-    }
+    operation::in_project(&ctx, &args.at, op).await
 }
 
 /// The exploration evidence of a search: the files with matches, in match order.

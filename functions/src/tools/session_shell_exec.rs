@@ -9,7 +9,7 @@ use wc_store::shells::ShellStep;
 
 use crate::auth::Scope;
 use crate::execution::shell::{self, Answered, ExecView, Operation};
-use crate::execution::{self, ExecState, ResultExpectation};
+use crate::execution::{self, ExecState, ResultExpectation, ShellText, Stdin};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -28,17 +28,12 @@ pub struct Args {
     /// The shell (open_session_shell's `shell_id`).
     pub shell_id: ShellId,
     /// Shell text, at most 16,000 UTF-8 bytes, not blank.
-    #[schemars(
-        length(min = 1, max = 16000),
-        regex(pattern = r"^[^\u0000]*[^\u0000 \t\n\r\u000B\u000C][^\u0000]*$")
-    )]
-    pub command: String,
+    pub command: ShellText,
     /// Time limit in ms (default 10000, at most 20000); then it is interrupted.
     #[schemars(range(min = 1, max = 20000))]
     pub timeout_ms: Option<u64>,
     /// Standard input of this command (default: empty).
-    #[schemars(length(max = 65536), regex(pattern = r"^[^\u0000]*$"))]
-    pub stdin: Option<String>,
+    pub stdin: Option<Stdin>,
     /// Expected result: success (default), failure or observe.
     pub result_expectation: Option<ResultExpectation>,
 }
@@ -65,7 +60,7 @@ pub fn spec() -> ToolSpec {
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
-    execution::check_shell_text("/command", &args.command)?;
+    let command = args.command.check("/command")?;
     let timeout_ms = args.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
     if timeout_ms == 0 || timeout_ms > MAX_EXEC_TIMEOUT_MS {
         return Err(execution::invalid(
@@ -84,10 +79,10 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {
         step: ShellStep::Exec(row.id.clone()),
         op: ShellOp::ShellExec(ShellExecOp {
             target: shell::target_of(&row.id, row.instance_id),
-            command: args.command,
+            command,
         }),
         cwd: None,
-        stdin: args.stdin,
+        stdin: args.stdin.map(String::from),
         timeout_ms: Some(timeout_ms),
     };
     let (row, answer) = match shell::run(&ctx, &session, &target, operation).await? {

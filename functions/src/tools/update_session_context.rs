@@ -13,7 +13,7 @@ use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::exec_context::{
-    ExecutionContext, Shell, project_cwd, remote_path, valid_resource,
+    ExecutionContext, ResourceName, Shell, project_cwd, remote_path, valid_resource,
 };
 use crate::workflow::mutation;
 
@@ -42,8 +42,7 @@ pub struct Args {
     pub default_shell: Option<Option<Shell>>,
     /// Named runner resource: 1-64 of `A-Z a-z 0-9 . _ -`, never a credential. `null` clears it.
     #[serde(default, deserialize_with = "present")]
-    #[schemars(regex(pattern = r"^[A-Za-z0-9._-]{1,64}$"), length(max = 64))]
-    pub resource: Option<Option<String>>,
+    pub resource: Option<Option<ResourceName>>,
 }
 
 /// Output of `update_session_context`.
@@ -86,14 +85,14 @@ fn desired(current: &ExecutionContext, args: &Args) -> Result<ExecutionContext, 
     let mut next = current.clone();
     if let Some(resource) = &args.resource {
         if let Some(name) = resource
-            && !valid_resource(name)
+            && !valid_resource(name.as_str())
         {
             return Err(invalid(
                 "/resource",
                 "resource must be 1-64 of A-Z a-z 0-9 . _ - and not a credential".into(),
             ));
         }
-        next.resource = resource.clone();
+        next.resource = resource.clone().map(ResourceName::into_string);
     }
     if let Some(shell) = args.default_shell {
         next.default_shell = shell;

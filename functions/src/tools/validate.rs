@@ -1,18 +1,18 @@
 //! The structured validation tools — `cargo_check`, `cargo_test`, `cargo_fmt`,
-//! `cargo_clippy`, `go_test` and `pytest` — one family: typed scope arguments (declared once
-//! per tool by [`validation_args!`]), run by the project's runner in the project root or an
+//! `cargo_clippy`, `go_test` and `pytest` — one family: typed scope arguments (each tool's
+//! own, beside the shared [`ValidationRun`]), run by the project's runner in the project root or an
 //! explicit `cwd` (never the session's `default_cwd`), waited for like `run_process` or run as
 //! a job with `background`, and answered with the execution and what its output proved
 //! ([`ValidationFacts`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wc_domain::{ProjectId, RelativePath, SessionId, WorkMode};
+use wc_domain::{RelativePath, WorkMode};
 use wc_runner_protocol::{CargoTargets, ValidateOp, ValidationScope, Validator, WorkSpec};
 
 use crate::auth::Scope;
 use crate::execution::validation::{self, ValidationFacts};
-use crate::execution::{self, ExecOutput, Request, ResultExpectation};
+use crate::execution::{self, ExecOutput, ProjectOrSession, Purpose, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
@@ -28,133 +28,110 @@ pub struct Output {
     pub validation: Option<ValidationFacts>,
 }
 
-/// The arguments every validation tool takes, then its own scope fields.
-macro_rules! validation_args {
-    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty,)* }) => {
-        $(#[$doc])*
-        #[derive(Debug, Deserialize, JsonSchema)]
-        #[serde(deny_unknown_fields)]
-        #[schemars(extend("anyOf" = [
-            {"required": ["project"], "properties": {"project": {"type": "string"}}},
-            {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}}
-        ]))]
-        pub struct $name {
-            /// Project id (default: the session's).
-            pub project: Option<ProjectId>,
-            /// Session recording the run.
-            pub session_id: Option<SessionId>,
-            /// Directory relative to the project root (default: the root).
-            pub cwd: Option<RelativePath>,
-            /// Time limit in ms (default 600000).
-            #[schemars(range(min = 1, max = 3600000))]
-            pub timeout_ms: Option<u64>,
-            /// Expected result: success (default), failure or observe.
-            pub result_expectation: Option<ResultExpectation>,
-            /// Return a job_id at once (follow with job_status).
-            pub background: Option<bool>,
-            /// Why (part of the validation's identity).
-            #[schemars(
-                length(max = 200),
-                regex(pattern = r"^[^\x00-\x1F\x7F-\x9F]*$")
-            )]
-            pub purpose: Option<String>,
-            $($(#[$fdoc])* pub $field: $ty,)*
-        }
-
-        impl $name {
-            fn common(&self) -> Common<'_> {
-                Common {
-                    project: self.project.as_ref(),
-                    session_id: self.session_id.as_ref(),
-                    cwd: self.cwd.as_ref(),
-                    timeout_ms: self.timeout_ms,
-                    result_expectation: self.result_expectation,
-                    background: self.background.unwrap_or(false),
-                    purpose: self.purpose.as_deref(),
-                }
-            }
-        }
-    };
-}
-
-/// The fields of [`validation_args!`] every tool shares.
-struct Common<'a> {
-    project: Option<&'a ProjectId>,
-    session_id: Option<&'a SessionId>,
-    cwd: Option<&'a RelativePath>,
+/// The arguments every validation tool takes besides its target, flattened into each tool's
+/// own (serde refuses unknown fields only through one level of flattening).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ValidationRun {
+    /// Directory relative to the project root (default: the root).
+    cwd: Option<RelativePath>,
+    /// Time limit in ms (default 600000).
+    #[schemars(range(min = 1, max = 3600000))]
     timeout_ms: Option<u64>,
+    /// Expected result: success (default), failure or observe.
     result_expectation: Option<ResultExpectation>,
-    background: bool,
-    purpose: Option<&'a str>,
+    /// Return a job_id at once (follow with job_status).
+    background: Option<bool>,
+    /// Why (part of the validation's identity).
+    purpose: Option<Purpose>,
 }
 
-validation_args! {
-    /// `cargo_check`, `cargo_clippy`.
-    CargoBuildArgs {
-        /// One package of the workspace (`-p`).
-        package: Option<String>,
-        /// Features to enable.
-        #[schemars(length(max = 32))]
-        features: Option<Vec<String>>,
-        /// `--all-features`.
-        all_features: Option<bool>,
-        /// `--no-default-features`.
-        no_default_features: Option<bool>,
-        /// `--lib`, `--bins`, `--tests`, `--all-targets` or cargo's default.
-        targets: Option<CargoTargets>,
-    }
+/// `cargo_check`, `cargo_clippy`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CargoBuildArgs {
+    #[serde(flatten)]
+    at: ProjectOrSession,
+    #[serde(flatten)]
+    run: ValidationRun,
+    /// One package of the workspace (`-p`).
+    package: Option<String>,
+    /// Features to enable.
+    #[schemars(length(max = 32))]
+    features: Option<Vec<String>>,
+    /// `--all-features`.
+    all_features: Option<bool>,
+    /// `--no-default-features`.
+    no_default_features: Option<bool>,
+    /// `--lib`, `--bins`, `--tests`, `--all-targets` or cargo's default.
+    targets: Option<CargoTargets>,
 }
 
-validation_args! {
-    /// `cargo_test`.
-    CargoTestArgs {
-        /// One package of the workspace (`-p`).
-        package: Option<String>,
-        /// Only tests whose name contains this.
-        test_filter: Option<String>,
-        /// Features to enable.
-        #[schemars(length(max = 32))]
-        features: Option<Vec<String>>,
-        /// `--all-features`.
-        all_features: Option<bool>,
-        /// `--no-default-features`.
-        no_default_features: Option<bool>,
-        /// `--lib`, `--bins`, `--tests`, `--all-targets` or cargo's default.
-        targets: Option<CargoTargets>,
-        /// Same as min_tests 1.
-        require_tests: Option<bool>,
-        /// Fewest tests the output must prove ran, else `test_count_not_proven`.
-        #[schemars(range(min = 1, max = 1000000))]
-        min_tests: Option<u64>,
-    }
+/// `cargo_test`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CargoTestArgs {
+    #[serde(flatten)]
+    at: ProjectOrSession,
+    #[serde(flatten)]
+    run: ValidationRun,
+    /// One package of the workspace (`-p`).
+    package: Option<String>,
+    /// Only tests whose name contains this.
+    test_filter: Option<String>,
+    /// Features to enable.
+    #[schemars(length(max = 32))]
+    features: Option<Vec<String>>,
+    /// `--all-features`.
+    all_features: Option<bool>,
+    /// `--no-default-features`.
+    no_default_features: Option<bool>,
+    /// `--lib`, `--bins`, `--tests`, `--all-targets` or cargo's default.
+    targets: Option<CargoTargets>,
+    /// Same as min_tests 1.
+    require_tests: Option<bool>,
+    /// Fewest tests the output must prove ran, else `test_count_not_proven`.
+    #[schemars(range(min = 1, max = 1000000))]
+    min_tests: Option<u64>,
 }
 
-validation_args! {
-    /// `cargo_fmt`.
-    CargoFmtArgs {
-        /// One package of the workspace (`-p`).
-        package: Option<String>,
-    }
+/// `cargo_fmt`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CargoFmtArgs {
+    #[serde(flatten)]
+    at: ProjectOrSession,
+    #[serde(flatten)]
+    run: ValidationRun,
+    /// One package of the workspace (`-p`).
+    package: Option<String>,
 }
 
-validation_args! {
-    /// `go_test`.
-    GoTestArgs {
-        /// Package pattern (default ./...).
-        package: Option<String>,
-        /// `-run` regexp.
-        test_filter: Option<String>,
-    }
+/// `go_test`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GoTestArgs {
+    #[serde(flatten)]
+    at: ProjectOrSession,
+    #[serde(flatten)]
+    run: ValidationRun,
+    /// Package pattern (default ./...).
+    package: Option<String>,
+    /// `-run` regexp.
+    test_filter: Option<String>,
 }
 
-validation_args! {
-    /// `pytest`.
-    PytestArgs {
-        /// File or directory to test, relative to cwd.
-        path: Option<RelativePath>,
-        /// `-k` expression.
-        test_filter: Option<String>,
-    }
+/// `pytest`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PytestArgs {
+    #[serde(flatten)]
+    at: ProjectOrSession,
+    #[serde(flatten)]
+    run: ValidationRun,
+    /// File or directory to test, relative to cwd.
+    path: Option<RelativePath>,
+    /// `-k` expression.
+    test_filter: Option<String>,
 }
 
 fn cargo_build_scope(a: &CargoBuildArgs) -> ValidationScope {
@@ -204,7 +181,7 @@ pub fn cargo_check() -> ToolSpec {
         ),
         |ctx, a: CargoBuildArgs| async move {
             let scope = cargo_build_scope(&a);
-            run(&ctx, Validator::CargoCheck, a.common(), scope, None).await
+            run(&ctx, &a.at, Validator::CargoCheck, a.run, scope, None).await
         },
     )
     .with_session(SessionUse::Works)
@@ -221,7 +198,7 @@ pub fn cargo_clippy() -> ToolSpec {
         ),
         |ctx, a: CargoBuildArgs| async move {
             let scope = cargo_build_scope(&a);
-            run(&ctx, Validator::CargoClippy, a.common(), scope, None).await
+            run(&ctx, &a.at, Validator::CargoClippy, a.run, scope, None).await
         },
     )
     .with_session(SessionUse::Works)
@@ -249,7 +226,7 @@ pub fn cargo_test() -> ToolSpec {
             let min = a
                 .min_tests
                 .or(a.require_tests.unwrap_or(false).then_some(1));
-            run(&ctx, Validator::CargoTest, a.common(), scope, min).await
+            run(&ctx, &a.at, Validator::CargoTest, a.run, scope, min).await
         },
     )
     .with_session(SessionUse::Works)
@@ -269,7 +246,7 @@ pub fn cargo_fmt() -> ToolSpec {
                 package: a.package.clone(),
                 ..Default::default()
             };
-            run(&ctx, Validator::CargoFmt, a.common(), scope, None).await
+            run(&ctx, &a.at, Validator::CargoFmt, a.run, scope, None).await
         },
     )
     .with_session(SessionUse::Works)
@@ -290,7 +267,7 @@ pub fn go_test() -> ToolSpec {
                 test_filter: a.test_filter.clone(),
                 ..Default::default()
             };
-            run(&ctx, Validator::GoTest, a.common(), scope, None).await
+            run(&ctx, &a.at, Validator::GoTest, a.run, scope, None).await
         },
     )
     .with_session(SessionUse::Works)
@@ -311,7 +288,7 @@ pub fn pytest() -> ToolSpec {
                 test_filter: a.test_filter.clone(),
                 ..Default::default()
             };
-            run(&ctx, Validator::Pytest, a.common(), scope, None).await
+            run(&ctx, &a.at, Validator::Pytest, a.run, scope, None).await
         },
     )
     .with_session(SessionUse::Works)
@@ -320,36 +297,37 @@ pub fn pytest() -> ToolSpec {
 
 async fn run(
     ctx: &ToolContext,
+    at: &ProjectOrSession,
     validator: Validator,
-    c: Common<'_>,
+    c: ValidationRun,
     scope: ValidationScope,
     min_tests: Option<u64>,
 ) -> Result<Output, ToolError> {
-    let tool = validator.as_str();
     let execution::Setting {
         session, target, ..
-    } = execution::setting(ctx, tool, c.project, c.session_id, c.purpose).await?;
+    } = execution::setting(ctx, at, c.purpose.as_ref()).await?;
+    let background = c.background.unwrap_or(false);
     let op = ValidateOp { validator, scope };
     op.validate().map_err(|e| {
         ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("rule", "validationScope")
     })?;
     let req = Request {
-        tool,
-        mode: if c.background {
+        tool: ctx.tool,
+        mode: if background {
             WorkMode::Job
         } else {
             WorkMode::Sync
         },
         spec: WorkSpec::Validate(op),
-        cwd: c.cwd.filter(|p| !p.is_root()).cloned(),
+        cwd: c.cwd.filter(|p| !p.is_root()),
         stdin: None,
         timeout_ms: execution::timeout(c.timeout_ms)?,
         expectation: c.result_expectation.unwrap_or_default(),
         accepted_exit_codes: Default::default(),
-        purpose: c.purpose.map(str::to_owned),
+        purpose: c.purpose.map(Purpose::into_string),
         min_tests,
     };
-    if c.background {
+    if background {
         let row = execution::submit(ctx, &target, session.as_ref(), req).await?;
         return Ok(Output {
             execution: execution::status_view(&row),

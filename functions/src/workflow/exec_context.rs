@@ -66,6 +66,62 @@ pub fn remote_path(raw: &str) -> Result<String, PathError> {
     Ok(raw.to_owned())
 }
 
+/// A named runner resource as a caller gives it: 1-[`MAX_RESOURCE_LEN`] of
+/// `A-Z a-z 0-9 . _ -`. Whether it is shaped like a credential is [`valid_resource`]'s check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceName(String);
+
+impl ResourceName {
+    /// The schema's pattern.
+    pub const PATTERN: &'static str = r"^[A-Za-z0-9._-]{1,64}$";
+    /// What a caller reads when a name breaks it.
+    pub const PROBLEM: &'static str = "must be 1-64 of A-Z a-z 0-9 . _ -";
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The name, owned.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        let form = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+        if (1..=MAX_RESOURCE_LEN).contains(&raw.len()) && raw.bytes().all(form) {
+            Ok(ResourceName(raw))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "resource {}",
+                Self::PROBLEM
+            )))
+        }
+    }
+}
+
+impl schemars::JsonSchema for ResourceName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ResourceName".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "maxLength": MAX_RESOURCE_LEN,
+            "pattern": Self::PATTERN,
+            "x-problem": Self::PROBLEM,
+        })
+    }
+}
+
 /// Whether a resource name is acceptable: 1-64 of `[A-Za-z0-9._-]`, and not shaped like a
 /// credential (a token is not a resource name).
 pub fn valid_resource(name: &str) -> bool {

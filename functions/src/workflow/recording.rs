@@ -78,7 +78,10 @@ fn summarize(args: &Value, private: &[&str]) -> Value {
     if let Some(map) = v.as_object_mut() {
         for field in private {
             if let Some(value) = map.get_mut(*field) {
-                let bytes = value.as_str().map_or(0, str::len);
+                let bytes = value.as_str().map_or_else(
+                    || serde_json::to_vec(value).map_or(0, |b| b.len()),
+                    str::len,
+                );
                 *value = json!({ "omitted": "private", "bytes": bytes });
             }
         }

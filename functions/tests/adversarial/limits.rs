@@ -702,17 +702,20 @@ async fn a_second_tenants_echo_runs_while_the_first_has_fifty_long_jobs_queued()
     // Each tenant's list_runners counts its own work in flight only.
     let (_, listed) = act(&t.st, &t.a, "list_runners", json!({})).await;
     assert_eq!(
-        listed["output"]["runners"][0]["work_in_flight"], 3,
+        output(&listed)["runners"][0]["work_in_flight"],
+        3,
         "{listed}"
     );
     let (_, listed) = act(&t.st, &t.b, "list_runners", json!({})).await;
     assert_eq!(
-        listed["output"]["runners"][0]["work_in_flight"], 0,
+        output(&listed)["runners"][0]["work_in_flight"],
+        0,
         "{listed}"
     );
     let (_, status_b) = act(&t.st, &t.b, "runtime_status", json!({})).await;
     assert_eq!(
-        status_b["output"]["runners"]["work_in_flight"], 0,
+        output(&status_b)["runners"]["work_in_flight"],
+        0,
         "{status_b}"
     );
     t.runner.stop().await.unwrap();
@@ -959,7 +962,7 @@ async fn one_caller_at_every_bound_leaves_another_callers_calls_untouched() {
     let session = async |key: &str| -> String {
         let args = json!({ "project": A, "instruction": "bounds" });
         let r = mcp_tool(st, key, "start_session", args).await;
-        r["output"]["session_id"]
+        output(&r)["session_id"]
             .as_str()
             .unwrap_or_else(|| panic!("{r}"))
             .to_owned()
@@ -988,7 +991,8 @@ async fn one_caller_at_every_bound_leaves_another_callers_calls_untouched() {
         )
         .await;
         assert_eq!(
-            r["output"]["stdout"], "fine\n",
+            output(&r)["stdout"],
+            "fine\n",
             "the other caller's job: {r}"
         );
         let who = send(st, whoami(&other)).await;
@@ -1061,10 +1065,7 @@ async fn one_caller_at_every_bound_leaves_another_callers_calls_untouched() {
         json!({ "session_id": s }),
     )
     .await;
-    let token = seen["output"]["token"]
-        .as_str()
-        .expect("a token")
-        .to_owned();
+    let token = output(&seen)["token"].as_str().expect("a token").to_owned();
     let slow = {
         let (st, hog, s) = (st.clone(), hog.clone(), s.clone());
         tokio::spawn(async move {

@@ -80,7 +80,7 @@ async fn no_secret_shape_reaches_the_ledger_or_logs_and_every_look_alike_is_kept
         json!({ "project": P, "instruction": "shapes" }),
     )
     .await;
-    let s = r["output"]["session_id"]
+    let s = output(&r)["session_id"]
         .as_str()
         .expect("session")
         .to_owned();
@@ -207,7 +207,7 @@ async fn no_secret_shape_reaches_a_stored_task_result() {
         let done = task_until_terminal(st, key, &id).await;
         assert_eq!(done["status"], "completed", "{done}");
         let result = &done["result"];
-        let stdout = result["structuredContent"]["output"]["stdout"]
+        let stdout = output(&result["structuredContent"])["stdout"]
             .as_str()
             .unwrap_or_default();
         assert!(

@@ -9,7 +9,7 @@ use wc_e2e::client::Client;
 use wc_e2e::server::{LocalOptions, LocalServer, workspace_binary};
 use wc_store::testing::TestDatabase;
 
-use crate::common::{MODERN, rpc};
+use crate::common::{MODERN, output, rpc};
 
 /// The project `wc-local` serves.
 const P: &str = "agent:local:alpha";
@@ -91,7 +91,8 @@ impl Local {
         reply.json()["result"].clone()
     }
 
-    /// `tool` on both surfaces: each must be a failure of `kind`. Returns the REST body.
+    /// `tool` on both surfaces: each must be a failure of `kind`. Returns the REST body, whose
+    /// `output` a test may still read: an execution that ended without success carries it.
     async fn refused_on_both(&self, tool: &str, args: Value, kind: &str, status: u16) -> Value {
         let (got, body) = self.rest(tool, args.clone()).await;
         assert_eq!(body["success"], false, "REST {tool} {args}: {body}");
@@ -193,5 +194,5 @@ async fn refused_timed_out_and_non_zero_runs_are_failures_on_rest_and_mcp() {
         .mcp("run_shell", json!({ "project": P, "command": "echo fine" }))
         .await;
     assert_eq!(result["isError"], false, "{result}");
-    assert_eq!(result["structuredContent"]["output"]["stdout"], "fine\n");
+    assert_eq!(output(&result["structuredContent"])["stdout"], "fine\n");
 }

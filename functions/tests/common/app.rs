@@ -3,7 +3,9 @@
 //! and REST, runner tokens and the runner protocol, and bounded waits on durable state.
 //!
 //! A new end-to-end test usually starts with [`TestApp::with_projects`] and calls tools with
-//! [`mcp_tool`] or [`action`]; everything it asserts on is read back from the database.
+//! [`mcp_tool`] or [`action`]; everything it asserts on is read back from the database. A
+//! result is read only once it is known to have succeeded ([`TestApp::mcp_ok`], [`output`]) or
+//! failed ([`kind`]).
 
 use std::time::{Duration, Instant};
 
@@ -94,6 +96,15 @@ impl TestApp {
     /// `tool` over modern MCP with the shared key; its structured result.
     pub async fn mcp_tool(&self, tool: &str, args: Value) -> Value {
         mcp_tool(&self.st, &self.key, tool, args).await
+    }
+
+    /// `tool` over modern MCP with the shared key, which must succeed; its output. The way to
+    /// read a result: a failure fails the test here, with the whole result, instead of being
+    /// read as an empty output.
+    pub async fn mcp_ok(&self, tool: &str, args: Value) -> Value {
+        let v = self.mcp_tool(tool, args).await;
+        assert_eq!(v["success"], true, "{tool}: expected success: {v}");
+        v["output"].clone()
     }
 
     /// `POST /api/actions/{tool}` with the shared key.

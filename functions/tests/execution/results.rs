@@ -83,7 +83,7 @@ async fn run_tools_report_exit_codes_output_and_stdin_as_the_process_produced_th
     )
     .await;
     let sc = &r.result()["structuredContent"];
-    assert_eq!(sc["output"]["stdout"], "ok\n", "{sc}");
+    assert_eq!(output(sc)["stdout"], "ok\n", "{sc}");
     assert_eq!(r.result()["isError"], false);
 
     // A script gets its arguments after the script path, word boundaries intact, and runs in

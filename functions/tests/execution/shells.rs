@@ -231,6 +231,7 @@ async fn exit_in_the_shell_ends_it_and_a_poisoned_shell_takes_no_more_commands()
     let id = open(&env, &s).await;
     let r = exec(st, key, &s, &id, "echo bye; exit 3").await;
     assert_eq!(kind(&r), "shell_closed", "{r}");
+    // The refusal still carries what the shell printed before it exited.
     assert_eq!(r["output"]["state"], "exited", "{r}");
     assert_eq!(r["output"]["stdout"], "bye\n", "{r}");
     assert_ended(&env.db, &id, "exited", "exited").await;

@@ -159,7 +159,7 @@ async fn a_task_is_its_owners_only_and_an_unknown_id_is_invalid_params() {
     let plain = plain.result();
     assert!(plain.get("taskId").is_none(), "{plain}");
     assert!(
-        plain["structuredContent"]["output"]["job_id"].is_string(),
+        output(&plain["structuredContent"])["job_id"].is_string(),
         "{plain}"
     );
 }
@@ -243,7 +243,7 @@ async fn a_tasks_recording_finishes_once_when_it_ends_whoever_polls() {
     let (x, y) = tokio::join!(poll(env.st.clone()), poll(b.clone()));
     assert_eq!(x["result"], y["result"]);
     assert_eq!(
-        x["result"]["structuredContent"]["output"]["stdout"],
+        output(&x["result"]["structuredContent"])["stdout"],
         "slow\n"
     );
     let after = ledger(&env.db, &s).await;
@@ -306,7 +306,7 @@ async fn upkeep_ends_a_task_nobody_polls() {
     let t = task_get(&env.st, &env.key, &id).await;
     assert_eq!(t.result()["status"], "completed", "{}", t.text());
     assert_eq!(
-        t.result()["result"]["structuredContent"]["output"]["stdout"],
+        output(&t.result()["result"]["structuredContent"])["stdout"],
         "left\n"
     );
 
@@ -354,7 +354,7 @@ async fn a_call_with_a_progress_token_streams_its_progress_then_its_result() {
     let (result, notes) = messages.split_last().expect("a message");
     assert_eq!(result["id"], 9, "the stream ends with the answer: {result}");
     let sc = &result["result"]["structuredContent"];
-    assert_eq!(sc["output"]["stdout"], "late\n", "{result}");
+    assert_eq!(output(sc)["stdout"], "late\n", "{result}");
     let progress: Vec<f64> = notes
         .iter()
         .map(|n| {
@@ -518,7 +518,8 @@ async fn a_listener_on_another_instance_is_told_of_its_own_tasks_until_they_end(
     );
     let last = &notes[1]["params"];
     assert_eq!(
-        last["result"]["structuredContent"]["output"]["stdout"], "heard\n",
+        output(&last["result"]["structuredContent"])["stdout"],
+        "heard\n",
         "{last}"
     );
     // What tasks/get answers now is what the notification said.
@@ -641,7 +642,7 @@ async fn a_call_that_takes_info_lines_hears_its_output_as_it_comes() {
         "{notes:?}"
     );
     // The output is the result's too.
-    let sc = &result["result"]["structuredContent"]["output"];
+    let sc = output(&result["result"]["structuredContent"]);
     assert_eq!(sc["stdout"], "one\n");
     assert_eq!(sc["stderr"], "two é\n");
 
@@ -664,7 +665,7 @@ async fn a_call_that_takes_info_lines_hears_its_output_as_it_comes() {
         .filter(|n| n["params"]["logger"] == "stdout")
         .map(|n| n["params"]["data"].as_str().unwrap())
         .collect();
-    let stdout = result["result"]["structuredContent"]["output"]["stdout"]
+    let stdout = output(&result["result"]["structuredContent"])["stdout"]
         .as_str()
         .unwrap();
     // One ASCII byte first: a read boundary (16 KiB) falls inside a character.
@@ -681,7 +682,7 @@ async fn a_call_that_takes_info_lines_hears_its_output_as_it_comes() {
         quiet.text()
     );
     assert_eq!(
-        quiet.result()["structuredContent"]["output"]["stdout"],
+        output(&quiet.result()["structuredContent"])["stdout"],
         "one\n"
     );
 }

@@ -7,12 +7,12 @@ use super::*;
 async fn reads_searches_and_edits_feed_the_handoff_brief() {
     let env = start().await;
     let s = env
-        .mcp_tool(
+        .mcp_ok(
             "start_session",
             json!({"project": P, "instruction": "make answer configurable"}),
         )
         .await;
-    let sid = output(&s)["session_id"].as_str().unwrap().to_owned();
+    let sid = s["session_id"].as_str().unwrap().to_owned();
 
     // A clean tree: nothing changed, nothing explored yet.
     let brief = handoff(&env, &sid).await;
@@ -26,13 +26,11 @@ async fn reads_searches_and_edits_feed_the_handoff_brief() {
         )
         .await,
     );
-    output(
-        &env.mcp_tool(
-            "search_project_texts",
-            json!({"session_id": sid, "pattern": "x \\* 2"}),
-        )
-        .await,
-    );
+    env.mcp_ok(
+        "search_project_texts",
+        json!({"session_id": sid, "pattern": "x \\* 2"}),
+    )
+    .await;
     // Failures and listings are not exploration evidence.
     kind(
         &env.rest(
@@ -74,18 +72,23 @@ async fn reads_searches_and_edits_feed_the_handoff_brief() {
     for absent in ["assets/logo.bin", "nope.rs", "Cargo.toml"] {
         assert!(!recent.contains(absent), "{absent}: {brief}");
     }
-    // The ledger holds paths, never the pattern or the text.
-    let ledger = env
-        .mcp_tool(
-            "session_summary",
-            json!({"session_id": sid, "diagnostic": true}),
-        )
-        .await;
-    let ledger = ledger.to_string();
+    // The ledger holds paths, never the pattern or the text: every stored payload, read from
+    // the database. The paths read and searched are there, so the absences can fail.
+    let stored = ledger(&env.db, &sid)
+        .await
+        .iter()
+        .map(|e| e.payload.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(
-        !ledger.contains("x \\\\* 2") && !ledger.contains("pub fn double"),
-        "{ledger}"
+        stored.contains("src/util/mod.rs") && stored.contains("src/lib.rs"),
+        "{stored}"
     );
+    let kept: Vec<&str> = ["x \\\\* 2", "x * 2", "pub fn double", "pub mod util"]
+        .into_iter()
+        .filter(|absent| stored.contains(absent))
+        .collect();
+    assert!(kept.is_empty(), "the ledger keeps {kept:?}: {stored}");
 
     // A merge conflict blocks.
     git(&env.root(), &["stash"]);
@@ -222,9 +225,9 @@ async fn the_context_sidecar_serves_project_instructions_after_the_call() {
     // Without an explicit project nothing is inferred (not even from a session), and a
     // caller without project:read is denied the material, not the call.
     let s = env
-        .mcp_tool("start_session", json!({"project": P, "instruction": "x"}))
+        .mcp_ok("start_session", json!({"project": P, "instruction": "x"}))
         .await;
-    let sid = output(&s)["session_id"].as_str().unwrap().to_owned();
+    let sid = s["session_id"].as_str().unwrap().to_owned();
     let r = env
         .mcp_tool(
             "git_status",

@@ -87,7 +87,7 @@ async fn edit_calls_record_their_surface_outcome_and_conflict() {
                "edits": [{"old_text": "    6 * 7\n", "new_text": "    6 * 7\n"}]}),
     )
     .await;
-    assert_eq!(r.body["output"]["changed"], false, "{}", r.text());
+    assert_eq!(output(&r.body)["changed"], false, "{}", r.text());
     let m = ergonomics(&env, &r).await;
     assert_eq!(
         edit_fields(&m),

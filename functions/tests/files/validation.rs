@@ -17,20 +17,17 @@ fn add_tests(root: &Path) {
 
 async fn session(env: &RunnerApp) -> String {
     let s = env
-        .mcp_tool(
+        .mcp_ok(
             "start_session",
             json!({"project": P, "instruction": "fix the doubling test"}),
         )
         .await;
-    output(&s)["session_id"].as_str().unwrap().to_owned()
+    s["session_id"].as_str().unwrap().to_owned()
 }
 
 async fn summary(env: &RunnerApp, sid: &str) -> Value {
-    output(
-        &env.mcp_tool("validation_summary", json!({"session_id": sid}))
-            .await,
-    )
-    .clone()
+    env.mcp_ok("validation_summary", json!({"session_id": sid}))
+        .await
 }
 
 async fn brief(env: &RunnerApp, sid: &str) -> Value {
@@ -43,9 +40,9 @@ async fn brief(env: &RunnerApp, sid: &str) -> Value {
 /// The `validation` facts of the session's `execution_finished` events.
 async fn ledger_validations(env: &RunnerApp, sid: &str) -> Vec<Value> {
     let r = env
-        .mcp_tool("session_summary", json!({"session_id": sid, "limit": 200}))
+        .mcp_ok("session_summary", json!({"session_id": sid, "limit": 200}))
         .await;
-    let events = output(&r)["events"].as_array().cloned().unwrap_or_default();
+    let events = r["events"].as_array().cloned().unwrap_or_default();
     events
         .iter()
         .filter(|e| e["kind"] == "execution_finished")
@@ -62,6 +59,7 @@ async fn a_failing_test_blocks_until_a_fix_passes_and_the_delta_is_signed() {
 
     let r = env.mcp_tool("cargo_test", json!({"session_id": sid})).await;
     assert_eq!(kind(&r), "exit_nonzero", "{r}");
+    // A failed run still answers what its output proved.
     let v = &r["output"]["validation"];
     assert_eq!(v["outcome"], "failed", "{r}");
     assert_eq!(v["passed"], false);
@@ -109,14 +107,12 @@ async fn a_failing_test_blocks_until_a_fix_passes_and_the_delta_is_signed() {
         .as_str()
         .unwrap()
         .to_owned();
-    output(
-        &env.mcp_tool(
-            "apply_text_edits",
-            json!({"session_id": sid, "path": "src/util/mod.rs", "expected_sha256": sha,
-                   "edits": [{"old_text": "double(1), 3)", "new_text": "double(1), 2)"}]}),
-        )
-        .await,
-    );
+    env.mcp_ok(
+        "apply_text_edits",
+        json!({"session_id": sid, "path": "src/util/mod.rs", "expected_sha256": sha,
+               "edits": [{"old_text": "double(1), 3)", "new_text": "double(1), 2)"}]}),
+    )
+    .await;
     assert_eq!(brief(&env, &sid).await["progress"]["state"], "blocked");
 
     // The fix passes (through REST's callRuntimeTool this time).
@@ -192,13 +188,11 @@ async fn diagnostics_formatting_and_a_background_check_land_once() {
     .unwrap();
     let sid = session(&env).await;
     // The session's default_cwd does not move validation: it runs in the root.
-    output(
-        &env.mcp_tool(
-            "update_session_context",
-            json!({"session_id": sid, "default_cwd": "src/util"}),
-        )
-        .await,
-    );
+    env.mcp_ok(
+        "update_session_context",
+        json!({"session_id": sid, "default_cwd": "src/util"}),
+    )
+    .await;
     let r = env
         .mcp_tool("cargo_check", json!({"session_id": sid}))
         .await;
@@ -215,6 +209,7 @@ async fn diagnostics_formatting_and_a_background_check_land_once() {
 
     let r = env.mcp_tool("cargo_fmt", json!({"session_id": sid})).await;
     assert_eq!(kind(&r), "exit_nonzero", "{r}");
+    // The failure still names what failed.
     assert_eq!(
         r["output"]["validation"]["failures"],
         json!(["cargo_fmt:fmt:src/lib.rs"]),
@@ -241,8 +236,8 @@ async fn diagnostics_formatting_and_a_background_check_land_once() {
     let job = output(&r)["job_id"].as_str().unwrap().to_owned();
     assert!(output(&r)["validation"].is_null());
     eventually("the background check ends", async || {
-        let s = env.mcp_tool("job_status", json!({"job_id": job})).await;
-        (output(&s)["execution_state"] == "succeeded").then_some(())
+        let s = env.mcp_ok("job_status", json!({"job_id": job})).await;
+        (s["execution_state"] == "succeeded").then_some(())
     })
     .await;
     let second = env.second();

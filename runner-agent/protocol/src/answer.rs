@@ -174,6 +174,55 @@ pub enum WorkAnswer {
     Shell(ShellAnswer),
 }
 
+/// An operation the runner executes itself, and the one answer it gets: what a tool asks for
+/// is typed to what it gets back, so no caller matches on [`WorkAnswer`].
+pub trait Operation: Into<crate::WorkSpec> {
+    /// The answer of this operation.
+    type Answer;
+
+    /// This operation's answer out of `answer`, or the name of the operation `answer`
+    /// answers instead.
+    fn answer(answer: WorkAnswer) -> Result<Self::Answer, &'static str>;
+}
+
+/// Each operation: the spec it becomes and the answer it gets.
+macro_rules! operations {
+    ($($op:ty => $spec:expr, $variant:ident($answer:ty);)*) => {$(
+        impl From<$op> for crate::WorkSpec {
+            fn from(op: $op) -> crate::WorkSpec {
+                $spec(op)
+            }
+        }
+
+        impl Operation for $op {
+            type Answer = $answer;
+
+            fn answer(answer: WorkAnswer) -> Result<$answer, &'static str> {
+                match answer {
+                    WorkAnswer::$variant(a) => Ok(a),
+                    other => Err(other.op()),
+                }
+            }
+        }
+    )*};
+}
+
+operations! {
+    crate::OverviewOp => |op| crate::WorkSpec::Explore(crate::ExploreOp::Overview(op)), Overview(OverviewAnswer);
+    crate::ListFilesOp => |op| crate::WorkSpec::Explore(crate::ExploreOp::ListFiles(op)), ListFiles(FileListAnswer);
+    crate::TrackedFilesOp => |op| crate::WorkSpec::Explore(crate::ExploreOp::TrackedFiles(op)), TrackedFiles(TrackedFilesAnswer);
+    crate::ReadFilesOp => |op| crate::WorkSpec::Explore(crate::ExploreOp::ReadFiles(op)), ReadFiles(ReadFilesAnswer);
+    crate::SearchOp => |op| crate::WorkSpec::Explore(crate::ExploreOp::Search(op)), Search(SearchAnswer);
+    crate::TextEditsOp => |op| crate::WorkSpec::Edit(crate::EditOp::TextEdits(op)), TextEdits(TextEditsAnswer);
+    crate::PatchOp => |op| crate::WorkSpec::Edit(crate::EditOp::Patch(op)), Patch(PatchAnswer);
+    crate::GitStatusOp => |op| crate::WorkSpec::Git(crate::GitOp::GitStatus(op)), GitStatus(GitStatusAnswer);
+    crate::GitDiffOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiff(op)), GitDiff(GitDiffAnswer);
+    crate::GitLogOp => |op| crate::WorkSpec::Git(crate::GitOp::GitLog(op)), GitLog(GitLogAnswer);
+    crate::GitCommitOp => |op| crate::WorkSpec::Git(crate::GitOp::GitCommit(op)), GitCommit(GitCommitAnswer);
+    crate::ValidateOp => crate::WorkSpec::Validate, Validate(ValidationAnswer);
+    crate::ShellOp => crate::WorkSpec::PersistentShell, Shell(ShellAnswer);
+}
+
 impl WorkAnswer {
     /// The name of the operation this answers, as [`ExploreOp::name`], [`crate::EditOp::name`]
     /// or [`crate::GitOp::name`] gives it.

@@ -107,8 +107,12 @@ pub async fn post_mcp(
     );
     let v: Value = serde_json::from_slice(&r.body)?;
     anyhow::ensure!(v.get("error").is_none(), "{method} failed: {v}");
+    // A tool result says twice whether it succeeded; both must, before anyone reads its output.
     anyhow::ensure!(
-        v["result"]["isError"] != json!(true),
+        v["result"]["isError"] != json!(true)
+            && v["result"]
+                .get("structuredContent")
+                .is_none_or(|sc| sc["success"] == json!(true)),
         "{method} failed: {v}"
     );
     Ok((v, r.body.len()))

@@ -40,10 +40,12 @@ pub async fn start_sessions(
             r.status,
             String::from_utf8_lossy(&r.body)
         );
+        let v = r.json();
+        anyhow::ensure!(v["success"] == json!(true), "work_on_project failed: {v}");
         ids.push(
-            r.json()["output"]["session_id"]
+            v["output"]["session_id"]
                 .as_str()
-                .unwrap_or_default()
+                .ok_or_else(|| anyhow::anyhow!("work_on_project gave no session_id: {v}"))?
                 .to_owned(),
         );
     }
