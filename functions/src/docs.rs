@@ -153,8 +153,8 @@ pub fn tools_markdown(runtime: &Registry) -> String {
             } else {
                 scopes.join(", ")
             },
-            if m.read_only { "yes" } else { "no" },
-            if m.consequential { "yes" } else { "no" },
+            if m.read_only() { "yes" } else { "no" },
+            if m.consequential() { "yes" } else { "no" },
             op,
             recorded
         );

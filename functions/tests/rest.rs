@@ -111,7 +111,8 @@ async fn the_openapi_document_fits_gpt_actions() {
                 .unwrap_or_else(|| panic!("{path}: no such tool"));
             assert!(spec.meta.rest_operation, "{tool}");
             assert_eq!(
-                op["x-openai-isConsequential"], spec.meta.consequential,
+                op["x-openai-isConsequential"],
+                spec.meta.consequential(),
                 "{tool}"
             );
         }

@@ -459,7 +459,7 @@ mod tests {
     use serde_json::json;
 
     use super::ports::{AfterCall, Recorder, Recording, SessionAuthority, Sessions};
-    use super::spec::{Category, ToolMeta};
+    use super::spec::{Category, Effect, ToolMeta};
     use super::*;
     use crate::auth::{PrincipalKind, ProjectGrants, Scope};
     use crate::config::ServerConfig;
@@ -587,8 +587,7 @@ mod tests {
                 description: "Echoes its word.",
                 category: Category::Discovery,
                 scopes: &[Scope::ProjectRead],
-                read_only: true,
-                consequential: false,
+                effect: Effect::Reads,
                 rest_operation: false,
             },
             move |_ctx: ToolContext, args: ProbeArgs| {

@@ -54,13 +54,37 @@ pub struct ToolMeta {
     pub category: Category,
     /// Scopes the caller must hold, all of them.
     pub scopes: &'static [Scope],
-    /// Whether it only reads.
-    pub read_only: bool,
-    /// Whether its effect is consequential (GPT Actions ask before calling it).
-    pub consequential: bool,
+    /// What calling it does to the world.
+    pub effect: Effect,
     /// Whether it gets a named REST operation (at most 28 do; the rest go through
     /// `callRuntimeTool`).
     pub rest_operation: bool,
+}
+
+/// What a tool's call does: the facts MCP annotations, GPT Actions' confirmation, the ledger
+/// and the read-only session mode read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Only reads.
+    Reads,
+    /// Changes state in a way that is not consequential: adds to a board or ledger, or
+    /// changes a session's own bookkeeping.
+    Changes,
+    /// Changes the project or runs its code on a build host (GPT Actions ask before calling
+    /// it).
+    Consequential,
+}
+
+impl ToolMeta {
+    /// Whether the tool only reads.
+    pub fn read_only(&self) -> bool {
+        self.effect == Effect::Reads
+    }
+
+    /// Whether its effect is consequential.
+    pub fn consequential(&self) -> bool {
+        self.effect == Effect::Consequential
+    }
 }
 
 type Handler = Arc<

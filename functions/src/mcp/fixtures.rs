@@ -51,7 +51,7 @@ use super::WcMcp;
 use super::handler::{audit_slot, is_modern, principal, server_meta};
 use crate::audit::AuditNote;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
 /// A 1x1 red PNG.
@@ -88,8 +88,7 @@ pub(super) fn meta(name: &'static str, title: &'static str, description: &'stati
         description,
         category: Category::Conformance,
         scopes: &[],
-        read_only: true,
-        consequential: false,
+        effect: Effect::Reads,
         rest_operation: false,
     }
 }

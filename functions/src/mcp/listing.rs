@@ -142,9 +142,9 @@ fn render(spec: &ToolSpec, era: Era) -> Tool {
     if era == Era::Legacy {
         annotations.title = Some(m.title.to_owned());
     }
-    annotations.read_only_hint = m.read_only.then_some(true);
-    annotations.destructive_hint = (!m.read_only && !m.consequential).then_some(false);
-    annotations.idempotent_hint = m.read_only.then_some(true);
+    annotations.read_only_hint = m.read_only().then_some(true);
+    annotations.destructive_hint = (!m.read_only() && !m.consequential()).then_some(false);
+    annotations.idempotent_hint = m.read_only().then_some(true);
     annotations.open_world_hint = Some(false);
     Tool::new_with_raw(
         m.name,

@@ -267,8 +267,8 @@ async fn tools_list(
                 "description": s.meta.description,
                 "category": s.meta.category.as_str(),
                 "scopes": s.meta.scopes.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
-                "read_only": s.meta.read_only,
-                "consequential": s.meta.consequential,
+                "read_only": s.meta.read_only(),
+                "consequential": s.meta.consequential(),
                 "input_schema": openapi::rest_input_schema(s),
             })
         })

@@ -217,7 +217,7 @@ pub fn document(runtime: &Registry, server: Option<&str>) -> Value {
                 camel_case(spec.meta.name),
                 spec.meta.title,
                 spec.meta.description,
-                spec.meta.consequential,
+                spec.meta.consequential(),
                 rest_input_schema(spec),
                 result_schema(Value::Object((*spec.output_schema).clone())),
             ),

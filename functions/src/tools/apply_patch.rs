@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, EditSurface, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
@@ -35,8 +35,7 @@ pub fn spec() -> ToolSpec {
             description: "Apply a unified diff to the project on the build host, across its files, all or nothing: every hunk is checked against the current files (exact context, no fuzz; a hunk may have moved up to 200 lines) before any file is written. A hunk that does not match is patch_does_not_apply naming the file and hunk; unreadable input is invalid_arguments naming the line. Prefer apply_text_edits for ordinary edits.",
             category: Category::Files,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

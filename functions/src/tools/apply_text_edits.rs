@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution::operation::{self, InProject};
 use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, EditSurface, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
@@ -64,8 +64,7 @@ pub fn spec() -> ToolSpec {
             description: "Edit one project file on the build host by exact-text replacement: each old_text must match exactly once (or name its occurrence); all edits apply together or none do. Pass the sha256 from read_files as expected_sha256 so a file changed meanwhile is refused (sha256_mismatch, with current_sha256). Conflicts are typed (multiple_matches, match_not_found, occurrence_out_of_range, overlapping_edits, sha256_mismatch) and name the edit. The write is atomic and keeps permissions and CRLF line endings; the result has the new sha256 and a unified diff. create: true makes a new file.",
             category: Category::Files,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

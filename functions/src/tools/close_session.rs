@@ -8,7 +8,7 @@ use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::mutation;
 
@@ -40,8 +40,7 @@ pub fn spec() -> ToolSpec {
             description: "Close a Workflow Session; a closed session refuses every further change. Closing a closed session changes nothing.",
             category: Category::Session,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

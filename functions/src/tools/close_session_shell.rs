@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
 /// How long a close waits for the runner to confirm the release (the shell has ended either
@@ -48,8 +48,7 @@ pub fn spec() -> ToolSpec {
             description: "End a persistent shell and every process it started; idempotent. Its id never addresses another shell.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: false,
+            effect: Effect::Changes,
             rest_operation: false,
         },
         run,

@@ -21,7 +21,7 @@ use super::post_session_message::stored_body;
 use crate::auth::Scope;
 use crate::board::{self as b, AssignmentView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
 /// Arguments of `complete_session_message`.
@@ -72,8 +72,7 @@ pub fn spec() -> ToolSpec {
             description: "Complete a todo with an answer. Requires the assignment_fence from get_session_assignment and your own completion_key: a stale fence changes nothing (state_changed=false, current assignment returned); retrying with the same key and answer is safe.",
             category: Category::Session,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: false,
         },
         run,

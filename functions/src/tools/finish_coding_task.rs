@@ -10,7 +10,7 @@ use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
@@ -60,8 +60,7 @@ pub fn spec() -> ToolSpec {
             description: "Finish a Workflow Session's task: the session becomes finished and refuses further changes; returns its handoff brief and continuation feedback, with the project's Git state (changed paths, conflicts) observed on its build host.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

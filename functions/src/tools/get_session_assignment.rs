@@ -9,7 +9,7 @@ use wc_store::board;
 use crate::auth::Scope;
 use crate::board::{self as b, AssignmentView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `get_session_assignment`.
@@ -43,8 +43,7 @@ pub fn spec() -> ToolSpec {
             description: "Read one todo of a Workflow Session's board with its direct replies in one consistent snapshot, and the assignment_fence that complete_session_message requires.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

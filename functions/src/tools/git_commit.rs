@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution::operation::{self, InProject};
 use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `git_commit`.
@@ -37,8 +37,7 @@ pub fn spec() -> ToolSpec {
             description: "Commit the project's changes on the build host (every change, untracked files included, or exactly the named paths) on the current branch, as the runner's configured author; repository hooks run. Refused typed when there is nothing to commit (nothing_to_commit), while conflicts are unresolved (unmerged_paths), or when a hook refuses (hook_rejected).",
             category: Category::Files,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

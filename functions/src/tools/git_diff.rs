@@ -12,7 +12,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `git_diff`.
@@ -45,8 +45,7 @@ pub fn spec() -> ToolSpec {
             description: "The project's uncommitted changes on the build host as a unified diff (Git's own text) with added/removed line counts per file: unstaged by default, staged with staged: true. Untracked files are not in a diff (git_status lists them). The text is bounded by limit_bytes and flagged truncated.",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

@@ -9,7 +9,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `git_log`.
@@ -34,8 +34,7 @@ pub fn spec() -> ToolSpec {
             description: "The latest commits reachable from HEAD in the project on the build host, newest first: hash, parents, author, time (RFC 3339) and subject; optionally only those touching a path.",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

@@ -9,7 +9,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `git_status`.
@@ -29,8 +29,7 @@ pub fn spec() -> ToolSpec {
             description: "The project's Git state on the build host: branch, HEAD, upstream with ahead/behind, and each changed file with its staged (index) and unstaged (worktree) change, untracked and conflicted files, with counts. Paths are relative to the project root (also when the project is a directory inside a larger repository).",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

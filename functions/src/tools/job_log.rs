@@ -7,7 +7,7 @@ use wc_domain::WorkId;
 use crate::auth::Scope;
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Default bytes returned by one call.
@@ -77,8 +77,7 @@ pub fn spec() -> ToolSpec {
             description: "Read a job's kept stdout or stderr by byte range (offset/limit) or its tail. Repeat with next_offset until complete=true.",
             category: Category::Execution,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

@@ -8,7 +8,7 @@ use wc_domain::WorkId;
 use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `job_status`.
@@ -29,8 +29,7 @@ pub fn spec() -> ToolSpec {
             description: "State of a job by job_id: queued, running or how it ended (exit code, byte counts, expectation match). An ended job that did not succeed answers success false with error.kind, like run_shell. Read its output with job_log.",
             category: Category::Execution,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

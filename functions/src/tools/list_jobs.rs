@@ -7,7 +7,7 @@ use wc_domain::{ProjectId, SessionId, WorkMode};
 use crate::auth::{ProjectGrants, Scope};
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::authority;
 
@@ -51,8 +51,7 @@ pub fn spec() -> ToolSpec {
             description: "List your newest jobs and runs (state, exit code, expectation match), optionally for one project or Workflow Session.",
             category: Category::Execution,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

@@ -10,7 +10,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `list_project_files`.
@@ -43,8 +43,7 @@ pub fn spec() -> ToolSpec {
             description: "List the project's files under a directory (recursively) on the build host, in path order, a page at a time (next_cursor). .gitignore'd files are left out, hidden ones unless hidden: true; symlinks are listed, never followed. Sizes are in bytes.",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

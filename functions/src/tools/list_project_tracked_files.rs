@@ -10,7 +10,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `list_project_tracked_files`.
@@ -37,8 +37,7 @@ pub fn spec() -> ToolSpec {
             description: "List the files Git tracks (its index) under a project directory on the build host, in Git's order, a page at a time (next_cursor). not_a_repository when the project is not in a Git work tree.",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

@@ -7,7 +7,7 @@ use wc_domain::ProjectId;
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Most projects one call returns.
@@ -55,8 +55,7 @@ pub fn spec() -> ToolSpec {
             description: "List the projects this caller may work on, with their canonical ids (agent:<client>:<name>) and the runner that serves each.",
             category: Category::Discovery,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

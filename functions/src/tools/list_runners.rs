@@ -9,7 +9,7 @@ use wc_domain::ProjectId;
 use crate::auth::{ProjectGrants, Scope};
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::authority;
 
@@ -65,8 +65,7 @@ pub fn spec() -> ToolSpec {
             description: "List the build-host runners serving your projects: connected or not, last heartbeat, projects and work in flight.",
             category: Category::Discovery,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

@@ -8,7 +8,7 @@ use wc_store::board::{self, ListFilter};
 use crate::auth::Scope;
 use crate::board::MessageView;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `list_session_messages`.
@@ -71,8 +71,7 @@ pub fn spec() -> ToolSpec {
             description: "List a Workflow Session's message board, newest first (50 by default, at most 200), filtered by status, kind or reply_to, with the board's counts.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `list_tools`.
@@ -51,8 +51,7 @@ pub fn spec() -> ToolSpec {
             description: "List the runtime tools this caller may use, with their titles, categories, required scopes and whether they change anything.",
             category: Category::Discovery,
             scopes: &[],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,
@@ -78,8 +77,8 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 .iter()
                 .map(|sc| sc.as_str().to_owned())
                 .collect(),
-            read_only: s.meta.read_only,
-            consequential: s.meta.consequential,
+            read_only: s.meta.read_only(),
+            consequential: s.meta.consequential(),
         })
         .collect();
     Ok(Output {

@@ -20,7 +20,7 @@ use wc_store::board;
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::tokens::TokenProblem;
 
@@ -75,8 +75,7 @@ pub fn spec() -> ToolSpec {
             description: "Observe a Workflow Session's message board: without a token, get a baseline token; with one, get the messages changed since (each at its current state), has_more, history_lost and the next token. Optionally wait up to 25 s for a change.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

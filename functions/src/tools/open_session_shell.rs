@@ -12,7 +12,7 @@ use crate::auth::Scope;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::execution::{self, ProjectOrSession, ShellChoice};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
 /// Arguments of `open_session_shell`.
@@ -36,8 +36,7 @@ pub fn spec() -> ToolSpec {
             description: "Start the session's persistent shell (one per session) on the build host: later session_shell_exec commands keep its cwd, exports, functions and variables. A second open is refused shell_already_open with its shell_id.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: false,
         },
         run,

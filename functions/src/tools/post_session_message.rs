@@ -8,7 +8,7 @@ use wc_store::board::{self, NewMessage};
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::redaction::redact;
 use crate::result::{ErrorKind, ToolError};
 
@@ -60,8 +60,7 @@ pub fn spec() -> ToolSpec {
             description: "Post a note, question, todo or answer to a Workflow Session's message board (bodies up to 4,000 characters, redacted). Pass your own session as recording_session_id to be named as the author.",
             category: Category::Session,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: false,
+            effect: Effect::Changes,
             rest_operation: true,
         },
         run,

@@ -9,7 +9,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `project_overview`.
@@ -29,8 +29,7 @@ pub fn spec() -> ToolSpec {
             description: "Look at a project on its build host: root name, languages by file count, build manifests (Cargo.toml, package.json, pyproject.toml, go.mod, …), agent instruction files (AGENTS.md, CLAUDE.md, .github/copilot-instructions.md), the top two levels of its tree (.gitignore-aware) and its Git branch, HEAD and dirty state. Start here, then list_project_files, search_project_texts and read_files.",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

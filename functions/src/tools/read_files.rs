@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
@@ -49,8 +49,7 @@ pub fn spec() -> ToolSpec {
             description: "Read line ranges of 1-8 project files on the build host. Each file comes with its size, line count and sha256 (pass it to apply_text_edits as expected_sha256); text is cut at 64 KiB per file and 256 KiB per call (truncated: true; read the rest with start_line). Binary and non-UTF-8 files are reported, not shown. Paths are relative to the project root and never leave it (symlinks out of the root are refused).",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

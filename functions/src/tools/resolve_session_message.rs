@@ -9,7 +9,7 @@ use wc_store::board;
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `resolve_session_message`.
@@ -46,8 +46,7 @@ pub fn spec() -> ToolSpec {
             description: "Mark a message on a Workflow Session's board as processed (resolved). Resolving a closed message changes nothing. A resolved todo can no longer be completed.",
             category: Category::Session,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: false,
+            effect: Effect::Changes,
             rest_operation: false,
         },
         run,

@@ -10,7 +10,7 @@ use crate::execution::{
     self, Argv, ExecOptions, ExecOutput, ProjectOrSession, ShellChoice, ShellText,
 };
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
@@ -49,8 +49,7 @@ pub fn spec() -> ToolSpec {
             description: "Start shell text (command) or a program (argv), exactly one of them, as a background job in a project on its build host; returns job_id at once. Follow it with job_status, job_log and stop_job.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

@@ -9,7 +9,7 @@ use wc_runner_protocol::WorkSpec;
 use crate::auth::Scope;
 use crate::execution::{self, Argv, ExecOptions, ExecOutput, ProjectOrSession};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
@@ -34,8 +34,7 @@ pub fn spec() -> ToolSpec {
             description: "Run a program with arguments (no shell) in a project on its build host. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, and output always holds exit code, stdout and stderr. Waits about 20 s, then returns a running job_id.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

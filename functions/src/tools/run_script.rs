@@ -9,7 +9,7 @@ use wc_runner_protocol::WorkSpec;
 use crate::auth::Scope;
 use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
@@ -39,8 +39,7 @@ pub fn spec() -> ToolSpec {
             description: "Run a script body with an interpreter (sh, bash, python3, …) in a project on its build host; for programs too long or quote-heavy for run_shell. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, output holds exit code, stdout, stderr.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

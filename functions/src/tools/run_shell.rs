@@ -8,7 +8,7 @@ use wc_domain::WorkMode;
 use crate::auth::Scope;
 use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession, ShellChoice, ShellText};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
@@ -36,8 +36,7 @@ pub fn spec() -> ToolSpec {
             description: "Run shell text (sh or bash, ≤ 16,000 bytes) in a project on its build host. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, and output always holds exit code, stdout and stderr. Waits about 20 s, then returns a running job_id.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `runtime_status` (none).
@@ -60,8 +60,7 @@ pub fn spec() -> ToolSpec {
             description: "Report the server version, whether the database is reachable and at the expected schema level, and how many runner agents serving your projects are online.",
             category: Category::Discovery,
             scopes: &[],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
@@ -54,8 +54,7 @@ pub fn spec() -> ToolSpec {
             description: "Search the project's text files on the build host for a regex (or literal text), like ripgrep: .gitignore'd, hidden (unless hidden: true) and binary files are skipped. Matches come in path then line order with optional context lines, a page at a time (next_cursor). An invalid regex or glob is invalid_arguments naming the problem.",
             category: Category::Files,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

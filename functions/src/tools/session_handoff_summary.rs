@@ -9,7 +9,7 @@ use wc_store::sessions;
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::feedback::ExplorationLimit;
@@ -57,8 +57,7 @@ pub fn spec() -> ToolSpec {
             description: "Recover a Workflow Session's context: a bounded handoff brief with the root and latest instructions, progress state, workspace and validation status, attention counts, next actions and how complete the evidence is.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

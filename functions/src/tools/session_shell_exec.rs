@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution::shell::{self, Answered, ExecView, Operation};
 use crate::execution::{self, ExecState, ResultExpectation, ShellText, Stdin};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Longest command time limit: a command's answer must fit one synchronous call (longer work
@@ -47,8 +47,7 @@ pub fn spec() -> ToolSpec {
             description: "Run a command in the session's persistent shell; state (cd, export, functions) stays. success is the command's exit 0; a timeout interrupts it (timed_out; shell_reset_required if the shell could not recover). One command at a time: shell_busy.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: false,
         },
         run,

@@ -11,7 +11,7 @@ use crate::auth::Scope;
 use crate::execution;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
 /// How long a status check waits for the runner's look at the process.
@@ -36,8 +36,7 @@ pub fn spec() -> ToolSpec {
             description: "State of a persistent shell: opening, ready, busy, or closed, exited, poisoned, lost (with end_reason). An open one is checked with its runner.",
             category: Category::Execution,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

@@ -11,7 +11,7 @@ use wc_store::sessions;
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
 
@@ -99,8 +99,7 @@ pub fn spec() -> ToolSpec {
             description: "Show a Workflow Session: lifecycle, mode, execution defaults, event counts and its newest events (50 by default, at most 200).",
             category: Category::Session,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: true,
         },
         run,

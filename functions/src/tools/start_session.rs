@@ -10,7 +10,7 @@ use wc_domain::{Lifecycle, Mode, ProjectId, SessionId};
 use super::work_on_project;
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
 
@@ -53,8 +53,7 @@ pub fn spec() -> ToolSpec {
             description: "Create a fresh Workflow Session on a project with a task instruction, and return its id to pass as recording_session_id on later calls. A plain create under the same rules as work_on_project, without its startup guidance or feedback; use work_on_project to resume a session.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
-            read_only: false,
-            consequential: false,
+            effect: Effect::Changes,
             rest_operation: true,
         },
         run,

@@ -9,7 +9,7 @@ use wc_domain::WorkId;
 use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
 /// Arguments of `stop_job`.
@@ -38,8 +38,7 @@ pub fn spec() -> ToolSpec {
             description: "Stop a job by job_id: queued jobs are cancelled at once; running ones are interrupted on the build host (whole process group) within a heartbeat. Ended jobs are left as they are.",
             category: Category::Execution,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: true,
+            effect: Effect::Consequential,
             rest_operation: true,
         },
         run,

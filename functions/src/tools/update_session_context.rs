@@ -10,7 +10,7 @@ use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::exec_context::{
     ExecutionContext, ResourceName, Shell, project_cwd, remote_path, valid_resource,
@@ -65,8 +65,7 @@ pub fn spec() -> ToolSpec {
             description: "Set or clear a Workflow Session's execution defaults: default_cwd (project-relative, or remote with a resource), default_shell (sh or bash) and a named runner resource. null clears a field.",
             category: Category::Session,
             scopes: &[Scope::ProjectWrite],
-            read_only: false,
-            consequential: false,
+            effect: Effect::Changes,
             rest_operation: true,
         },
         run,

@@ -14,7 +14,7 @@ use crate::auth::Scope;
 use crate::execution::validation::{self, ValidationFacts};
 use crate::execution::{self, ExecOutput, ProjectOrSession, Purpose, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::{ErrorKind, ToolError};
 
@@ -152,9 +152,8 @@ fn meta(name: &'static str, title: &'static str, description: &'static str) -> T
         description,
         category: Category::Execution,
         scopes: &[Scope::ProjectWrite],
-        read_only: false,
         // Builds and tests run the project's code (build scripts, tests) on the build host.
-        consequential: true,
+        effect: Effect::Consequential,
         // GPT Actions hold 30 operations, all taken: validation is called through
         // callRuntimeTool.
         rest_operation: false,

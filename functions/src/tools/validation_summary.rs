@@ -9,7 +9,7 @@ use wc_domain::{ProjectId, SessionId};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::excerpt::BoundedList;
@@ -59,8 +59,7 @@ pub fn spec() -> ToolSpec {
             description: "A Workflow Session's validation: status, latest run, unresolved failure identities, and validation_delta against the previous run when comparable (else why not). Runs nothing.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead],
-            read_only: true,
-            consequential: false,
+            effect: Effect::Reads,
             rest_operation: false,
         },
         run,

@@ -9,7 +9,7 @@ use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, Se
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::evidence::{self, Evidence, TASK_INSTRUCTION};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
@@ -86,8 +86,7 @@ pub fn spec() -> ToolSpec {
             description: "Start a fresh Workflow Session on a project with a task instruction, or resume exactly the session named by session_id. Returns the session id to pass as recording_session_id on later calls, and feedback about the previous attempt.",
             category: Category::Session,
             scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
-            read_only: false,
-            consequential: false,
+            effect: Effect::Changes,
             rest_operation: true,
         },
         run,

@@ -167,7 +167,7 @@ async fn authorize(pool: &wc_store::Pool, call: &CallFacts<'_>) -> Result<Sessio
     };
     // A read-only session records no project-changing work. Session management tools are
     // exempt: they change only the session itself.
-    let changes_project = !spec.meta.read_only && !spec.session.is_session_management();
+    let changes_project = !spec.meta.read_only() && !spec.session.is_session_management();
     if changes_project {
         if business.as_ref().is_some_and(|b| b.mode == Mode::ReadOnly) {
             return Err(mode_denied("session_id", spec.meta.name));

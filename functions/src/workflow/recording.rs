@@ -316,7 +316,7 @@ impl Recording {
 /// A read-only tool's pair is written after the read, in one transaction: it has no effect
 /// to order its intent before.
 fn deferred_start(spec: &ToolSpec) -> bool {
-    spec.meta.read_only
+    spec.meta.read_only()
 }
 
 fn started_event(recording: &Recording, call: &CallFacts<'_>, pair: &Pair) -> NewEvent {

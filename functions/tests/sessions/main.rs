@@ -33,7 +33,7 @@ use wc_functions::auth::{Principal, PrincipalKind, ProjectGrants, Scope, ScopeSe
 use wc_functions::config::ServerConfig;
 use wc_functions::kernel::ToolCall;
 use wc_functions::kernel::context::ToolContext;
-use wc_functions::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
+use wc_functions::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use wc_functions::kernel::wrapper::WrapperMeta;
 use wc_functions::result::ToolError;
 use wc_store::credentials::CredentialKind;

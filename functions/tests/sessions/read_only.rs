@@ -30,8 +30,7 @@ fn touch_meta(name: &'static str) -> ToolMeta {
         description: "Test-only tool that changes the project.",
         category: Category::Discovery,
         scopes: &[Scope::ProjectWrite],
-        read_only: false,
-        consequential: true,
+        effect: Effect::Consequential,
         rest_operation: false,
     }
 }

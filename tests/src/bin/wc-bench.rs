@@ -41,8 +41,9 @@ struct Cli {
     #[arg(long)]
     lambda_dir: Option<PathBuf>,
     /// A wc-local of another build to measure `--wc-local` against: each named scenario
-    /// (runner_roundtrip, board_post_hot, board_post_distinct, mcp_recorded_call) runs on both,
-    /// each over its own fresh database, in alternating slices.
+    /// (runner_roundtrip, board_post_hot, board_post_distinct, mcp_recorded_call,
+    /// read_files_roundtrip, search_project_texts) runs on both, each over its own fresh
+    /// database, in alternating slices.
     #[arg(long)]
     baseline_wc_local: Option<PathBuf>,
     /// `RUST_LOG` of the spawned wc-local (e.g. `info` to see every request's `latency_ms`
