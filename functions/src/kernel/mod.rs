@@ -49,8 +49,8 @@ impl Default for KernelConfig {
 /// One tool call as a surface hands it to the kernel.
 #[derive(Clone)]
 pub struct ToolCall {
-    /// Tool name.
-    pub name: String,
+    /// The tool, as the surface looked it up ([`ToolRuntime::get`]): once per call.
+    pub spec: Arc<ToolSpec>,
     /// Concrete arguments (wrapper fields already removed); `null` means none.
     pub arguments: Value,
     /// Wrapper metadata split off by the surface.
@@ -70,7 +70,7 @@ pub struct ToolCall {
 impl std::fmt::Debug for ToolCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolCall")
-            .field("name", &self.name)
+            .field("name", &self.spec.meta.name)
             .field("wrapper", &self.wrapper)
             .field("audited", &self.audit.is_some())
             .finish_non_exhaustive()
@@ -89,11 +89,6 @@ pub struct Invoked {
     /// The task the call became: its result is the task's to give, later.
     pub task: Option<wc_domain::TaskId>,
 }
-
-/// The named tool is not registered.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown tool {0:?}")]
-pub struct UnknownTool(pub String);
 
 /// Every registered tool, by name: what listings, documents and the invocation path read.
 pub struct Registry {
@@ -188,14 +183,10 @@ impl ToolRuntime {
         &self.config
     }
 
-    /// Runs one call through the whole path with `deps`. Every failure after the tool is
-    /// identified is a shaped result, never an error of this function; the call's audit sink,
-    /// if any, is told how it went, once.
-    pub async fn invoke(&self, deps: &Deps, call: ToolCall) -> Result<Invoked, UnknownTool> {
-        let spec = self
-            .get(&call.name)
-            .ok_or_else(|| UnknownTool(call.name.clone()))?
-            .clone();
+    /// Runs one call through the whole path with `deps`. Every failure is a shaped result; the
+    /// call's audit sink, if any, is told how it went, once.
+    pub async fn invoke(&self, deps: &Deps, call: ToolCall) -> Invoked {
+        let spec = call.spec.clone();
         let started = Instant::now();
         let audit = call.audit.clone();
         let offer = call.task.clone();
@@ -238,7 +229,7 @@ impl ToolRuntime {
         if let Some(audit) = &audit {
             audit.note(spec.meta.name, &invoked);
         }
-        Ok(invoked)
+        invoked
     }
 
     /// The call's result and how its dispatch ended.
@@ -621,9 +612,9 @@ mod tests {
         Deps::new(pool, ServerConfig::default())
     }
 
-    fn call(trace: &Trace, arguments: Value, scopes: ScopeSet) -> ToolCall {
+    fn call(rt: &ToolRuntime, trace: &Trace, arguments: Value, scopes: ScopeSet) -> ToolCall {
         ToolCall {
-            name: "probe".into(),
+            spec: rt.get("probe").expect("the probe tool").clone(),
             arguments,
             wrapper: WrapperMeta::default(),
             principal: Arc::new(Principal {
@@ -652,10 +643,9 @@ mod tests {
         let invoked = rt
             .invoke(
                 &deps(),
-                call(&trace, json!({"word": "hi"}), ScopeSet::all()),
+                call(&rt, &trace, json!({"word": "hi"}), ScopeSet::all()),
             )
-            .await
-            .unwrap();
+            .await;
         assert!(invoked.result.success);
         assert_eq!(invoked.result.session_attention, Some(json!("projected")));
         assert_eq!(invoked.telemetry.execution_state, ExecutionState::Completed);
@@ -679,10 +669,9 @@ mod tests {
         let invoked = refusing
             .invoke(
                 &deps(),
-                call(&trace, json!({"word": "hi"}), ScopeSet::all()),
+                call(&refusing, &trace, json!({"word": "hi"}), ScopeSet::all()),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(
             invoked.result.error.as_ref().map(|e| e.kind),
             Some(ErrorKind::UnknownSessionId)
@@ -693,9 +682,11 @@ mod tests {
         // Bad arguments and a missing scope never reach a port.
         let rt = runtime(&trace, false);
         let bad = rt
-            .invoke(&deps(), call(&trace, json!({"word": 3}), ScopeSet::all()))
-            .await
-            .unwrap();
+            .invoke(
+                &deps(),
+                call(&rt, &trace, json!({"word": 3}), ScopeSet::all()),
+            )
+            .await;
         assert_eq!(
             bad.result.error.as_ref().map(|e| e.kind),
             Some(ErrorKind::InvalidArguments)
@@ -703,10 +694,9 @@ mod tests {
         let unscoped = rt
             .invoke(
                 &deps(),
-                call(&trace, json!({"word": "hi"}), ScopeSet::default()),
+                call(&rt, &trace, json!({"word": "hi"}), ScopeSet::default()),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(
             unscoped.result.error.as_ref().map(|e| e.kind),
             Some(ErrorKind::InsufficientScope)

@@ -379,7 +379,9 @@ impl WcMcp {
                 spec.meta.name
             )));
         }
-        let mut args = params.arguments.clone().unwrap_or_default();
+        let progress = PeerProgress::of(&params, &ctx).map(|p| Arc::new(p) as Arc<dyn Progress>);
+        let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
+        let mut args = params.arguments.unwrap_or_default();
         let mut wrapper = wrapper::split(&mut args).map_err(|e| {
             reject(format!(
                 "invalid wrapper metadata: {}",
@@ -391,12 +393,10 @@ impl WcMcp {
         if !is_modern(&ctx) {
             wrapper.context_materials.clear();
         }
-        let window = window(&ctx, params.meta.as_ref().map(|m| &m.0.0), &who);
         let task =
             (spec.task.is_some() && declares_tasks(&ctx)).then(|| super::tasks::offer(&self.state));
-        let progress = PeerProgress::of(&params, &ctx).map(|p| Arc::new(p) as Arc<dyn Progress>);
         let call = ToolCall {
-            name: spec.meta.name.to_owned(),
+            spec: spec.clone(),
             arguments: Value::Object(args),
             wrapper,
             principal: who.clone(),
@@ -405,12 +405,7 @@ impl WcMcp {
             task,
             progress,
         };
-        let invoked = self
-            .state
-            .runtime
-            .invoke(&self.state.deps, call)
-            .await
-            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let invoked = self.state.runtime.invoke(&self.state.deps, call).await;
         if let Some(id) = &invoked.task {
             // Committed with its work before the kernel answered: readable from here on.
             let client = self.state.deps.client().await.map_err(|e| {
@@ -424,6 +419,7 @@ impl WcMcp {
         }
         Ok(CallToolResponse::Complete(super::tasks::call_tool_result(
             invoked.result,
+            invoked.json,
             is_modern(&ctx),
         )))
     }

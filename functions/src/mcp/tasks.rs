@@ -353,7 +353,8 @@ fn ending(row: &TaskRow, end: crate::kernel::TaskEnd, work_cancelled: bool) -> E
             events: end.events,
         };
     }
-    let result = call_tool_result(end.result, true);
+    let json = serde_json::to_string(&end.result).expect("tool results serialize");
+    let result = call_tool_result(end.result, json, true);
     Ending {
         status: TaskStatus::Completed,
         result: serde_json::to_value(result).ok(),
@@ -369,9 +370,10 @@ fn ending(row: &TaskRow, end: crate::kernel::TaskEnd, work_cancelled: bool) -> E
 
 /// A kernel result as the MCP `CallToolResult` a blocking call answers: the JSON text and
 /// the same object as structured content.
-pub(super) fn call_tool_result(result: ToolResult, modern: bool) -> CallToolResult {
+/// The MCP result of `result`, whose one serialization `json` is the text block and whose
+/// value is `structuredContent`.
+pub(super) fn call_tool_result(result: ToolResult, json: String, modern: bool) -> CallToolResult {
     let success = result.success;
-    let json = serde_json::to_string(&result).expect("tool results serialize");
     let mut out = CallToolResult::success(vec![rmcp::model::ContentBlock::text(json)]);
     out.structured_content = Some(result.into_value());
     out.is_error = Some(!success);

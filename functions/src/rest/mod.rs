@@ -18,9 +18,9 @@ use serde_json::{Map, Value, json};
 use crate::AppState;
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
+use crate::kernel::ToolCall;
 use crate::kernel::ports::CallAudit;
 use crate::kernel::wrapper::WrapperMeta;
-use crate::kernel::{ToolCall, UnknownTool};
 use crate::result::{ErrorKind, ToolError, ToolResult};
 
 /// Tool routes (the caller must already be authenticated and audited).
@@ -122,8 +122,17 @@ async fn run(
     args: Value,
     wrapper: WrapperMeta,
 ) -> Response {
+    let Some(spec) = state.runtime.get(name).cloned() else {
+        return failure(
+            ErrorKind::UnknownTool,
+            format!(
+                "no tool named \"{}\"; POST /api/tools/list lists them",
+                crate::telemetry::loggable(name)
+            ),
+        );
+    };
     let call = ToolCall {
-        name: name.to_owned(),
+        spec,
         arguments: args,
         wrapper,
         principal: Arc::new(principal),
@@ -132,16 +141,7 @@ async fn run(
         task: None,
         progress: None,
     };
-    match state.runtime.invoke(&state.deps, call).await {
-        Ok(invoked) => respond_invoked(invoked),
-        Err(UnknownTool(n)) => failure(
-            ErrorKind::UnknownTool,
-            format!(
-                "no tool named \"{}\"; POST /api/tools/list lists them",
-                crate::telemetry::loggable(&n)
-            ),
-        ),
-    }
+    respond_invoked(state.runtime.invoke(&state.deps, call).await)
 }
 
 async fn action(

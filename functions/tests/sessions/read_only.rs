@@ -91,7 +91,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
     let invoke = |name: &str, arguments: Value, recording: Option<&str>| {
         let st = st.clone();
         let call = ToolCall {
-            name: name.to_owned(),
+            spec: st.runtime.get(name).expect("a registered tool").clone(),
             arguments,
             wrapper: WrapperMeta {
                 recording_session_id: recording.map(|r| SessionId::parse(r).unwrap()),
@@ -103,14 +103,7 @@ async fn a_read_only_session_refuses_project_changing_tools_but_manages_itself()
             task: None,
             progress: None,
         };
-        async move {
-            st.runtime
-                .invoke(&st.deps, call)
-                .await
-                .unwrap()
-                .result
-                .to_value()
-        }
+        async move { st.runtime.invoke(&st.deps, call).await.result.to_value() }
     };
 
     let ro = start_mode(&st, &key, P, "look, don't touch", "read_only").await;
