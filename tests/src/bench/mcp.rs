@@ -118,6 +118,62 @@ pub async fn post_mcp(
     Ok((v, r.body.len()))
 }
 
+/// Protocol revisions whose tool list [`tools_list_size`] weighs, oldest first.
+const LISTED_REVISIONS: [&str; 3] = ["2025-06-18", "2025-11-25", "2026-07-28"];
+
+/// How many of the largest tools a [`tools_list_size`] line names.
+const LARGEST_NAMED: usize = 5;
+
+/// `tools_list_size`: the tool list a model reads, on each protocol revision, as a caller
+/// holding every scope gets it: the reply's bytes, the `tools` array's, how many tools, bytes
+/// per tool and the largest tools. Weighed once, not timed.
+pub async fn tools_list_size(base: &str, token: &str) -> anyhow::Result<Value> {
+    let client = Client::new();
+    let url = format!("{base}/mcp");
+    let mut by_revision = serde_json::Map::new();
+    for revision in LISTED_REVISIONS {
+        let (mut headers, body) = if revision == "2026-07-28" {
+            mcp_request("tools/list", None, json!({}))
+        } else {
+            // An older revision's stateless request: no `_meta`, no `Mcp-Method`.
+            let headers = vec![
+                ("content-type".to_owned(), "application/json".to_owned()),
+                (
+                    "accept".to_owned(),
+                    "application/json, text/event-stream".to_owned(),
+                ),
+                ("mcp-protocol-version".to_owned(), revision.to_owned()),
+            ];
+            let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {} });
+            (headers, serde_json::to_vec(&body)?)
+        };
+        headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+        let (reply, reply_bytes) =
+            post_mcp(&client, &url, &headers, body.into(), "tools/list").await?;
+        let tools = reply["result"]["tools"]
+            .as_array()
+            .ok_or_else(|| anyhow::anyhow!("{revision}: tools/list has no tools: {reply}"))?;
+        let tools_bytes = serde_json::to_vec(tools)?.len();
+        let mut sizes: Vec<(usize, &str)> = tools
+            .iter()
+            .map(|t| (t.to_string().len(), t["name"].as_str().unwrap_or_default()))
+            .collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        sizes.truncate(LARGEST_NAMED);
+        by_revision.insert(
+            revision.to_owned(),
+            json!({
+                "reply_bytes": reply_bytes,
+                "tools_bytes": tools_bytes,
+                "tools": tools.len(),
+                "bytes_per_tool": tools_bytes / tools.len().max(1),
+                "largest": sizes,
+            }),
+        );
+    }
+    Ok(json!({ "scenario": "tools_list_size", "by_revision": by_revision }))
+}
+
 /// `GET /healthz`.
 pub async fn healthz_scenario(
     base: &str,

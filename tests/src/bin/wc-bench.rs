@@ -307,7 +307,7 @@ async fn main() -> anyhow::Result<()> {
         .chain(runner.iter())
         .chain(file_tools.iter())
         .chain(board_names.iter())
-        .chain(["cold_start"].iter())
+        .chain(["cold_start", "tools_list_size"].iter())
         .any(|n| wanted(&cli, n))
     {
         return Ok(());
@@ -363,6 +363,10 @@ async fn main() -> anyhow::Result<()> {
 
     if file_tools.iter().any(|n| wanted(&cli, n)) {
         file_tool_scenarios(&cli, &stack, duration).await?;
+    }
+
+    if wanted(&cli, "tools_list_size") {
+        emit(&wc_e2e::bench::mcp::tools_list_size(&base, &token).await?);
     }
 
     // /healthz is measured whenever the MCP scenarios are, as their ratio's denominator.
