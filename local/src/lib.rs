@@ -15,10 +15,13 @@
 //! Lambda binaries, built from `wc-functions` alone, link no runner code.
 #![warn(missing_docs)]
 
+mod secrets;
+mod state;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -38,6 +41,10 @@ use wc_functions::{AppState, VERSION, app};
 use wc_runner_agent::agent::{AgentOptions, Stop};
 use wc_runner_agent::config::{Limits, RunnerConfig, Secret};
 use wc_runner_agent::sandbox::{SandboxMode, SandboxSettings};
+
+use secrets::{SecretSource, given_database_url, given_token};
+pub use state::state_dir;
+use state::{check_state_dir, move_old_state};
 
 /// Command line of `wc-local`.
 #[derive(Debug, Parser)]
@@ -97,113 +104,6 @@ pub struct LocalCli {
     /// docs/SECURITY.md, such as `~/.npmrc` (repeatable).
     #[arg(long = "unhide", value_name = "PATH")]
     pub unhide: Vec<String>,
-}
-
-/// The state directory wc-local keeps for the working directory `cwd` when none is given:
-/// `$XDG_STATE_HOME/wc/<name>-<digest>` (`~/.local/state` when `XDG_STATE_HOME` is unset or
-/// not absolute), named after the directory and a digest of its path, so each working
-/// directory keeps its own cluster, as its `.wc/` did.
-pub fn state_dir(cwd: &Path) -> anyhow::Result<PathBuf> {
-    use sha2::{Digest as _, Sha256};
-    let base = match std::env::var_os("XDG_STATE_HOME").map(PathBuf::from) {
-        Some(dir) if dir.is_absolute() => dir,
-        _ => {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|h| h.is_absolute())
-                .context(
-                    "neither XDG_STATE_HOME nor HOME names a directory for wc-local's state; \
-                     pass --state-dir DIR",
-                )?;
-            home.join(".local/state")
-        }
-    };
-    let digest = hex::encode(Sha256::digest(cwd.as_os_str().as_encoded_bytes()));
-    let name: String = cwd
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "root".to_owned())
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(16)
-        .collect();
-    // Short: the embedded cluster's socket lives in it, and a socket's path has at most 107
-    // bytes.
-    Ok(base.join("wc").join(format!("{name}-{}", &digest[..8])))
-}
-
-/// Refuses a state directory inside a served project: that project's jobs and file tools
-/// would reach the database's files (its password among them).
-fn check_state_dir(state: &Path, projects: &[LocalProject]) -> anyhow::Result<()> {
-    let real = canonical_prefix(state);
-    for p in projects {
-        if real.starts_with(&p.root) {
-            bail!(
-                "the state directory {} lies inside the served project {} ({}): its jobs and \
-                 file tools would reach the embedded database's files; choose --state-dir \
-                 outside every project",
-                state.display(),
-                p.name,
-                p.root.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// `path` with its longest existing prefix canonicalized (the rest may not exist yet).
-fn canonical_prefix(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut at = path.to_path_buf();
-    loop {
-        if let Ok(real) = at.canonicalize() {
-            return rest.iter().rev().fold(real, |acc, part| acc.join(part));
-        }
-        match (at.file_name().map(|n| n.to_owned()), at.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                at = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-}
-
-/// Moves the `.wc/` an earlier version kept in the working directory `cwd` to `state`, once:
-/// when it exists and `state` does not. Says so on `out`.
-fn move_old_state(cwd: &Path, state: &Path, out: &mut impl Write) -> anyhow::Result<()> {
-    let old = cwd.join(".wc");
-    if !old.is_dir() || state.exists() {
-        return Ok(());
-    }
-    if let Some(parent) = state.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::rename(&old, state).with_context(|| {
-        format!(
-            "cannot move wc-local's state from {} to {}; move it yourself (the embedded \
-             cluster must be stopped), or pass --state-dir {}",
-            old.display(),
-            state.display(),
-            old.display()
-        )
-    })?;
-    // Its ignore file kept it out of the user's repository; outside it, it is not needed.
-    let _ = std::fs::remove_file(state.join(".gitignore"));
-    writeln!(
-        out,
-        "Moved wc-local's state from {} to {} (it no longer lives in the working directory).",
-        old.display(),
-        state.display()
-    )?;
-    Ok(())
 }
 
 /// A project served by this wc-local.
@@ -378,102 +278,6 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
             Ok(())
         }
     }
-}
-
-/// Where a secret given to wc-local came from (it is never printed; its source is).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum SecretSource {
-    /// An environment variable.
-    Env(&'static str),
-    /// A file named by a flag.
-    File(&'static str, PathBuf),
-}
-
-impl std::fmt::Display for SecretSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SecretSource::Env(var) => write!(f, "{var}"),
-            SecretSource::File(flag, path) => write!(f, "{flag} {}", path.display()),
-        }
-    }
-}
-
-/// The secret named by the file flag `flag` or the environment variable `var` (one of them at
-/// most). `in_argv` is the refused value-taking flag `refused`, if it was used.
-fn given_secret(
-    in_argv: bool,
-    refused: &str,
-    flag: &'static str,
-    file: Option<&Path>,
-    var: &'static str,
-) -> anyhow::Result<Option<(String, SecretSource)>> {
-    if in_argv {
-        bail!(
-            "{refused} VALUE is not accepted: a value on the command line is readable by every \
-             local user (/proc/PID/cmdline); put it in a file only you can read and pass \
-             {flag} PATH, or set {var}"
-        );
-    }
-    let from_env = match std::env::var(var) {
-        Ok(v) if v.trim().is_empty() => None,
-        Ok(v) => Some(v),
-        Err(std::env::VarError::NotPresent) => None,
-        Err(std::env::VarError::NotUnicode(_)) => bail!("{var} is not valid UTF-8"),
-    };
-    match (file, from_env) {
-        (Some(path), Some(_)) => bail!(
-            "both {var} and {flag} {} are given: give one",
-            path.display()
-        ),
-        (Some(path), None) => Ok(Some((
-            read_secret_file(flag, path)?,
-            SecretSource::File(flag, path.to_owned()),
-        ))),
-        (None, Some(v)) => Ok(Some((v, SecretSource::Env(var)))),
-        (None, None) => Ok(None),
-    }
-}
-
-/// The first line of the secret file `path`, refused when every local user may read it.
-fn read_secret_file(flag: &str, path: &Path) -> anyhow::Result<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path)
-        .with_context(|| format!("{flag} {}: cannot read", path.display()))?;
-    if meta.permissions().mode() & 0o007 != 0 {
-        bail!(
-            "{flag} {}: the file is accessible to every local user; restrict it (chmod 600)",
-            path.display()
-        );
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{flag} {}: cannot read", path.display()))?;
-    let secret = text.lines().next().unwrap_or_default().trim();
-    if secret.is_empty() {
-        bail!("{flag} {}: the file is empty", path.display());
-    }
-    Ok(secret.to_owned())
-}
-
-/// The token the operator gave, if any.
-fn given_token(cli: &LocalCli) -> anyhow::Result<Option<(String, SecretSource)>> {
-    given_secret(
-        cli.token_in_argv.is_some(),
-        "--token",
-        "--token-file",
-        cli.token_file.as_deref(),
-        "WC_LOCAL_TOKEN",
-    )
-}
-
-/// The database URL the operator gave, if any.
-fn given_database_url(cli: &LocalCli) -> anyhow::Result<Option<(String, SecretSource)>> {
-    given_secret(
-        cli.database_url_in_argv.is_some(),
-        "--database-url",
-        "--database-url-file",
-        cli.database_url_file.as_deref(),
-        "DATABASE_URL",
-    )
 }
 
 /// What to serve: the server configuration (the environment's, with the command line's
