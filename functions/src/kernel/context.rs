@@ -63,13 +63,13 @@ pub trait Progress: Send + Sync {
         progress: f64,
         total: Option<f64>,
         message: String,
-    ) -> super::ports::PortFuture<'_, ()>;
+    ) -> super::future::PortFuture<'_, ()>;
 
     /// Whether the caller takes output lines ([`Self::output`]); when not, none is read.
     fn wants_output(&self) -> bool;
 
     /// Passes on `text`, the next output of the work's `stream` (`stdout` or `stderr`).
-    fn output(&self, stream: &'static str, text: String) -> super::ports::PortFuture<'_, ()>;
+    fn output(&self, stream: &'static str, text: String) -> super::future::PortFuture<'_, ()>;
 }
 
 /// Everything a tool may use for one call.

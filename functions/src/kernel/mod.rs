@@ -10,6 +10,7 @@
 
 pub mod args;
 pub mod context;
+pub mod future;
 pub mod ports;
 pub mod spec;
 pub mod task;

@@ -4,8 +4,6 @@
 //! answers; the Workflow Session model implements the first three, the message board the
 //! ACK attention projection, the audit layer the note.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -22,8 +20,7 @@ use crate::deps::Deps;
 use crate::kernel::context::ToolContext;
 use crate::result::ToolResult;
 
-/// A boxed, sendable future borrowing its port for `'a`.
-pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use super::future::PortFuture;
 
 /// What the kernel knows of a call when it asks a port: the tool, the caller, the wrapper, and
 /// the session and project its arguments name, as domain types (parsed once, by the kernel).

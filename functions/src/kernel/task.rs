@@ -12,7 +12,7 @@ use serde_json::Value;
 use wc_domain::TaskId;
 use wc_store::work::WorkRow;
 
-use super::ports::PortFuture;
+use super::future::PortFuture;
 use crate::deps::Deps;
 use crate::result::ToolError;
 
