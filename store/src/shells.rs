@@ -433,7 +433,7 @@ fn prefixed(table: &str) -> String {
 pub async fn queue_release(pool: &Pool, work: &NewWork) -> Result<Option<WorkRow>, StoreError> {
     match work::enqueue(pool, work, None, OpenLimits::NONE).await? {
         ChangeOutcome::Applied {
-            value: Enqueued::Queued(row),
+            value: Enqueued::Queued(row, None),
             ..
         } => Ok(Some(*row)),
         _ => Ok(None),

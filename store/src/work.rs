@@ -246,8 +246,9 @@ pub struct Evidence {
 /// What [`enqueue`] did.
 #[derive(Debug, Clone)]
 pub enum Enqueued {
-    /// The work is queued (and its evidence appended).
-    Queued(Box<WorkRow>),
+    /// The work is queued (and its evidence appended), with the task that waits for it when
+    /// one was asked for ([`enqueue_with`]).
+    Queued(Box<WorkRow>, Option<Box<tasks::TaskRow>>),
     /// The evidence session no longer exists; nothing was written.
     SessionNotFound,
     /// The evidence session is no longer active (its lifecycle); nothing was written.
@@ -289,7 +290,7 @@ pub async fn enqueue_with(
         let mut client = pool.get().await?;
         let Some(task) = task else {
             let value = match insert(&client, work, limits).await? {
-                Ok(row) => Enqueued::Queued(Box::new(row)),
+                Ok(row) => Enqueued::Queued(Box::new(row), None),
                 Err(over) => Enqueued::OverLimit(over),
             };
             return Ok(ChangeOutcome::Applied { value, attempts: 1 });
@@ -297,9 +298,9 @@ pub async fn enqueue_with(
         let tx = client.transaction().await?;
         let value = match insert(&tx, work, limits).await? {
             Ok(row) => {
-                tasks::insert(&tx, &task).await?;
+                let task = tasks::insert(&tx, &task).await?;
                 tx.commit().await?;
-                Enqueued::Queued(Box::new(row))
+                Enqueued::Queued(Box::new(row), Some(Box::new(task)))
             }
             Err(over) => Enqueued::OverLimit(over),
         };
@@ -320,12 +321,13 @@ pub async fn enqueue_with(
                 Ok(row) => row,
                 Err(over) => return Ok(Enqueued::OverLimit(over)),
             };
-            if let Some(task) = &task {
-                tasks::insert(&**tx, task).await?;
-            }
+            let task = match &task {
+                Some(task) => Some(Box::new(tasks::insert(&**tx, task).await?)),
+                None => None,
+            };
             let change = sessions::SessionChange::default();
             sessions::write_back(&**tx, &session.id, &change, &[event]).await?;
-            Ok(Enqueued::Queued(Box::new(row)))
+            Ok(Enqueued::Queued(Box::new(row), task))
         })
     })
     .await;

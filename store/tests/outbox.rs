@@ -34,7 +34,7 @@ async fn enqueue_sqs(pool: &Pool, queue_url: &str) -> Uuid {
     )
     .unwrap()
     {
-        Enqueued::Queued(row) => {
+        Enqueued::Queued(row, _) => {
             assert_eq!(row.queue, wc_domain::WorkQueue::Sqs);
             row.id
         }

@@ -45,7 +45,7 @@ async fn enqueue(pool: &Pool, w: &NewWork) -> Uuid {
     )
     .unwrap()
     {
-        Enqueued::Queued(row) => {
+        Enqueued::Queued(row, _) => {
             assert_eq!(row.state, WorkState::Queued);
             row.id
         }
@@ -689,7 +689,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
     for _ in 0..2 {
         assert!(matches!(
             try_enqueue(owned('a', "web", QueueRoute::Postgres)).await,
-            Enqueued::Queued(_)
+            Enqueued::Queued(..)
         ));
     }
     assert!(matches!(
@@ -699,7 +699,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
     // Another owner fits once more in the project, then the project is full.
     assert!(matches!(
         try_enqueue(owned('b', "web", QueueRoute::Postgres)).await,
-        Enqueued::Queued(_)
+        Enqueued::Queued(..)
     ));
     assert!(matches!(
         try_enqueue(owned('b', "web", QueueRoute::Postgres)).await,
@@ -751,7 +751,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
     .unwrap();
     assert!(matches!(
         try_enqueue(owned('a', "other", QueueRoute::Postgres)).await,
-        Enqueued::Queued(_)
+        Enqueued::Queued(..)
     ));
 }
 

@@ -215,9 +215,9 @@ async fn submit_as(
     .await?
     {
         wc_store::ChangeOutcome::Applied { value, .. } => match value {
-            Enqueued::Queued(row) => {
-                if let Some(offer) = offer {
-                    offer.take();
+            Enqueued::Queued(row, task) => {
+                if let (Some(offer), Some(task)) = (offer, task) {
+                    offer.take(*task);
                 }
                 publish_committed(ctx, &row).await;
                 Ok(*row)

@@ -88,7 +88,7 @@ pub struct Invoked {
     /// Its telemetry record.
     pub telemetry: ModelErgonomics,
     /// The task the call became: its result is the task's to give, later.
-    pub task: Option<wc_domain::TaskId>,
+    pub task: Option<wc_store::tasks::TaskRow>,
 }
 
 /// Every registered tool, by name: what listings, documents and the invocation path read.
@@ -192,7 +192,7 @@ impl ToolRuntime {
         let audit = call.audit.clone();
         let offer = call.task.clone();
         let (result, execution) = self.run(deps, &spec, call, started).await;
-        let task = offer.filter(|o| o.is_taken()).map(|o| o.id.clone());
+        let task = offer.and_then(|o| o.taken().cloned());
         let json = serde_json::to_string(&result).expect("tool results serialize");
         let bytes = match execution {
             ExecutionState::Rejected => None,

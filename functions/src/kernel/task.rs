@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wc_domain::TaskId;
+use wc_store::tasks::TaskRow;
 use wc_store::work::WorkRow;
 
 use super::future::PortFuture;
@@ -71,8 +72,8 @@ pub struct TaskOffer {
     pub poll_interval: Duration,
     /// A call with an explicit `timeout_ms` above this is long.
     pub threshold: Duration,
-    /// Set once, by the tool, when it queued its work as this task.
-    taken: OnceLock<()>,
+    /// The task row, set once, by the tool, when it queued its work as this task.
+    taken: OnceLock<TaskRow>,
     /// The call's suspended recording, set by the kernel before dispatch.
     recording: OnceLock<Value>,
 }
@@ -104,8 +105,13 @@ impl TaskOffer {
         self.recording.get().cloned().unwrap_or(Value::Null)
     }
 
-    /// Marks the offer taken: the task row is committed with the work.
-    pub fn take(&self) {
-        let _ = self.taken.set(());
+    /// Marks the offer taken: `row`, the task row, is committed with the work.
+    pub fn take(&self, row: TaskRow) {
+        let _ = self.taken.set(row);
+    }
+
+    /// The task row the call became, once taken.
+    pub fn taken(&self) -> Option<&TaskRow> {
+        self.taken.get()
     }
 }

@@ -406,16 +406,9 @@ impl WcMcp {
             progress,
         };
         let invoked = self.state.runtime.invoke(&self.state.deps, call).await;
-        if let Some(id) = &invoked.task {
-            // Committed with its work before the kernel answered: readable from here on.
-            let client = self.state.deps.client().await.map_err(|e| {
-                McpError::internal_error(format!("the task store is unavailable: {e}"), None)
-            })?;
-            let row = wc_store::tasks::get(&client, id, &super::tasks::owner(&who))
-                .await
-                .map_err(|e| McpError::internal_error(format!("reading the task: {e}"), None))?
-                .ok_or_else(|| McpError::internal_error("the task just created is gone", None))?;
-            return Ok(CallToolResponse::Task(super::tasks::created(&row)));
+        if let Some(row) = &invoked.task {
+            // Written with its work before the kernel answered: what the client gets is the row.
+            return Ok(CallToolResponse::Task(super::tasks::created(row)));
         }
         Ok(CallToolResponse::Complete(super::tasks::call_tool_result(
             invoked.result,

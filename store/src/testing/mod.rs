@@ -519,7 +519,7 @@ pub mod runner_work {
         )
         .expect("applied")
         {
-            Enqueued::Queued(row) => row.id,
+            Enqueued::Queued(row, _) => row.id,
             other => panic!("{other:?}"),
         }
     }
