@@ -1,8 +1,9 @@
 //! Periodic upkeep of durable state, one pass at a time: expired runner leases end as `lost`,
 //! due SQS outbox messages are sent, and finished work older than a week is pruned (bounded per
 //! pass); [`end_shells`] closes idle persistent shells and those of ended sessions;
-//! [`end_tasks`] ends MCP tasks whose work ended while nobody polled, and deletes expired ones. `wc-local` runs a pass every quarter lease; in the cloud the `wc-scheduled` function
-//! runs one per scheduled invocation. Every step is safe to run from several places at once:
+//! [`end_tasks`] ends MCP tasks whose work ended while nobody polled, and deletes expired ones.
+//! [`upkeep`] is the whole pass: `wc-local` runs one every quarter lease; in the cloud the
+//! `wc-scheduled` function runs one per scheduled invocation. Every step is safe to run from several places at once:
 //! each is a guarded statement or claims its rows with `FOR UPDATE SKIP LOCKED`.
 
 use std::time::Duration;
@@ -134,4 +135,48 @@ pub async fn end_tasks(state: &crate::AppState) -> Result<TaskReport, StoreError
     let client = state.deps.client().await?;
     let expired = wc_store::tasks::prune_expired(&client, TASK_LIMIT).await?;
     Ok(TaskReport { ended, expired })
+}
+
+/// What one whole upkeep pass did; a part that failed is `None` (its failure was logged).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Upkeep {
+    /// Leases reaped, outbox drained, finished work pruned ([`run_once`]).
+    pub work: Option<Report>,
+    /// Persistent shells ended ([`end_shells`]).
+    pub shells: Option<usize>,
+    /// MCP tasks ended and expired ([`end_tasks`]).
+    pub tasks: Option<TaskReport>,
+}
+
+/// One whole upkeep pass, as every host runs it (`wc-local` every quarter lease,
+/// `wc-scheduled` once per invocation): [`run_once`] (pruning when `prune`), [`end_shells`],
+/// [`end_tasks`]. Each part runs even if an earlier one failed; the report says what each did,
+/// and the first failure comes back with it.
+pub async fn upkeep(state: &crate::AppState, prune: bool) -> (Upkeep, Option<StoreError>) {
+    let deps = &state.deps;
+    let mut first_error = None;
+    let mut note = |part: &str, e: StoreError| {
+        tracing::warn!(error = %e, part, "an upkeep part failed; the next pass tries again");
+        first_error.get_or_insert(e);
+    };
+    let work = run_once(&deps.pool, deps.publisher.as_deref(), prune)
+        .await
+        .map_err(|e| note("work", e))
+        .ok();
+    let shells = end_shells(deps)
+        .await
+        .map_err(|e| note("persistent shells", e))
+        .ok();
+    let tasks = end_tasks(state)
+        .await
+        .map_err(|e| note("MCP tasks", e))
+        .ok();
+    (
+        Upkeep {
+            work,
+            shells,
+            tasks,
+        },
+        first_error,
+    )
 }

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use wc_functions::maintenance::{self, Report};
+use wc_functions::config::ServerConfig;
+use wc_functions::maintenance::{self, Report, TaskReport, Upkeep};
 use wc_runner_protocol::QueueEnvelope;
 use wc_store::testing::TestDatabase;
 use wc_store::testing::runner_work::{enqueue, new_work, runner};
@@ -101,4 +102,41 @@ async fn one_pass_reaps_drains_and_prunes() {
     let pruned = maintenance::run_once(db.pool(), None, true).await.unwrap();
     assert_eq!(pruned.pruned, Some(1));
     assert!(work::get(&c, leased).await.unwrap().is_none());
+}
+
+/// The whole pass every host runs: the work pass, shells and tasks, each reported.
+#[tokio::test]
+async fn the_whole_upkeep_pass_runs_every_part_and_reports_each() {
+    let db = TestDatabase::new().await;
+    let instance = runner(db.pool(), "host").await;
+    let c = db.pool().get().await.unwrap();
+    let leased = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
+    work::claim_queued(&c, "host", instance, 1, 1, work::SlotSharing::default())
+        .await
+        .unwrap();
+    c.execute(
+        "UPDATE runner_work SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+        &[&leased],
+    )
+    .await
+    .unwrap();
+    let state = wc_functions::AppState::new(db.pool().clone(), ServerConfig::default());
+
+    let (report, failed) = maintenance::upkeep(&state, false).await;
+    assert!(failed.is_none(), "{failed:?}");
+    assert_eq!(
+        report,
+        Upkeep {
+            work: Some(Report {
+                lost: 1,
+                ..Report::default()
+            }),
+            shells: Some(0),
+            tasks: Some(TaskReport::default()),
+        }
+    );
+    let row = work::get(&c, leased).await.unwrap().unwrap();
+    assert_eq!(row.state, wc_domain::WorkState::Lost);
+    let (again, _) = maintenance::upkeep(&state, false).await;
+    assert_eq!(again.work, Some(Report::default()));
 }

@@ -506,14 +506,7 @@ async fn reap_forever(state: AppState) {
             last_prune = std::time::Instant::now();
         }
         // Failures are logged by the pass; the next tick tries again.
-        let _ =
-            wc_functions::maintenance::run_once(&deps.pool, deps.publisher.as_deref(), prune).await;
-        if let Err(e) = wc_functions::maintenance::end_shells(deps).await {
-            tracing::warn!(error = %e, "closing idle persistent shells failed");
-        }
-        if let Err(e) = wc_functions::maintenance::end_tasks(&state).await {
-            tracing::warn!(error = %e, "ending MCP tasks failed");
-        }
+        let _ = wc_functions::maintenance::upkeep(&state, prune).await;
     }
 }
 
