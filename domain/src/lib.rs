@@ -27,7 +27,7 @@ pub use ids::{MessageId, SessionId, ShellId, TaskId};
 pub use memory::MemoryKey;
 pub use path::RelativePath;
 pub use project::ProjectId;
-pub use session::{EventRole, Lifecycle, Mode};
+pub use session::{EventKind, EventRole, Lifecycle, Mode};
 pub use shell::ShellState;
 pub use task::TaskStatus;
 pub use text::{Cursor, Glob, Key, Line, ProgramName, Sha256Hex, Text};

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
+use wc_domain::{EventKind, EventRole, Lifecycle, Mode, ProjectId, SessionId};
 
 use crate::StoreError;
 use crate::change::{self, ChangeOutcome, StepFuture};
@@ -125,8 +125,8 @@ pub(crate) fn from_row(r: &Row) -> SessionRow {
 /// An event to append.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
-    /// Kind (`tool_call_started`, `task_instruction`, …).
-    pub kind: String,
+    /// Kind.
+    pub kind: EventKind,
     /// Id of the call pair this event belongs to.
     pub call_id: Uuid,
     /// Id of the kernel invocation.
@@ -145,7 +145,7 @@ pub struct EventRow {
     /// Position in the session's ledger.
     pub seq: i64,
     /// Kind.
-    pub kind: String,
+    pub kind: EventKind,
     /// When it was appended.
     pub occurred_at: DateTime<Utc>,
     /// Call pair id.

@@ -2,14 +2,14 @@
 
 use serde_json::json;
 use uuid::Uuid;
-use wc_domain::{EventRole, Lifecycle, SessionId};
+use wc_domain::{EventKind, EventRole, Lifecycle, SessionId};
 use wc_store::ChangeOutcome;
 use wc_store::sessions::{self, Decision, Mutated, NewEvent, RETAINED_EVENTS, SessionChange};
 use wc_store::testing::TestDatabase;
 
-fn event(kind: &str) -> NewEvent {
+fn event(kind: EventKind) -> NewEvent {
     NewEvent {
-        kind: kind.into(),
+        kind,
         call_id: Uuid::now_v7(),
         invocation_id: Uuid::now_v7(),
         role: EventRole::Recorder,
@@ -19,14 +19,14 @@ fn event(kind: &str) -> NewEvent {
 }
 
 async fn new_session(db: &TestDatabase) -> SessionId {
-    db.new_session(event("task_instruction")).await
+    db.new_session(event(EventKind::TaskInstruction)).await
 }
 
 fn append(n: usize) -> impl Fn(&sessions::SessionRow) -> Decision<()> + Send + Sync + 'static {
     move |_| {
         Decision::Write(
             SessionChange::default(),
-            (0..n).map(|_| event("tool_call_started")).collect(),
+            (0..n).map(|_| event(EventKind::ToolCallStarted)).collect(),
             (),
         )
     }
@@ -120,7 +120,7 @@ async fn lifecycle_changes_stamp_their_times() {
                 lifecycle: Some(Lifecycle::Finished),
                 ..Default::default()
             },
-            vec![event("session_finished")],
+            vec![event(EventKind::SessionFinished)],
             (),
         )
     })
@@ -163,7 +163,12 @@ async fn kind_counts_are_the_retained_ledgers_counts_on_every_write_path() {
     let id = new_session(&db).await;
     // Kinds change from write to write, so retention removes one kind while others arrive and
     // a kind whose last event leaves the window leaves the counts.
-    let kinds = ["alpha", "beta", "gamma", "delta"];
+    let kinds = [
+        EventKind::ToolCallStarted,
+        EventKind::ToolCallFinished,
+        EventKind::ExecutionQueued,
+        EventKind::ExecutionFinished,
+    ];
     let mut observed = 1;
     for round in 0..52 {
         let kind = kinds[round % kinds.len()];
@@ -235,7 +240,10 @@ async fn concurrent_appends_from_two_instances_are_gap_free() {
                 // read–decide–write path, interleaved on one row.
                 if (i + round) % 2 == 0 {
                     let client = pool.get().await.unwrap();
-                    let events = vec![event("tool_call_started"), event("tool_call_finished")];
+                    let events = vec![
+                        event(EventKind::ToolCallStarted),
+                        event(EventKind::ToolCallFinished),
+                    ];
                     let out = sessions::append(&client, &id, &events, true).await.unwrap();
                     assert!(matches!(out, sessions::Appended::Done(_)), "{out:?}");
                 } else {
@@ -266,7 +274,9 @@ async fn appends_keep_the_retention_bound_and_refuse_inactive_or_missing_session
     let id = new_session(&db).await;
     let client = db.pool().get().await.unwrap();
     for _ in 0..21 {
-        let events: Vec<NewEvent> = (0..100).map(|_| event("tool_call_started")).collect();
+        let events: Vec<NewEvent> = (0..100)
+            .map(|_| event(EventKind::ToolCallStarted))
+            .collect();
         sessions::append(&client, &id, &events, true).await.unwrap();
     }
     assert_retained_tail(&db, &id, 2101).await;
@@ -286,13 +296,13 @@ async fn appends_keep_the_retention_bound_and_refuse_inactive_or_missing_session
     .await
     .unwrap();
     let before = sessions::get(&client, &id).await.unwrap().unwrap();
-    let out = sessions::append(&client, &id, &[event("tool_call_started")], true)
+    let out = sessions::append(&client, &id, &[event(EventKind::ToolCallStarted)], true)
         .await
         .unwrap();
     assert_eq!(out, sessions::Appended::Inactive(before.clone()));
     let after = sessions::get(&client, &id).await.unwrap().unwrap();
     assert_eq!(after, before, "a refused append changes nothing");
-    let out = sessions::append(&client, &id, &[event("tool_call_finished")], false)
+    let out = sessions::append(&client, &id, &[event(EventKind::ToolCallFinished)], false)
         .await
         .unwrap();
     let sessions::Appended::Done(row) = out else {
@@ -304,7 +314,7 @@ async fn appends_keep_the_retention_bound_and_refuse_inactive_or_missing_session
     let out = sessions::append(
         &client,
         &SessionId::parse("wc_sess_doesnotexist0000000000").unwrap(),
-        &[event("x")],
+        &[event(EventKind::ToolCallStarted)],
         false,
     )
     .await
@@ -313,7 +323,7 @@ async fn appends_keep_the_retention_bound_and_refuse_inactive_or_missing_session
     // An empty or oversized append is refused before it reaches the database.
     assert!(sessions::append(&client, &id, &[], false).await.is_err());
     let many: Vec<NewEvent> = (0..=sessions::MAX_EVENTS_PER_WRITE)
-        .map(|_| event("x"))
+        .map(|_| event(EventKind::ToolCallStarted))
         .collect();
     assert!(sessions::append(&client, &id, &many, false).await.is_err());
 }

@@ -790,7 +790,7 @@ async fn finished_events(pool: &Pool, id: &SessionId) -> Vec<(i64, serde_json::V
         .await
         .unwrap()
         .into_iter()
-        .filter(|e| e.kind == "execution_finished")
+        .filter(|e| e.kind == wc_domain::EventKind::ExecutionFinished)
         .map(|e| (e.seq, e.payload))
         .collect();
     events.reverse();

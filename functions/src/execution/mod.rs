@@ -22,7 +22,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use wc_domain::{EndReason, EventRole, ProjectId, RelativePath, WorkId, WorkMode, WorkQueue};
+use wc_domain::{
+    EndReason, EventKind, EventRole, ProjectId, RelativePath, WorkId, WorkMode, WorkQueue,
+};
 use wc_runner_protocol::{
     PROTOCOL_VERSION, Termination, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
 };
@@ -173,7 +175,7 @@ async fn submit_as(
     let evidence = session.map(|s| Evidence {
         session_id: s.id.clone(),
         event: NewEvent {
-            kind: "execution_queued".into(),
+            kind: EventKind::ExecutionQueued,
             call_id: Uuid::now_v7(),
             invocation_id: ctx.invocation_id,
             role: EventRole::Business,
@@ -706,7 +708,7 @@ pub fn terminal_evidence(row: &WorkRow, answer: Option<&Value>) -> Option<NewEve
         .and_then(|s| s.parse().ok())
         .unwrap_or(call_id);
     Some(NewEvent {
-        kind: "execution_finished".into(),
+        kind: EventKind::ExecutionFinished,
         call_id,
         invocation_id,
         role: EventRole::Business,

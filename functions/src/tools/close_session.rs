@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use wc_domain::{EventRole, Lifecycle, SessionId};
+use wc_domain::{EventKind, EventRole, Lifecycle, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
@@ -55,7 +55,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             return Decision::Leave(Ok(false));
         }
         let event = NewEvent {
-            kind: "session_closed".into(),
+            kind: EventKind::SessionClosed,
             call_id: uuid::Uuid::now_v7(),
             invocation_id,
             role: EventRole::Business,

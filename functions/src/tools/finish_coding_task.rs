@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wc_domain::{EventRole, Lifecycle, ProjectId, SessionId};
+use wc_domain::{EventKind, EventRole, Lifecycle, ProjectId, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
@@ -78,7 +78,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
         json!({ "excerpt": e.text, "truncated": e.truncated })
     });
     let event = NewEvent {
-        kind: "session_finished".into(),
+        kind: EventKind::SessionFinished,
         call_id: uuid::Uuid::now_v7(),
         invocation_id: ctx.invocation_id,
         role: EventRole::Business,

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
+use wc_domain::{EventKind, EventRole, Lifecycle, Mode, ProjectId, SessionId};
 use wc_store::sessions;
 
 use crate::auth::Scope;
@@ -36,8 +36,8 @@ pub struct Args {
 pub struct SummaryEvent {
     /// Position in the ledger.
     pub seq: i64,
-    /// Kind (`tool_call_started`, `task_instruction`, …).
-    pub kind: String,
+    /// Kind.
+    pub kind: EventKind,
     /// When.
     pub occurred_at: DateTime<Utc>,
     /// `recorder` or `business`.

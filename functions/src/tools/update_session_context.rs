@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
-use wc_domain::{EventRole, SessionId};
+use wc_domain::{EventKind, EventRole, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
@@ -152,7 +152,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
             let mut payload = json!({ "changed": changed, "execution_context": next });
             crate::redaction::redact_json(&mut payload);
             let event = NewEvent {
-                kind: "session_context_updated".into(),
+                kind: EventKind::SessionContextUpdated,
                 call_id: uuid::Uuid::now_v7(),
                 invocation_id,
                 role: EventRole::Business,

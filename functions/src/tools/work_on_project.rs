@@ -4,14 +4,14 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wc_domain::{EventRole, Lifecycle, Mode, ProjectId, SessionId};
+use wc_domain::{EventKind, EventRole, Lifecycle, Mode, ProjectId, SessionId};
 use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, SessionRow};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{BusinessPair, Category, Effect, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
-use crate::workflow::evidence::{self, Evidence, TASK_INSTRUCTION};
+use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::exec_context::ExecutionContext;
 use crate::workflow::feedback::ExplorationLimit;
@@ -111,7 +111,7 @@ pub(crate) fn instruction_event(
 ) -> (Value, NewEvent) {
     let payload = instruction_payload(instruction);
     let event = NewEvent {
-        kind: TASK_INSTRUCTION.into(),
+        kind: EventKind::TaskInstruction,
         call_id: uuid::Uuid::now_v7(),
         invocation_id: ctx.invocation_id,
         role: EventRole::Business,

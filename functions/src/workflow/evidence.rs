@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
+use wc_domain::EventKind;
 use wc_store::sessions::{EventRow, SessionRow};
 
 use super::excerpt::SourceText;
@@ -13,7 +14,7 @@ use super::validation;
 use crate::result::{ErrorKind, ToolError};
 
 /// Kind of the event that opens an attempt.
-pub const TASK_INSTRUCTION: &str = "task_instruction";
+pub const TASK_INSTRUCTION: EventKind = EventKind::TaskInstruction;
 
 /// A session and its retained events, read in one snapshot.
 #[derive(Debug, Clone)]
@@ -56,7 +57,7 @@ impl Evidence {
             .filter(|e| Some(e.invocation_id) != exclude)
             .map(|e| LedgerEvent {
                 seq: e.seq,
-                kind: &e.kind,
+                kind: e.kind,
                 role: e.role,
                 invocation_id: e.invocation_id,
                 tool_name: e.tool_name.as_deref(),
@@ -162,7 +163,8 @@ fn recent_files(ledger: &[LedgerEvent<'_>]) -> Vec<String> {
         .into_iter()
         .rev()
         .filter(|e| {
-            e.kind == "tool_call_finished" && e.payload.get("success") == Some(&Value::Bool(true))
+            e.kind == EventKind::ToolCallFinished
+                && e.payload.get("success") == Some(&Value::Bool(true))
         })
         .filter_map(|e| e.payload.get("exploration_paths").and_then(Value::as_array))
         .flatten()
@@ -216,13 +218,13 @@ pub fn open_risks(ledger: &[LedgerEvent<'_>]) -> u64 {
         let p = e.payload;
         let tool = p["tool"].as_str().unwrap_or("");
         match e.kind {
-            "execution_finished" if p["execution_state"] == "lost" => open += 1,
-            "tool_call_finished"
+            EventKind::ExecutionFinished if p["execution_state"] == "lost" => open += 1,
+            EventKind::ToolCallFinished
                 if p["success"] == Value::Bool(true) && WORKSPACE_LOOKS.contains(&tool) =>
             {
                 open = 0;
             }
-            "tool_call_finished" if PROJECT_CHANGES.contains(&tool) => {
+            EventKind::ToolCallFinished if PROJECT_CHANGES.contains(&tool) => {
                 let unknown = matches!(
                     p["error_kind"].as_str(),
                     Some("timed_out" | "lost" | "dispatch_timeout")

@@ -74,7 +74,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use wc_domain::{EventRole, Lifecycle};
+use wc_domain::{EventKind, EventRole, Lifecycle};
 
 use super::excerpt::{self, BoundedList, Excerpt, INSTRUCTION_EXCERPT_CHARS, SourceText};
 use super::handoff::{
@@ -86,9 +86,9 @@ use super::handoff::{
 /// fewer).
 pub const CHANGED_PATHS_MAX: usize = 50;
 
-const TASK_INSTRUCTION: &str = "task_instruction";
-const TOOL_CALL_STARTED: &str = "tool_call_started";
-const TOOL_CALL_FINISHED: &str = "tool_call_finished";
+const TASK_INSTRUCTION: EventKind = EventKind::TaskInstruction;
+const TOOL_CALL_STARTED: EventKind = EventKind::ToolCallStarted;
+const TOOL_CALL_FINISHED: EventKind = EventKind::ToolCallFinished;
 const RECORDER: EventRole = EventRole::Recorder;
 const BUSINESS: EventRole = EventRole::Business;
 
@@ -119,8 +119,8 @@ pub fn preferred<'e, 'a>(events: &[&'e LedgerEvent<'a>]) -> Vec<&'e LedgerEvent<
 pub struct LedgerEvent<'a> {
     /// Position in the Session ledger.
     pub seq: i64,
-    /// Event kind (`task_instruction`, `tool_call_finished`, ...).
-    pub kind: &'a str,
+    /// Event kind.
+    pub kind: EventKind,
     /// Recorder or business.
     pub role: EventRole,
     /// The kernel invocation that wrote it.
@@ -374,7 +374,9 @@ fn success(event: &LedgerEvent<'_>) -> Option<bool> {
 fn activity(window: &[&LedgerEvent<'_>]) -> Activity {
     let mut out = Activity::default();
     for event in window {
-        *out.events_by_kind.entry(event.kind.to_owned()).or_default() += 1;
+        *out.events_by_kind
+            .entry(event.kind.as_str().to_owned())
+            .or_default() += 1;
         match event.kind {
             TOOL_CALL_STARTED => out.tool_calls.started += 1,
             TOOL_CALL_FINISHED => {
@@ -411,14 +413,7 @@ mod tests {
     use super::*;
 
     /// One owned event: seq, kind, tool, payload, role, invocation.
-    type Row = (
-        i64,
-        &'static str,
-        Option<&'static str>,
-        Value,
-        EventRole,
-        Uuid,
-    );
+    type Row = (i64, EventKind, Option<&'static str>, Value, EventRole, Uuid);
 
     /// Owned events a test can borrow [`LedgerEvent`]s from.
     struct Ledger(Vec<Row>);
@@ -427,7 +422,7 @@ mod tests {
         fn new() -> Self {
             Self(vec![(
                 1,
-                "session_start",
+                EventKind::SessionContextUpdated,
                 None,
                 json!({}),
                 BUSINESS,
@@ -436,13 +431,13 @@ mod tests {
         }
 
         /// An event of its own invocation, recorded by a recorder.
-        fn push(&mut self, kind: &'static str, tool: Option<&'static str>, payload: Value) {
+        fn push(&mut self, kind: EventKind, tool: Option<&'static str>, payload: Value) {
             self.push_as(kind, tool, payload, RECORDER, Uuid::now_v7());
         }
 
         fn push_as(
             &mut self,
-            kind: &'static str,
+            kind: EventKind,
             tool: Option<&'static str>,
             payload: Value,
             role: EventRole,
@@ -475,7 +470,7 @@ mod tests {
                 .map(
                     |(seq, kind, tool_name, payload, role, invocation)| LedgerEvent {
                         seq: *seq,
-                        kind,
+                        kind: *kind,
                         role: *role,
                         invocation_id: *invocation,
                         tool_name: *tool_name,
@@ -690,7 +685,11 @@ mod tests {
             ledger.explored(true, &pair);
         }
         // Only successful tool_call_finished payloads count.
-        ledger.push("git_diff", None, json!({"exploration_paths": ["diff.rs"]}));
+        ledger.push(
+            EventKind::ExecutionFinished,
+            None,
+            json!({"exploration_paths": ["diff.rs"]}),
+        );
         ledger.push(
             TOOL_CALL_FINISHED,
             Some("list_project_files"),

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
-use wc_domain::{EventRole, SessionId};
+use wc_domain::{EventKind, EventRole, SessionId};
 use wc_store::sessions::{NewEvent, SessionRow};
 
 use super::mutation;
@@ -322,7 +322,7 @@ fn deferred_start(spec: &ToolSpec) -> bool {
 fn started_event(recording: &Recording, call: &CallFacts<'_>, pair: &Pair) -> NewEvent {
     let spec = call.spec;
     NewEvent {
-        kind: "tool_call_started".into(),
+        kind: EventKind::ToolCallStarted,
         call_id: pair.call_id,
         invocation_id: call.invocation_id,
         role: pair.role,
@@ -358,7 +358,7 @@ fn finished_event(
         fields.extend(facts(output));
     }
     NewEvent {
-        kind: "tool_call_finished".into(),
+        kind: EventKind::ToolCallFinished,
         call_id,
         invocation_id,
         role,

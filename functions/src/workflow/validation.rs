@@ -18,6 +18,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use wc_domain::EventKind;
 
 use super::excerpt::BoundedList;
 use super::feedback::LedgerEvent;
@@ -93,7 +94,7 @@ impl Run<'_> {
 pub fn runs<'a>(events: &[LedgerEvent<'a>]) -> Vec<Run<'a>> {
     events
         .iter()
-        .filter(|e| e.kind == "execution_finished")
+        .filter(|e| e.kind == EventKind::ExecutionFinished)
         .filter_map(|e| {
             let facts = e.payload.get("validation")?;
             facts.is_object().then(|| Run {
@@ -356,7 +357,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, payload)| LedgerEvent {
                     seq: i as i64,
-                    kind: "execution_finished",
+                    kind: EventKind::ExecutionFinished,
                     role: EventRole::Business,
                     invocation_id: Uuid::nil(),
                     tool_name: None,

@@ -160,7 +160,7 @@ async fn the_handoff_brief_is_bounded_redacted_and_honest() {
             .map(|j| format!("src/{}/{i}-{j}.rs", "\u{1}".repeat(300)))
             .collect();
         let event = NewEvent {
-            kind: "tool_call_finished".into(),
+            kind: EventKind::ToolCallFinished,
             call_id: Uuid::now_v7(),
             invocation_id: Uuid::now_v7(),
             role: EventRole::Recorder,

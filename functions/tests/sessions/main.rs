@@ -27,7 +27,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::*;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use wc_domain::{EventRole, Lifecycle, Mode, SessionId};
+use wc_domain::{EventKind, EventRole, Lifecycle, Mode, SessionId};
 use wc_functions::AppState;
 use wc_functions::auth::{Principal, PrincipalKind, ProjectGrants, Scope, ScopeSet};
 use wc_functions::config::ServerConfig;

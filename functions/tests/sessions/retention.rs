@@ -12,7 +12,8 @@ async fn the_ledger_keeps_the_newest_two_thousand_events_and_counts_the_retained
         let batch = left.min(100);
         let events: Vec<NewEvent> = (0..batch)
             .map(|i| NewEvent {
-                kind: "filler".into(),
+                // Filler: a kind no call in this test writes.
+                kind: EventKind::SessionContextUpdated,
                 call_id: Uuid::now_v7(),
                 invocation_id: Uuid::now_v7(),
                 role: EventRole::Business,
@@ -42,7 +43,7 @@ async fn the_ledger_keeps_the_newest_two_thousand_events_and_counts_the_retained
     // fillers are gone), while events_observed stays cumulative.
     assert_eq!(
         out["counts"],
-        json!({ "filler": 2000 }),
+        json!({ "session_context_updated": 2000 }),
         "{}",
         out["counts"]
     );
@@ -86,7 +87,7 @@ async fn the_ledger_keeps_the_newest_two_thousand_events_and_counts_the_retained
     assert_eq!(out["retained_from_seq"], 103);
     assert_eq!(
         out["counts"],
-        json!({ "filler": 1998, "tool_call_started": 1, "tool_call_finished": 1 })
+        json!({ "session_context_updated": 1998, "tool_call_started": 1, "tool_call_finished": 1 })
     );
     assert_eq!(out["counts"], retained_counts(&db, &id).await);
     assert_eq!(ledger(&db, &id).await.len(), 2000);

@@ -28,7 +28,9 @@ use serde_json::{Value, json};
 use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
-use wc_domain::{EventRole, Lifecycle, MessageId, MessageKind, MessageStatus, Priority, SessionId};
+use wc_domain::{
+    EventKind, EventRole, Lifecycle, MessageId, MessageKind, MessageStatus, Priority, SessionId,
+};
 
 use crate::StoreError;
 use crate::change::StepFuture;
@@ -174,9 +176,9 @@ impl Actor {
         }
     }
 
-    fn event(&self, kind: &str, payload: Value) -> NewEvent {
+    fn event(&self, kind: EventKind, payload: Value) -> NewEvent {
         NewEvent {
-            kind: kind.into(),
+            kind,
             call_id: Uuid::now_v7(),
             invocation_id: self.invocation_id,
             role: EventRole::Business,
@@ -506,7 +508,7 @@ pub async fn resolve(
                 ..Default::default()
             };
             let event = actor.event(
-                "message_resolved",
+                EventKind::MessageResolved,
                 json!({ "message_id": message.id, "kind": message.kind }),
             );
             finish(tx, &session, change, vec![event]).await?;
@@ -660,7 +662,7 @@ pub async fn complete(
                 ..Default::default()
             };
             let event = actor.event(
-                "message_completed",
+                EventKind::MessageCompleted,
                 json!({
                     "message_id": todo.id,
                     "answer_message_id": answer.id,
@@ -745,7 +747,7 @@ pub async fn observe_acks(
             // Evidence of the recording session's bookkeeping, not of a business target.
             let event = NewEvent {
                 role: EventRole::Recorder,
-                ..actor.event("message_ack_observed", json!({ "message_ids": acked }))
+                ..actor.event(EventKind::MessageAckObserved, json!({ "message_ids": acked }))
             };
             finish(tx, &session, change, vec![event]).await?;
             Ok(Ok(acked))

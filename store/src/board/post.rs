@@ -22,7 +22,7 @@ use deadpool_postgres::{Object, Pool};
 use serde_json::json;
 use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
-use wc_domain::SessionId;
+use wc_domain::{EventKind, SessionId};
 
 use super::{
     Actor, CHANNEL_BOARD, COLUMNS, MessageRow, NewMessage, Outcome, Refusal, from_row, removal,
@@ -105,7 +105,7 @@ async fn write_batch(
 /// The ledger evidence of one post.
 fn evidence(message: &NewMessage, actor: &Actor) -> Vec<NewEvent> {
     vec![actor.event(
-        "message_posted",
+        EventKind::MessagePosted,
         json!({
             "message_id": message.id,
             "kind": message.kind,

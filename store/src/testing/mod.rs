@@ -243,7 +243,7 @@ impl TestDatabase {
 /// The `task_instruction` event a test session can start with.
 pub fn task_instruction() -> crate::sessions::NewEvent {
     crate::sessions::NewEvent {
-        kind: "task_instruction".into(),
+        kind: wc_domain::EventKind::TaskInstruction,
         call_id: uuid::Uuid::now_v7(),
         invocation_id: uuid::Uuid::now_v7(),
         role: EventRole::Business,
@@ -459,7 +459,7 @@ pub mod runner_work {
         _: Option<&serde_json::Value>,
     ) -> Option<crate::sessions::NewEvent> {
         Some(crate::sessions::NewEvent {
-            kind: "execution_finished".into(),
+            kind: wc_domain::EventKind::ExecutionFinished,
             call_id: Uuid::now_v7(),
             invocation_id: Uuid::now_v7(),
             role: EventRole::Business,

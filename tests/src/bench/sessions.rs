@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use wc_domain::{EventRole, SessionId};
+use wc_domain::{EventKind, EventRole, SessionId};
 
 use serde_json::{Value, json};
 use wc_store::ChangeOutcome;
@@ -135,8 +135,8 @@ pub struct FloorInputs {
 
 fn pair(role: EventRole, invocation: uuid::Uuid) -> [NewEvent; 2] {
     let call = uuid::Uuid::now_v7();
-    let ev = |kind: &str, payload: Value| NewEvent {
-        kind: kind.into(),
+    let ev = |kind: EventKind, payload: Value| NewEvent {
+        kind,
         call_id: call,
         invocation_id: invocation,
         role,
@@ -145,11 +145,11 @@ fn pair(role: EventRole, invocation: uuid::Uuid) -> [NewEvent; 2] {
     };
     [
         ev(
-            "tool_call_started",
+            EventKind::ToolCallStarted,
             json!({ "tool": "session_summary", "started_at": chrono_now(), "arguments": {} }),
         ),
         ev(
-            "tool_call_finished",
+            EventKind::ToolCallFinished,
             json!({ "tool": "session_summary", "success": true, "execution_state": "completed", "duration_ms": 1 }),
         ),
     ]
