@@ -5,11 +5,12 @@
 //! schema (`invalid_arguments` names the field and rule) → the session authority port
 //! (authorizes the business and recording sessions) → the recorder port (durable intent) →
 //! dispatch under the hard deadline → the recording finished → after-call projections →
-//! shape `{success, output, error}` → telemetry → the audit note. The kernel knows no domain:
-//! what each port does is registered when the runtime is built ([`ports`]).
+//! shape `{success, output, error}` → telemetry → the audit note. What each port does is
+//! registered when the runtime is built ([`ports`]); how a task's call ends is [`ending`].
 
 pub mod args;
 pub mod context;
+mod ending;
 pub mod future;
 pub mod ports;
 pub mod spec;
@@ -27,6 +28,7 @@ use crate::auth::{Principal, ScopeSet};
 use crate::deps::Deps;
 use crate::result::{ErrorKind, ToolError, ToolResult};
 use context::{ClientWindow, Clock, SystemClock, ToolContext};
+pub use ending::TaskEnd;
 use ports::{CallAudit, CallFacts, Outcome, Ports};
 use spec::ToolSpec;
 use telemetry::{ExecutionState, ModelErgonomics};
@@ -263,7 +265,7 @@ impl ToolRuntime {
         if let Err(e) = args::validate(spec.validator(), &spec.input_schema_value, &args) {
             return rejected(e);
         }
-        let facts = match facts(spec, &call.principal, &call.wrapper, &args) {
+        let facts = match CallFacts::of(spec, &call.principal, &call.wrapper, &args) {
             Ok(f) => f,
             Err(e) => return rejected(e),
         };
@@ -340,107 +342,6 @@ impl ToolRuntime {
                 .await;
         }
         (result, execution)
-    }
-}
-
-/// How a task's call ended: its result and the `finished` events its recording owes.
-#[derive(Debug)]
-pub struct TaskEnd {
-    /// The call's result, as the call would have answered had it waited.
-    pub result: ToolResult,
-    /// The call's `tool_call_finished` events, per session.
-    pub events: Vec<(wc_domain::SessionId, Vec<wc_store::sessions::NewEvent>)>,
-    /// How the work ended.
-    pub work_state: wc_domain::WorkState,
-}
-
-impl ToolRuntime {
-    /// The end of `task`'s call, once its work has ended (while it runs: the work). The same
-    /// answer on every instance and every attempt: it is read from durable state alone.
-    pub async fn end_task(
-        &self,
-        deps: &Deps,
-        task: &wc_store::tasks::TaskRow,
-    ) -> Result<Result<TaskEnd, wc_store::work::WorkRow>, ToolError> {
-        let spec = self
-            .get(&task.tool)
-            .ok_or_else(|| ToolError::internal(format!("task of unknown tool {}", task.tool)))?;
-        let (Some(support), Some(work_id)) = (spec.task, task.work_id) else {
-            return Err(ToolError::internal(format!(
-                "task of {} has no work to wait for",
-                task.tool
-            )));
-        };
-        let (work, answer) = {
-            let client = deps.client().await?;
-            wc_store::work::get_answered(&client, work_id).await?
-        }
-        .ok_or_else(|| ToolError::internal("the task's work vanished"))?;
-        if !work.is_terminal() {
-            return Ok(Err(work));
-        }
-        let work_state = work.state;
-        let result = match (support.finish)(deps, work, answer).await {
-            Ok(output) => ToolResult::ok(output),
-            // A failure to read the result says nothing of the call: the task stays open
-            // and the next poll (or upkeep pass) reads it again.
-            Err(e) if matches!(e.kind, ErrorKind::Unavailable | ErrorKind::Internal) => {
-                return Err(e);
-            }
-            Err(e) => ToolResult::err(e),
-        };
-        let elapsed = chrono::Utc::now() - task.created_at;
-        let outcome = Outcome {
-            result: &result,
-            execution: ExecutionState::Completed,
-            duration_ms: elapsed.num_milliseconds().max(0) as u64,
-        };
-        let events = self
-            .ports
-            .recorder
-            .finished_events(&task.recording, spec, outcome);
-        Ok(Ok(TaskEnd {
-            result,
-            events,
-            work_state,
-        }))
-    }
-}
-
-/// The facts of `call` the ports read, with its `session_id` and `project` arguments as domain
-/// types. The arguments were validated against the tool's schema, which those types generate,
-/// so a refusal here means a tool's schema and its type disagree.
-fn facts<'a>(
-    spec: &'a ToolSpec,
-    principal: &'a Principal,
-    wrapper: &'a WrapperMeta,
-    args: &Value,
-) -> Result<CallFacts<'a>, ToolError> {
-    Ok(CallFacts {
-        spec,
-        principal,
-        wrapper,
-        session_id: typed_arg(args, "session_id")?,
-        project: typed_arg(args, "project")?,
-        invocation_id: uuid::Uuid::now_v7(),
-    })
-}
-
-/// Argument `name` as its domain type, when the call gives it.
-fn typed_arg<T: std::str::FromStr<Err = wc_domain::ParseError>>(
-    args: &Value,
-    name: &str,
-) -> Result<Option<T>, ToolError> {
-    match args.get(name).and_then(Value::as_str) {
-        None => Ok(None),
-        Some(raw) => raw.parse().map(Some).map_err(|e: wc_domain::ParseError| {
-            ToolError::new(
-                ErrorKind::InvalidArguments,
-                format!("argument /{name}: {e}"),
-            )
-            .with("pointer", format!("/{name}"))
-            .with("rule", "pattern")
-        }),
     }
 }
 

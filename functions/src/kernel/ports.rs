@@ -18,7 +18,7 @@ use super::wrapper::WrapperMeta;
 use crate::auth::Principal;
 use crate::deps::Deps;
 use crate::kernel::context::ToolContext;
-use crate::result::ToolResult;
+use crate::result::{ErrorKind, ToolError, ToolResult};
 
 pub use super::future::PortFuture;
 
@@ -38,6 +38,45 @@ pub struct CallFacts<'a> {
     pub project: Option<ProjectId>,
     /// Id shared by everything this one invocation records.
     pub invocation_id: Uuid,
+}
+
+impl<'a> CallFacts<'a> {
+    /// The facts of a call the ports read, with its `session_id` and `project` arguments as
+    /// domain types. The arguments were validated against the tool's schema, which those types
+    /// generate, so a refusal here means a tool's schema and its type disagree.
+    pub(super) fn of(
+        spec: &'a ToolSpec,
+        principal: &'a Principal,
+        wrapper: &'a WrapperMeta,
+        args: &Value,
+    ) -> Result<CallFacts<'a>, ToolError> {
+        Ok(CallFacts {
+            spec,
+            principal,
+            wrapper,
+            session_id: typed_arg(args, "session_id")?,
+            project: typed_arg(args, "project")?,
+            invocation_id: Uuid::now_v7(),
+        })
+    }
+}
+
+/// Argument `name` as its domain type, when the call gives it.
+fn typed_arg<T: std::str::FromStr<Err = wc_domain::ParseError>>(
+    args: &Value,
+    name: &str,
+) -> Result<Option<T>, ToolError> {
+    match args.get(name).and_then(Value::as_str) {
+        None => Ok(None),
+        Some(raw) => raw.parse().map(Some).map_err(|e: wc_domain::ParseError| {
+            ToolError::new(
+                ErrorKind::InvalidArguments,
+                format!("argument /{name}: {e}"),
+            )
+            .with("pointer", format!("/{name}"))
+            .with("rule", "pattern")
+        }),
+    }
 }
 
 /// The sessions a call names, loaded and authorized for its caller.
