@@ -6,6 +6,7 @@
 //! ([`ValidationFacts`]).
 
 use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use wc_domain::{RelativePath, WorkMode};
 use wc_runner_protocol::{CargoTargets, ValidateOp, ValidationScope, Validator, WorkSpec};
@@ -134,30 +135,143 @@ pub struct PytestArgs {
     test_filter: Option<String>,
 }
 
-fn cargo_build_scope(a: &CargoBuildArgs) -> ValidationScope {
-    ValidationScope {
-        package: a.package.clone(),
-        features: a.features.clone().unwrap_or_default(),
-        all_features: a.all_features.unwrap_or(false),
-        no_default_features: a.no_default_features.unwrap_or(false),
-        targets: a.targets.unwrap_or_default(),
-        ..Default::default()
+/// What each validation tool's arguments give the one run: where, how, what it covers and the
+/// fewest tests its output must prove.
+trait ValidationArgs: DeserializeOwned + JsonSchema + Send + 'static {
+    /// The target, the shared run options, the scope and the test count asked for.
+    fn parts(
+        self,
+    ) -> (
+        ProjectOrSession,
+        ValidationRun,
+        ValidationScope,
+        Option<u64>,
+    );
+}
+
+impl ValidationArgs for CargoBuildArgs {
+    fn parts(
+        self,
+    ) -> (
+        ProjectOrSession,
+        ValidationRun,
+        ValidationScope,
+        Option<u64>,
+    ) {
+        let scope = ValidationScope {
+            package: self.package,
+            features: self.features.unwrap_or_default(),
+            all_features: self.all_features.unwrap_or(false),
+            no_default_features: self.no_default_features.unwrap_or(false),
+            targets: self.targets.unwrap_or_default(),
+            ..Default::default()
+        };
+        (self.at, self.run, scope, None)
     }
 }
 
-fn meta(name: &'static str, title: &'static str, description: &'static str) -> ToolMeta {
-    ToolMeta {
+impl ValidationArgs for CargoTestArgs {
+    fn parts(
+        self,
+    ) -> (
+        ProjectOrSession,
+        ValidationRun,
+        ValidationScope,
+        Option<u64>,
+    ) {
+        let min = self
+            .min_tests
+            .or(self.require_tests.unwrap_or(false).then_some(1));
+        let scope = ValidationScope {
+            package: self.package,
+            test_filter: self.test_filter,
+            features: self.features.unwrap_or_default(),
+            all_features: self.all_features.unwrap_or(false),
+            no_default_features: self.no_default_features.unwrap_or(false),
+            targets: self.targets.unwrap_or_default(),
+            path: None,
+        };
+        (self.at, self.run, scope, min)
+    }
+}
+
+impl ValidationArgs for CargoFmtArgs {
+    fn parts(
+        self,
+    ) -> (
+        ProjectOrSession,
+        ValidationRun,
+        ValidationScope,
+        Option<u64>,
+    ) {
+        let scope = ValidationScope {
+            package: self.package,
+            ..Default::default()
+        };
+        (self.at, self.run, scope, None)
+    }
+}
+
+impl ValidationArgs for GoTestArgs {
+    fn parts(
+        self,
+    ) -> (
+        ProjectOrSession,
+        ValidationRun,
+        ValidationScope,
+        Option<u64>,
+    ) {
+        let scope = ValidationScope {
+            package: self.package,
+            test_filter: self.test_filter,
+            ..Default::default()
+        };
+        (self.at, self.run, scope, None)
+    }
+}
+
+impl ValidationArgs for PytestArgs {
+    fn parts(
+        self,
+    ) -> (
+        ProjectOrSession,
+        ValidationRun,
+        ValidationScope,
+        Option<u64>,
+    ) {
+        let scope = ValidationScope {
+            path: self.path,
+            test_filter: self.test_filter,
+            ..Default::default()
+        };
+        (self.at, self.run, scope, None)
+    }
+}
+
+/// A validation tool: arguments `A`, run by `validator`. Every one runs code on the build host
+/// (consequential), is called through `callRuntimeTool` on REST (GPT Actions hold 30
+/// operations, all taken), works in its session and may become a task.
+fn tool<A: ValidationArgs>(
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    validator: Validator,
+) -> ToolSpec {
+    let meta = ToolMeta {
         name,
         title,
         description,
         category: Category::Execution,
         scopes: &[Scope::ProjectWrite],
-        // Builds and tests run the project's code (build scripts, tests) on the build host.
         effect: Effect::Consequential,
-        // GPT Actions hold 30 operations, all taken: validation is called through
-        // callRuntimeTool.
         rest_operation: false,
-    }
+    };
+    ToolSpec::new(meta, move |ctx, a: A| async move {
+        let (at, run_with, scope, min_tests) = a.parts();
+        run(&ctx, &at, validator, run_with, scope, min_tests).await
+    })
+    .with_session(SessionUse::Works)
+    .with_task(TaskWhen::BackgroundOrLong, finish_task)
 }
 
 /// How every validation result reads, appended to each description.
@@ -172,126 +286,38 @@ macro_rules! described {
 
 /// `cargo_check`.
 pub fn cargo_check() -> ToolSpec {
-    ToolSpec::new(
-        meta(
-            "cargo_check",
-            "Cargo check",
-            described!("Type-check Cargo code (`cargo check`)."),
-        ),
-        |ctx, a: CargoBuildArgs| async move {
-            let scope = cargo_build_scope(&a);
-            run(&ctx, &a.at, Validator::CargoCheck, a.run, scope, None).await
-        },
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, finish_task)
+    let what = described!("Type-check Cargo code (`cargo check`).");
+    tool::<CargoBuildArgs>("cargo_check", "Cargo check", what, Validator::CargoCheck)
 }
 
 /// `cargo_clippy`.
 pub fn cargo_clippy() -> ToolSpec {
-    ToolSpec::new(
-        meta(
-            "cargo_clippy",
-            "Cargo clippy",
-            described!("Lint Cargo code (`cargo clippy`)."),
-        ),
-        |ctx, a: CargoBuildArgs| async move {
-            let scope = cargo_build_scope(&a);
-            run(&ctx, &a.at, Validator::CargoClippy, a.run, scope, None).await
-        },
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, finish_task)
+    let what = described!("Lint Cargo code (`cargo clippy`).");
+    tool::<CargoBuildArgs>("cargo_clippy", "Cargo clippy", what, Validator::CargoClippy)
 }
 
 /// `cargo_test`.
 pub fn cargo_test() -> ToolSpec {
-    ToolSpec::new(
-        meta(
-            "cargo_test",
-            "Cargo test",
-            described!("Run Cargo tests (`cargo test --no-fail-fast`)."),
-        ),
-        |ctx, a: CargoTestArgs| async move {
-            let scope = ValidationScope {
-                package: a.package.clone(),
-                test_filter: a.test_filter.clone(),
-                features: a.features.clone().unwrap_or_default(),
-                all_features: a.all_features.unwrap_or(false),
-                no_default_features: a.no_default_features.unwrap_or(false),
-                targets: a.targets.unwrap_or_default(),
-                path: None,
-            };
-            let min = a
-                .min_tests
-                .or(a.require_tests.unwrap_or(false).then_some(1));
-            run(&ctx, &a.at, Validator::CargoTest, a.run, scope, min).await
-        },
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, finish_task)
+    let what = described!("Run Cargo tests (`cargo test --no-fail-fast`).");
+    tool::<CargoTestArgs>("cargo_test", "Cargo test", what, Validator::CargoTest)
 }
 
 /// `cargo_fmt`.
 pub fn cargo_fmt() -> ToolSpec {
-    ToolSpec::new(
-        meta(
-            "cargo_fmt",
-            "Cargo fmt check",
-            described!("Check Rust formatting (`cargo fmt --check`); changes nothing."),
-        ),
-        |ctx, a: CargoFmtArgs| async move {
-            let scope = ValidationScope {
-                package: a.package.clone(),
-                ..Default::default()
-            };
-            run(&ctx, &a.at, Validator::CargoFmt, a.run, scope, None).await
-        },
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, finish_task)
+    let what = described!("Check Rust formatting (`cargo fmt --check`); changes nothing.");
+    tool::<CargoFmtArgs>("cargo_fmt", "Cargo fmt check", what, Validator::CargoFmt)
 }
 
 /// `go_test`.
 pub fn go_test() -> ToolSpec {
-    ToolSpec::new(
-        meta(
-            "go_test",
-            "Go test",
-            described!("Run Go tests (`go test`)."),
-        ),
-        |ctx, a: GoTestArgs| async move {
-            let scope = ValidationScope {
-                package: a.package.clone(),
-                test_filter: a.test_filter.clone(),
-                ..Default::default()
-            };
-            run(&ctx, &a.at, Validator::GoTest, a.run, scope, None).await
-        },
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, finish_task)
+    let what = described!("Run Go tests (`go test`).");
+    tool::<GoTestArgs>("go_test", "Go test", what, Validator::GoTest)
 }
 
 /// `pytest`.
 pub fn pytest() -> ToolSpec {
-    ToolSpec::new(
-        meta(
-            "pytest",
-            "pytest",
-            described!("Run Python tests (`python3 -m pytest`)."),
-        ),
-        |ctx, a: PytestArgs| async move {
-            let scope = ValidationScope {
-                path: a.path.clone(),
-                test_filter: a.test_filter.clone(),
-                ..Default::default()
-            };
-            run(&ctx, &a.at, Validator::Pytest, a.run, scope, None).await
-        },
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, finish_task)
+    let what = described!("Run Python tests (`python3 -m pytest`).");
+    tool::<PytestArgs>("pytest", "pytest", what, Validator::Pytest)
 }
 
 async fn run(
