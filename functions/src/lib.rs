@@ -24,6 +24,7 @@ pub mod health;
 pub mod http;
 pub mod kernel;
 pub mod lambda;
+pub mod limits;
 pub mod maintenance;
 pub mod materials;
 pub mod mcp;

@@ -70,6 +70,10 @@ start_local() {
     shift 2
     local dir="$SUITE_TMP/$name"
     mkdir -p "$dir"
+    # A restarted instance must not be found by its predecessor's banner: the redirections
+    # below truncate in the child, which may run after this shell has read the old file.
+    : >"$dir/stdout"
+    : >"$dir/stderr"
     DATABASE_URL="$url" "$WC_LOCAL" --listen 127.0.0.1:0 "$@" \
         >"$dir/stdout" 2>"$dir/stderr" &
     local pid=$!

@@ -21,7 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::ApiError;
 use super::body_buffer::BodyBuffer;
-use crate::config::RequestLimits;
+use crate::limits::RequestLimits;
 
 /// How long a refused caller is told to wait before retrying.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
