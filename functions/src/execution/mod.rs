@@ -38,8 +38,8 @@ pub use options::{
     cwd, shell_spec, timeout,
 };
 pub use target::{
-    ProjectOrSession, Setting, Target, check_purpose, defaults, is_online, refuse_resource,
-    request_project, resolve_target, setting,
+    ProjectOrSession, Setting, Target, defaults, is_online, refuse_resource, request_project,
+    resolve_target, setting,
 };
 use wait::wait_with;
 pub use wait::{WorkProgress, progress_of, wait_terminal};

@@ -12,7 +12,6 @@ use wc_domain::{ProjectId, SessionId};
 use wc_runner_protocol::WorkKind;
 use wc_store::sessions::SessionRow;
 
-use super::{MAX_PURPOSE_CHARS, Purpose, invalid};
 use crate::kernel::context::ToolContext;
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::exec_context::ExecutionContext;
@@ -165,17 +164,12 @@ pub struct Setting {
 
 /// Settles the [`Setting`] of the call: the session named by `session_id` (authorized by the
 /// kernel), the project (the argument, else the session's) and its connected runner — an
-/// unknown project is the answer before any detail — then refuses a named remote resource and
-/// a malformed `purpose`.
-pub async fn setting(
-    ctx: &ToolContext,
-    at: &ProjectOrSession,
-    purpose: Option<&Purpose>,
-) -> Result<Setting, ToolError> {
+/// unknown project is the answer before any detail — then refuses a named remote resource.
+/// (A `purpose` is checked by its type, [`super::Purpose`], as it is parsed.)
+pub async fn setting(ctx: &ToolContext, at: &ProjectOrSession) -> Result<Setting, ToolError> {
     let (session, target) = at.resolve(ctx).await?;
     let defaults = self::defaults(session.as_ref());
     refuse_resource(&defaults, ctx.tool)?;
-    check_purpose(purpose.map(Purpose::as_str))?;
     Ok(Setting {
         session,
         target,
@@ -203,20 +197,4 @@ pub fn refuse_resource(ctx: &ExecutionContext, tool: &str) -> Result<(), ToolErr
         )
         .with("resource", name.clone())),
     }
-}
-
-/// Checks `purpose`.
-pub fn check_purpose(purpose: Option<&str>) -> Result<(), ToolError> {
-    if let Some(p) = purpose
-        && (p.chars().count() > MAX_PURPOSE_CHARS || p.chars().any(char::is_control))
-    {
-        return Err(invalid(
-            "/purpose",
-            "maxLength",
-            format!(
-                "purpose must be at most {MAX_PURPOSE_CHARS} characters without control characters"
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -50,7 +50,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
         session,
         target,
         defaults,
-    } = execution::setting(&ctx, &ProjectOrSession::of_session(&args.session_id), None).await?;
+    } = execution::setting(&ctx, &ProjectOrSession::of_session(&args.session_id)).await?;
     let session =
         session.ok_or_else(|| ToolError::internal("a session tool without its session"))?;
     let dialect = args

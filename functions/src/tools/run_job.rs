@@ -59,7 +59,7 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let set = execution::setting(&ctx, &args.at, args.exec.purpose.as_ref()).await?;
+    let set = execution::setting(&ctx, &args.at).await?;
     let spec = match (args.command, args.argv) {
         (Some(command), None) => execution::shell_spec(command, args.shell, &set.defaults)?,
         (None, Some(argv)) => WorkSpec::Process {

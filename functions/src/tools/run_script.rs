@@ -49,7 +49,7 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let set = execution::setting(&ctx, &args.at, args.exec.purpose.as_ref()).await?;
+    let set = execution::setting(&ctx, &args.at).await?;
     let spec = WorkSpec::Script {
         interpreter: args.interpreter.map_or_else(|| "sh".into(), String::from),
         script: args.script.into_string(),

@@ -46,7 +46,7 @@ pub fn spec() -> ToolSpec {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let set = execution::setting(&ctx, &args.at, args.exec.purpose.as_ref()).await?;
+    let set = execution::setting(&ctx, &args.at).await?;
     let spec = execution::shell_spec(args.command, args.shell, &set.defaults)?;
     let req = args
         .exec
