@@ -91,8 +91,7 @@ impl ResourceName {
 impl<'de> Deserialize<'de> for ResourceName {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
-        let form = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
-        if (1..=MAX_RESOURCE_LEN).contains(&raw.len()) && raw.bytes().all(form) {
+        if resource_form(&raw) {
             Ok(ResourceName(raw))
         } else {
             Err(serde::de::Error::custom(format!(
@@ -125,11 +124,15 @@ impl schemars::JsonSchema for ResourceName {
 /// Whether a resource name is acceptable: 1-64 of `[A-Za-z0-9._-]`, and not shaped like a
 /// credential (a token is not a resource name).
 pub fn valid_resource(name: &str) -> bool {
+    resource_form(name) && !carries_credential(name)
+}
+
+/// Whether `name` has a resource name's form: 1-[`MAX_RESOURCE_LEN`] of `[A-Za-z0-9._-]`.
+fn resource_form(name: &str) -> bool {
     (1..=MAX_RESOURCE_LEN).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && !carries_credential(name)
 }
 
 /// The stored execution defaults of a session.
