@@ -616,6 +616,12 @@ async fn refusals_say_what_was_wrong_and_what_was_meant() {
             "not a path",
         ),
         (
+            "cargo_test",
+            json!({"project": project, "package": "x", "no_default_feature": true}),
+            "/no_default_feature",
+            "did you mean `no_default_features`?",
+        ),
+        (
             "list_projects",
             json!({"limt": 3}),
             "/limt",

@@ -46,14 +46,9 @@ pub struct ValidationRun {
     purpose: Option<Purpose>,
 }
 
-/// `cargo_check`, `cargo_clippy`.
+/// What a Cargo build or test covers, flattened into each Cargo tool's arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CargoBuildArgs {
-    #[serde(flatten)]
-    at: ProjectOrSession,
-    #[serde(flatten)]
-    run: ValidationRun,
+pub struct CargoOptions {
     /// One package of the workspace (`-p`).
     package: Option<String>,
     /// Features to enable.
@@ -67,6 +62,33 @@ pub struct CargoBuildArgs {
     targets: Option<CargoTargets>,
 }
 
+impl CargoOptions {
+    /// The scope these options give, with `test_filter`.
+    fn scope(self, test_filter: Option<String>) -> ValidationScope {
+        ValidationScope {
+            package: self.package,
+            test_filter,
+            features: self.features.unwrap_or_default(),
+            all_features: self.all_features.unwrap_or(false),
+            no_default_features: self.no_default_features.unwrap_or(false),
+            targets: self.targets.unwrap_or_default(),
+            path: None,
+        }
+    }
+}
+
+/// `cargo_check`, `cargo_clippy`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CargoBuildArgs {
+    #[serde(flatten)]
+    at: ProjectOrSession,
+    #[serde(flatten)]
+    run: ValidationRun,
+    #[serde(flatten)]
+    cargo: CargoOptions,
+}
+
 /// `cargo_test`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -75,19 +97,10 @@ pub struct CargoTestArgs {
     at: ProjectOrSession,
     #[serde(flatten)]
     run: ValidationRun,
-    /// One package of the workspace (`-p`).
-    package: Option<String>,
+    #[serde(flatten)]
+    cargo: CargoOptions,
     /// Only tests whose name contains this.
     test_filter: Option<String>,
-    /// Features to enable.
-    #[schemars(length(max = 32))]
-    features: Option<Vec<String>>,
-    /// `--all-features`.
-    all_features: Option<bool>,
-    /// `--no-default-features`.
-    no_default_features: Option<bool>,
-    /// `--lib`, `--bins`, `--tests`, `--all-targets` or cargo's default.
-    targets: Option<CargoTargets>,
     /// Same as min_tests 1.
     require_tests: Option<bool>,
     /// Fewest tests the output must prove ran, else `test_count_not_proven`.
@@ -158,15 +171,7 @@ impl ValidationArgs for CargoBuildArgs {
         ValidationScope,
         Option<u64>,
     ) {
-        let scope = ValidationScope {
-            package: self.package,
-            features: self.features.unwrap_or_default(),
-            all_features: self.all_features.unwrap_or(false),
-            no_default_features: self.no_default_features.unwrap_or(false),
-            targets: self.targets.unwrap_or_default(),
-            ..Default::default()
-        };
-        (self.at, self.run, scope, None)
+        (self.at, self.run, self.cargo.scope(None), None)
     }
 }
 
@@ -182,16 +187,7 @@ impl ValidationArgs for CargoTestArgs {
         let min = self
             .min_tests
             .or(self.require_tests.unwrap_or(false).then_some(1));
-        let scope = ValidationScope {
-            package: self.package,
-            test_filter: self.test_filter,
-            features: self.features.unwrap_or_default(),
-            all_features: self.all_features.unwrap_or(false),
-            no_default_features: self.no_default_features.unwrap_or(false),
-            targets: self.targets.unwrap_or_default(),
-            path: None,
-        };
-        (self.at, self.run, scope, min)
+        (self.at, self.run, self.cargo.scope(self.test_filter), min)
     }
 }
 
@@ -330,7 +326,7 @@ async fn run(
 ) -> Result<Output, ToolError> {
     let execution::Setting {
         session, target, ..
-    } = execution::setting(ctx, at, c.purpose.as_ref()).await?;
+    } = execution::setting(ctx, at).await?;
     let background = c.background.unwrap_or(false);
     let op = ValidateOp { validator, scope };
     op.validate().map_err(|e| {
