@@ -27,7 +27,13 @@ pub fn tools_markdown(runtime: &Registry) -> String {
          `structuredContent` (and the one text block); on REST it is the response body. Every MCP\n\
          tool also accepts the wrapper metadata `recording_session_id` and\n\
          `ack_session_message_ids`, and on the stateless 2026-07-28 contract `context_request`\n\
-         (listed only there); REST accepts `recording_session_id`.\n"
+         (listed only there); REST accepts `recording_session_id`.\n\n\
+         The schemas below are complete, as the OpenAPI document publishes them and the argument\n\
+         validator checks them. MCP's `tools/list` gives a model the compact form of each input\n\
+         schema (no patterns or string lengths, no `null` branches, the `project`/`session_id`\n\
+         target described once in the server's instructions) and one shared output schema, the\n\
+         `{{success, output, error}}` envelope; a value the compact form allows is still refused\n\
+         here, with a sentence that says why.\n"
     );
     let _ = writeln!(
         out,
@@ -132,7 +138,7 @@ pub fn tools_markdown(runtime: &Registry) -> String {
     for s in &specs {
         let m = &s.meta;
         let scopes: Vec<&str> = m.scopes.iter().map(|x| x.as_str()).collect();
-        let op = if m.rest_operation {
+        let op = if crate::rest::openapi::is_named(m.name) {
             format!("`POST /api/actions/{}`", m.name)
         } else {
             "via `callRuntimeTool`".to_owned()
@@ -154,7 +160,7 @@ pub fn tools_markdown(runtime: &Registry) -> String {
                 scopes.join(", ")
             },
             if m.read_only() { "yes" } else { "no" },
-            if m.consequential() { "yes" } else { "no" },
+            if m.is_consequential() { "yes" } else { "no" },
             op,
             recorded
         );

@@ -109,10 +109,13 @@ async fn the_openapi_document_fits_gpt_actions() {
                 .runtime
                 .get(tool)
                 .unwrap_or_else(|| panic!("{path}: no such tool"));
-            assert!(spec.meta.rest_operation, "{tool}");
+            assert!(
+                wc_functions::rest::openapi::is_named(spec.meta.name),
+                "{tool}"
+            );
             assert_eq!(
                 op["x-openai-isConsequential"],
-                spec.meta.consequential(),
+                spec.meta.is_consequential(),
                 "{tool}"
             );
         }
@@ -467,7 +470,7 @@ async fn every_tool_behaves_the_same_on_mcp_and_rest() {
                     );
                     compared += 1;
                 }
-                if spec.meta.rest_operation {
+                if wc_functions::rest::openapi::is_named(spec.meta.name) {
                     let action = rest(
                         &st,
                         &format!("/api/actions/{tool}"),

@@ -23,11 +23,12 @@ use wc_store::audit::Visibility;
 
 use crate::auth::{Principal, PrincipalKind};
 
-/// The `compact_schemas` fact of the `tools/list` audit summary (`tool_surface` v1): listed
-/// input schemas are complete, never compacted (only output-schema descriptions are dropped,
-/// see `mcp::listing`). One listing form exists, so this is a fact of the build,
-/// kept true by `mcp::listing`'s `listed_input_schemas_are_complete`.
-pub const COMPACT_SCHEMAS: bool = false;
+/// The `compact_schemas` fact of the `tools/list` audit summary (`tool_surface` v1): MCP lists
+/// each input schema in its compact form (`mcp::listing::compact`: no patterns, no `null`
+/// branches), the full one is in the OpenAPI document and docs/TOOLS.md. One listing form
+/// exists, so this is a fact of the build, kept true by `mcp::listing`'s
+/// `listed_input_schemas_are_the_compact_form_of_the_full_ones`.
+pub const COMPACT_SCHEMAS: bool = true;
 
 /// The `gateway_tool_included` fact of the `tools/list` audit summary: no MCP tool dispatches
 /// other tools by name (REST's `callRuntimeTool` is a route, not a listed tool), so no listing

@@ -19,18 +19,17 @@ use crate::workflow::exec_context::ExecutionContext;
 /// `run_job`), flattened into its arguments.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct ExecOptions {
-    /// Working directory relative to the project root (default: the session's default_cwd,
-    /// else the root).
+    /// Directory relative to the project root (default: the session's default_cwd, else the
+    /// root).
     pub cwd: Option<RelativePath>,
     /// Text written to standard input.
     pub stdin: Option<Stdin>,
-    /// Wall-clock limit in milliseconds (default 600000, at most 3600000).
+    /// Time limit in ms (default 600000).
     #[schemars(range(min = 1, max = 3600000))]
     pub timeout_ms: Option<u64>,
-    /// Exit codes that also count as success besides 0 (e.g. 1 for `grep` finding nothing);
-    /// at most 32, each 0-255.
+    /// Exit codes besides 0 that count as success (e.g. 1 for grep finding nothing).
     pub accepted_exit_codes: Option<AcceptedExitCodes>,
-    /// What result you expect: `success` (default), `failure` or `observe`.
+    /// Expected result (default success).
     pub result_expectation: Option<ResultExpectation>,
     /// Why you run it (evidence only).
     pub purpose: Option<Purpose>,

@@ -352,9 +352,9 @@ mod tests {
     use serde_json::json;
 
     use super::ports::{AfterCall, Recorder, Recording, SessionAuthority, Sessions};
-    use super::spec::{Category, Effect, ToolMeta};
+    use super::spec::{Category, ToolMeta};
     use super::*;
-    use crate::auth::{PrincipalKind, ProjectGrants, Scope};
+    use crate::auth::{PrincipalKind, ProjectGrants};
     use crate::config::ServerConfig;
     use crate::result::ErrorKind;
 
@@ -474,15 +474,7 @@ mod tests {
     fn runtime(trace: &Trace, refuse: bool) -> ToolRuntime {
         let t = trace.clone();
         let probe = ToolSpec::new(
-            ToolMeta {
-                name: "probe",
-                title: "Probe",
-                description: "Echoes its word.",
-                category: Category::Discovery,
-                scopes: &[Scope::ProjectRead],
-                effect: Effect::Reads,
-                rest_operation: false,
-            },
+            ToolMeta::reads(Category::Discovery, "probe", "Probe").about("Echoes its word."),
             move |_ctx: ToolContext, args: ProbeArgs| {
                 let t = t.clone();
                 async move {

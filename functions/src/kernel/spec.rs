@@ -41,24 +41,32 @@ impl Category {
     }
 }
 
-/// What a tool declares about itself.
+/// What a tool declares about itself, built by the constructor of its [`Effect`]:
+///
+/// ```ignore
+/// let meta = ToolMeta::reads(Category::Files, "git_status", "Git status")
+///     .about("The project's Git state on the build host: …");
+/// ```
+///
+/// Whether a tool also gets a named REST operation is the REST surface's choice
+/// (`rest::NAMED_OPERATIONS`), not the tool's.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolMeta {
     /// Wire name, snake_case.
     pub name: &'static str,
     /// Human-readable title.
     pub title: &'static str,
-    /// What it does, for models (REST descriptions are cut to 300 characters).
+    /// What it does, for models: what they need to choose and call it (the detail is in
+    /// docs/TOOLS.md; REST descriptions are cut to 300 characters).
     pub description: &'static str,
     /// Grouping.
     pub category: Category,
-    /// Scopes the caller must hold, all of them.
+    /// Scopes the caller must hold, all of them: by default `project:read` for a tool that
+    /// reads and `project:write` for one that changes anything ([`Self::scopes`] says
+    /// otherwise).
     pub scopes: &'static [Scope],
     /// What calling it does to the world.
     pub effect: Effect,
-    /// Whether it gets a named REST operation (at most 28 do; the rest go through
-    /// `callRuntimeTool`).
-    pub rest_operation: bool,
 }
 
 /// What a tool's call does: the facts MCP annotations, GPT Actions' confirmation, the ledger
@@ -76,13 +84,64 @@ pub enum Effect {
 }
 
 impl ToolMeta {
+    const fn of(
+        effect: Effect,
+        category: Category,
+        name: &'static str,
+        title: &'static str,
+    ) -> Self {
+        let scopes: &'static [Scope] = match effect {
+            Effect::Reads => &[Scope::ProjectRead],
+            Effect::Changes | Effect::Consequential => &[Scope::ProjectWrite],
+        };
+        ToolMeta {
+            name,
+            title,
+            description: "",
+            category,
+            scopes,
+            effect,
+        }
+    }
+
+    /// A tool that only reads.
+    pub const fn reads(category: Category, name: &'static str, title: &'static str) -> Self {
+        Self::of(Effect::Reads, category, name, title)
+    }
+
+    /// A tool whose change is not consequential ([`Effect::Changes`]).
+    pub const fn changes(category: Category, name: &'static str, title: &'static str) -> Self {
+        Self::of(Effect::Changes, category, name, title)
+    }
+
+    /// A tool that changes the project or runs its code ([`Effect::Consequential`]).
+    pub const fn consequential(
+        category: Category,
+        name: &'static str,
+        title: &'static str,
+    ) -> Self {
+        Self::of(Effect::Consequential, category, name, title)
+    }
+
+    /// What it does, for models.
+    pub const fn about(mut self, description: &'static str) -> Self {
+        self.description = description;
+        self
+    }
+
+    /// The scopes a caller must hold, when they are not its effect's.
+    pub const fn scopes(mut self, scopes: &'static [Scope]) -> Self {
+        self.scopes = scopes;
+        self
+    }
+
     /// Whether the tool only reads.
     pub fn read_only(&self) -> bool {
         self.effect == Effect::Reads
     }
 
     /// Whether its effect is consequential.
-    pub fn consequential(&self) -> bool {
+    pub fn is_consequential(&self) -> bool {
         self.effect == Effect::Consequential
     }
 }
@@ -270,7 +329,9 @@ fn checked_schema_for<T: JsonSchema>() -> Map<String, Value> {
 ///   without one (an `anyOf` branch that only requires a property, an `if`) `"object"`;
 /// - `unevaluatedProperties: false` (how schemars closes a struct with flattened parts, whose
 ///   properties it has already merged into `properties`) becomes `additionalProperties:
-///   false`, which every reader knows.
+///   false`, which every reader knows;
+/// - a description's line breaks, where its doc comment wrapped, become spaces (a blank line,
+///   a new paragraph, stays).
 ///
 /// The argument validator explains a failed nullable `anyOf` by its non-null branch
 /// (`kernel::args`), so `invalid_arguments` still names the field and the rule it broke.
@@ -298,6 +359,15 @@ impl schemars::transform::Transform for Portable {
 }
 
 fn portable_node(node: &mut Map<String, Value>) {
+    if let Some(Value::String(text)) = node.get_mut("description")
+        && text.contains('\n')
+    {
+        *text = text
+            .split("\n\n")
+            .map(|paragraph| paragraph.replace('\n', " "))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+    }
     if node.get("unevaluatedProperties") == Some(&Value::Bool(false))
         && node.contains_key("properties")
     {

@@ -167,9 +167,11 @@ pub fn schema_properties(surface: Surface) -> Map<String, Value> {
 }
 
 /// What the MCP server's instructions say about the wrapper fields every tool takes.
-pub const INSTRUCTIONS: &str = "Every tool also takes recording_session_id (a Workflow Session \
-     to record the call in) and ack_session_message_ids (ACK-required session messages the \
-     call acknowledges); on 2026-07-28, context_request {materials} adds named materials \
+pub const INSTRUCTIONS: &str = "Tools that act on a project take project (its id, \
+     agent:<runner>:<name>, from list_projects) or session_id (a Workflow Session to work in: \
+     its project, defaults and ledger). Every tool also takes recording_session_id (a Workflow \
+     Session to record the call in) and ack_session_message_ids (ACK-required session messages \
+     the call acknowledges); on 2026-07-28, context_request {materials} adds named materials \
      (project.instructions, webcodex.workflow, …) to the result.";
 
 /// The published schema of a domain type, as its own `JsonSchema` impl writes it.

@@ -44,7 +44,7 @@ use super::WcMcp;
 use super::handler::{audit_slot, is_modern, server_meta};
 use crate::audit::AuditNote;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
 mod catalog;
@@ -84,15 +84,9 @@ pub(super) fn advertise(capabilities: &mut ServerCapabilities) {
 // Kernel tools
 
 pub(super) fn meta(name: &'static str, title: &'static str, description: &'static str) -> ToolMeta {
-    ToolMeta {
-        name,
-        title,
-        description,
-        category: Category::Conformance,
-        scopes: &[],
-        effect: Effect::Reads,
-        rest_operation: false,
-    }
+    ToolMeta::reads(Category::Conformance, name, title)
+        .scopes(&[])
+        .about(description)
 }
 
 /// Arguments of a fixture that takes none.
@@ -517,7 +511,7 @@ mod tests {
                 .specs()
                 .iter()
                 .filter(|s| s.meta.category == Category::Conformance)
-                .all(|s| s.meta.scopes.is_empty() && !s.meta.rest_operation)
+                .all(|s| s.meta.scopes.is_empty() && !crate::rest::openapi::is_named(s.meta.name))
         );
     }
 

@@ -144,7 +144,9 @@ impl ServerHandler for WcMcp {
             .with_protocol_version(ProtocolVersion::V_2026_07_28)
             .with_instructions(format!(
                 "wc runs coding work on build hosts. Start with list_projects, then use the runtime tools; \
-                 every result is {{success, output, error}}. {}",
+                 every result is {{success, output, error}}. A run (run_*, jobs, validation) succeeds \
+                 on exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, and \
+                 output still holds its exit code, stdout and stderr. {}",
                 crate::kernel::wrapper::INSTRUCTIONS
             ))
     }

@@ -8,6 +8,7 @@ use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};
 
 use crate::auth::{Scope, ScopeSet};
+use crate::execution::ProjectOrSession;
 use crate::kernel::Registry;
 use crate::kernel::spec::ToolSpec;
 use crate::kernel::wrapper::{self, Surface};
@@ -81,7 +82,8 @@ impl Listings {
     }
 }
 
-/// A spec's input schema with the wrapper fields of `era` added to its properties.
+/// A spec's input schema as MCP lists it: the compact form ([`compact`]) of its schema, with
+/// the wrapper fields of `era` added to its properties.
 pub fn published_input_schema(spec: &ToolSpec, era: Era) -> Map<String, Value> {
     let mut schema = (*spec.input_schema).clone();
     let props = schema
@@ -92,7 +94,154 @@ pub fn published_input_schema(spec: &ToolSpec, era: Era) -> Map<String, Value> {
             props.entry(k).or_insert(v);
         }
     }
+    compact(&mut schema);
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for (name, said) in said_once() {
+            if let Some(Value::Object(prop)) = props.get_mut(name)
+                && prop.get("description") == said.get("description")
+            {
+                prop.remove("description");
+            }
+        }
+    }
     schema
+}
+
+/// The properties whose description the server's instructions ([`wrapper::INSTRUCTIONS`]) say
+/// once instead of every tool: the target every project tool takes ([`ProjectOrSession`]).
+/// A tool that gives one of them its own meaning describes it in its own words, and keeps them.
+fn said_once() -> &'static Map<String, Value> {
+    static SAID: OnceLock<Map<String, Value>> = OnceLock::new();
+    SAID.get_or_init(|| {
+        match crate::kernel::spec::schema_for::<ProjectOrSession>().remove("properties") {
+            Some(Value::Object(props)) => props,
+            _ => Map::new(),
+        }
+    })
+}
+
+/// Rewrites a schema into the form a model reads to choose and call a tool: every property,
+/// type, bound, enum and description stays; what only a validator reads goes. The full schema
+/// is the OpenAPI document's and docs/TOOLS.md's, and the argument validator checks it (a
+/// value the compact form lets through is refused there with a sentence that says why):
+///
+/// - `pattern`, `minLength` and `maxLength` go (models follow the description, which states
+///   the bounds a caller meets, not a regular expression), and so does every `not` whose
+///   subschema this rewrite would loosen (a looser `not` forbids more);
+/// - an optional value's `anyOf` of the value and `null` becomes the value's schema (leaving
+///   a field out is how a caller says nothing; `null` is still accepted);
+/// - a `oneOf` of described constants becomes one `enum`;
+/// - below the arguments object, `additionalProperties: false` goes (the arguments object
+///   keeps it: it says which arguments exist at all);
+/// - a branch of `anyOf`, `oneOf` or `allOf` keeps what it requires, not the schemas of
+///   properties its parent already lists (`anyOf: [{required: [project]}, …]`).
+fn compact(node: &mut Map<String, Value>) {
+    for validator_only in ["pattern", "minLength", "maxLength"] {
+        node.remove(validator_only);
+    }
+    for key in ["properties", "$defs"] {
+        if let Some(Value::Object(children)) = node.get_mut(key) {
+            children.values_mut().for_each(compact_value);
+        }
+    }
+    for key in [
+        "items",
+        "additionalProperties",
+        "if",
+        "then",
+        "else",
+        "contains",
+    ] {
+        if let Some(child) = node.get_mut(key) {
+            compact_value(child);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(branches)) = node.get_mut(key) {
+            branches.iter_mut().for_each(compact_value);
+        }
+    }
+    if let Some(Value::Object(listed)) = node.get("properties") {
+        let listed: Vec<String> = listed.keys().cloned().collect();
+        for key in ["anyOf", "oneOf", "allOf"] {
+            if let Some(Value::Array(branches)) = node.get_mut(key) {
+                branches.iter_mut().for_each(|b| drop_restated(b, &listed));
+            }
+        }
+    }
+    if let Some(not) = node.get("not") {
+        let mut compacted = not.clone();
+        compact_value(&mut compacted);
+        if &compacted != not {
+            node.remove("not");
+        }
+    }
+    if let Some(value) = optional_value(node) {
+        node.remove("anyOf");
+        for (key, constraint) in value {
+            node.entry(key).or_insert(constraint);
+        }
+    }
+    if let Some(Value::Array(branches)) = node.get("oneOf")
+        && let Some(values) = branches
+            .iter()
+            .map(|b| b.get("const").cloned())
+            .collect::<Option<Vec<Value>>>()
+        && let Some(Value::String(kind)) = branches.first().and_then(|b| b.get("type")).cloned()
+        && branches
+            .iter()
+            .all(|b| b.get("type") == Some(&Value::String(kind.clone())))
+    {
+        node.remove("oneOf");
+        node.insert("type".into(), Value::String(kind));
+        node.insert("enum".into(), Value::Array(values));
+    }
+}
+
+/// Drops, from a branch and the branches below it, the schemas of properties in `listed`.
+fn drop_restated(branch: &mut Value, listed: &[String]) {
+    let Value::Object(branch) = branch else {
+        return;
+    };
+    if let Some(Value::Object(props)) = branch.get_mut("properties") {
+        props.retain(|name, _| !listed.contains(name));
+        if props.is_empty() {
+            branch.remove("properties");
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(branches)) = branch.get_mut(key) {
+            branches.iter_mut().for_each(|b| drop_restated(b, listed));
+        }
+    }
+}
+
+fn compact_value(node: &mut Value) {
+    if let Value::Object(map) = node {
+        if map.get("additionalProperties") == Some(&Value::Bool(false)) {
+            map.remove("additionalProperties");
+        }
+        compact(map);
+    }
+}
+
+/// The value's schema of an `anyOf` of a value and `null`.
+fn optional_value(node: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let Some(Value::Array(branches)) = node.get("anyOf") else {
+        return None;
+    };
+    match branches.as_slice() {
+        [Value::Object(value), null] | [null, Value::Object(value)] if is_null_type(null) => {
+            Some(value.clone())
+        }
+        _ => None,
+    }
+}
+
+fn is_null_type(schema: &Value) -> bool {
+    schema
+        .as_object()
+        .is_some_and(|m| m.len() == 1 && m.get("type") == Some(&Value::from("null")))
 }
 
 /// Whether a spec's own arguments already use a wrapper field name (such a tool cannot be
@@ -104,33 +253,24 @@ pub fn conflicts_with_wrapper(spec: &ToolSpec) -> Option<&'static str> {
         .find(|f| props.contains_key(*f))
 }
 
-/// An output schema as listed: the result envelope (`success`, `error` naming its fields,
-/// `session_attention`) with `output` an object naming the fields a successful output always
-/// has. The full output
-/// schemas (every field, constraint and description) are in docs/TOOLS.md and the OpenAPI
-/// document; the listing carries what a client needs to validate the envelope, and stays small
-/// enough to hold every tool (models read input schemas, clients validate results).
-fn listed_result_schema(spec: &ToolSpec) -> Map<String, Value> {
-    let mut output = Map::new();
-    output.insert("type".into(), Value::from("object"));
-    if let Some(required) = spec.output_schema.get("required") {
-        output.insert("required".into(), required.clone());
+/// The output schema every tool lists: the result envelope, one shape for all of them
+/// (`success`, and `output` and `error` objects). Each tool's own output schema (every field,
+/// constraint and description) is in docs/TOOLS.md and the OpenAPI document, and the error's
+/// in docs/ERRORS.md: the listing is what a model reads to choose and call a tool, and a
+/// client validates a result's envelope by it.
+fn listed_result_schema() -> Map<String, Value> {
+    match serde_json::json!({
+        "type": "object",
+        "properties": {
+            "success": { "type": "boolean" },
+            "output": { "type": "object" },
+            "error": { "type": "object" },
+        },
+        "required": ["success"],
+    }) {
+        Value::Object(m) => m,
+        _ => unreachable!(),
     }
-    let mut result = spec.result_schema();
-    if let Some(Value::Object(props)) = result.get_mut("properties") {
-        props.insert("output".into(), Value::Object(output));
-        // The error's fields are documented once (docs/ERRORS.md); its two required names stay.
-        props.insert(
-            "error".into(),
-            serde_json::json!({ "type": "object", "required": ["kind", "message"] }),
-        );
-        if let Some(Value::Object(attention)) = props.get_mut("session_attention") {
-            attention.remove("description");
-        }
-        // The context sidecar answers only requests that ask for it.
-        props.remove("context_materials");
-    }
-    result
 }
 
 fn render(spec: &ToolSpec, era: Era) -> Tool {
@@ -143,7 +283,7 @@ fn render(spec: &ToolSpec, era: Era) -> Tool {
         annotations.title = Some(m.title.to_owned());
     }
     annotations.read_only_hint = m.read_only().then_some(true);
-    annotations.destructive_hint = (!m.read_only() && !m.consequential()).then_some(false);
+    annotations.destructive_hint = (!m.read_only() && !m.is_consequential()).then_some(false);
     annotations.idempotent_hint = m.read_only().then_some(true);
     annotations.open_world_hint = Some(false);
     Tool::new_with_raw(
@@ -152,7 +292,7 @@ fn render(spec: &ToolSpec, era: Era) -> Tool {
         Arc::new(published_input_schema(spec, era)),
     )
     .with_title(m.title)
-    .with_raw_output_schema(Arc::new(listed_result_schema(spec)))
+    .with_raw_output_schema(Arc::new(listed_result_schema()))
     .with_annotations(annotations)
 }
 
@@ -161,25 +301,87 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Every `pattern` keyword below `node` (property names are not keywords).
+    fn patterns(node: &Value) -> usize {
+        match node {
+            Value::Object(map) => map
+                .iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("pattern", Value::String(_)) => 1,
+                    ("properties", Value::Object(props)) => props.values().map(patterns).sum(),
+                    _ => patterns(v),
+                })
+                .sum(),
+            Value::Array(items) => items.iter().map(patterns).sum(),
+            _ => 0,
+        }
+    }
+
     #[test]
-    fn listed_input_schemas_are_complete() {
+    fn listed_input_schemas_are_the_compact_form_of_the_full_ones() {
         // The fact this test keeps true; flipping it means rewriting the test.
-        const { assert!(!crate::audit::COMPACT_SCHEMAS) };
+        const { assert!(crate::audit::COMPACT_SCHEMAS) };
+        let mut full_bytes = 0;
+        let mut listed_bytes = 0;
         for spec in crate::tools::all() {
+            let name = spec.meta.name;
             for era in [Era::Legacy, Era::Stateless] {
                 let listed = published_input_schema(&spec, era);
-                for (key, value) in spec.input_schema.iter() {
-                    if key == "properties" {
-                        let props = listed[key].as_object().unwrap();
-                        for (name, schema) in value.as_object().unwrap() {
-                            assert_eq!(props.get(name), Some(schema), "{} {name}", spec.meta.name);
-                        }
-                    } else {
-                        assert_eq!(listed.get(key), Some(value), "{} {key}", spec.meta.name);
-                    }
+                // Every argument is listed, and what is required is required.
+                let listed_props = listed["properties"].as_object().unwrap();
+                let own = spec
+                    .input_schema
+                    .get("properties")
+                    .and_then(Value::as_object);
+                for prop in own.into_iter().flat_map(|p| p.keys()) {
+                    assert!(listed_props.contains_key(prop), "{name} {prop}");
                 }
+                assert_eq!(
+                    listed.get("required"),
+                    spec.input_schema.get("required"),
+                    "{name}"
+                );
+                assert_eq!(
+                    listed.get("anyOf").is_some(),
+                    spec.input_schema.get("anyOf").is_some()
+                );
+                assert_eq!(patterns(&Value::Object(listed.clone())), 0, "{name}");
+                let text = serde_json::to_string(&listed).unwrap();
+                assert!(!text.contains(r#"{"type":"null"}"#), "{name}: {text}");
+                full_bytes += serde_json::to_string(&*spec.input_schema).unwrap().len();
+                listed_bytes += text.len();
             }
         }
+        assert!(listed_bytes < full_bytes, "{listed_bytes} >= {full_bytes}");
+    }
+
+    #[test]
+    fn the_compact_form_accepts_what_the_validator_accepts_and_leaves_refusals_to_it() {
+        let spec = crate::tools::all()
+            .into_iter()
+            .find(|s| s.meta.name == "run_job")
+            .unwrap();
+        let listed = Value::Object(published_input_schema(&spec, Era::Legacy));
+        let listed = jsonschema::validator_for(&listed).unwrap();
+        let good =
+            json!({"project": "agent:local:p", "command": "ls", "cwd": "src", "shell": "bash"});
+        assert!(spec.validator().is_valid(&good));
+        assert!(listed.is_valid(&good));
+        // Both still refuse what either form can say: an unknown shell, both command and argv,
+        // no target, an unknown argument.
+        for bad in [
+            json!({"project": "agent:local:p", "command": "ls", "shell": "zsh"}),
+            json!({"project": "agent:local:p", "command": "ls", "argv": ["ls"]}),
+            json!({"command": "ls"}),
+            json!({"project": "agent:local:p", "command": "ls", "old": 1}),
+        ] {
+            assert!(!spec.validator().is_valid(&bad), "{bad}");
+            assert!(!listed.is_valid(&bad), "{bad}");
+        }
+        // A path's form is the validator's to explain.
+        let absolute = json!({"project": "agent:local:p", "command": "ls", "cwd": "/etc"});
+        assert!(!spec.validator().is_valid(&absolute));
+        assert!(listed.is_valid(&absolute));
     }
 
     #[test]
@@ -218,39 +420,27 @@ mod tests {
     }
 
     #[test]
-    fn listed_output_schemas_are_the_result_envelope_naming_the_output_fields() {
-        for spec in crate::tools::all() {
-            let listed = Value::Object(listed_result_schema(&spec));
-            let name = spec.meta.name;
-            assert_eq!(listed["required"], json!(["success"]), "{name}");
-            assert_eq!(listed["properties"]["success"]["type"], "boolean", "{name}");
-            assert_eq!(
-                listed["properties"]["error"]["required"],
-                json!(["kind", "message"])
-            );
-            let output = &listed["properties"]["output"];
-            assert_eq!(output["type"], "object", "{name}");
-            assert_eq!(
-                output.get("required"),
-                spec.output_schema.get("required"),
-                "{name}"
-            );
-            assert!(output.get("properties").is_none(), "{name}");
-        }
-        // A real result validates against its listed schema.
-        let spec = crate::tools::all()
-            .into_iter()
-            .find(|s| s.meta.name == "list_projects")
-            .unwrap();
-        let listed = Value::Object(listed_result_schema(&spec));
+    fn every_tool_lists_the_result_envelope_its_results_validate_against() {
+        let listed = Value::Object(listed_result_schema());
+        let validator = jsonschema::validator_for(&listed).unwrap();
         let ok =
             json!({"success": true, "output": {"projects": [], "returned": 0, "truncated": false}});
-        let bad = json!({"success": true, "output": {}});
-        let validator = jsonschema::validator_for(&listed).unwrap();
+        let failed = json!({"success": false, "error": {"kind": "not_found", "message": "gone"}});
         assert!(validator.is_valid(&ok));
-        assert!(
-            !validator.is_valid(&bad),
-            "a missing output field must not validate"
-        );
+        assert!(validator.is_valid(&failed));
+        for bad in [
+            json!({"output": {}}),
+            json!({"success": "yes"}),
+            json!({"success": true, "output": []}),
+        ] {
+            assert!(!validator.is_valid(&bad), "{bad}");
+        }
+        // Each tool's own output schema is the OpenAPI document's and the docs'.
+        for spec in crate::tools::all() {
+            assert_eq!(
+                spec.result_schema()["properties"]["output"],
+                Value::Object((*spec.output_schema).clone())
+            );
+        }
     }
 }

@@ -155,7 +155,7 @@ async fn action(
     if !state
         .runtime
         .get(&tool)
-        .is_some_and(|s| s.meta.rest_operation)
+        .is_some_and(|s| openapi::is_named(s.meta.name))
     {
         return failure(
             ErrorKind::UnknownTool,
@@ -268,7 +268,7 @@ async fn tools_list(
                 "category": s.meta.category.as_str(),
                 "scopes": s.meta.scopes.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
                 "read_only": s.meta.read_only(),
-                "consequential": s.meta.consequential(),
+                "consequential": s.meta.is_consequential(),
                 "input_schema": openapi::rest_input_schema(s),
             })
         })

@@ -12,6 +12,45 @@ use crate::kernel::wrapper::{self, Surface};
 
 /// Most operations in the document: a surface a model can hold in mind.
 pub const MAX_OPERATIONS: usize = 30;
+/// The tools with an operation of their own: GPT Actions hold [`MAX_OPERATIONS`], two of them
+/// the generic `listRuntimeTools` and `callRuntimeTool`, through which every other tool is
+/// called. Which tools get the rest is this surface's choice, not theirs.
+pub const NAMED_OPERATIONS: [&str; MAX_OPERATIONS - 2] = [
+    "apply_patch",
+    "apply_text_edits",
+    "close_session",
+    "finish_coding_task",
+    "git_commit",
+    "git_diff",
+    "git_status",
+    "job_log",
+    "job_status",
+    "list_jobs",
+    "list_project_files",
+    "list_projects",
+    "list_tools",
+    "post_session_message",
+    "project_overview",
+    "read_files",
+    "run_job",
+    "run_process",
+    "run_script",
+    "run_shell",
+    "runtime_status",
+    "search_project_texts",
+    "session_handoff_summary",
+    "session_summary",
+    "start_session",
+    "stop_job",
+    "update_session_context",
+    "work_on_project",
+];
+
+/// Whether `tool` has an operation of its own.
+pub fn is_named(tool: &str) -> bool {
+    NAMED_OPERATIONS.contains(&tool)
+}
+
 /// Longest operation description.
 pub const MAX_DESCRIPTION: usize = 300;
 
@@ -66,7 +105,7 @@ fn call_schema(runtime: &Registry) -> Value {
     let per_tool: Vec<Value> = runtime
         .specs()
         .iter()
-        .filter(|spec| !spec.meta.rest_operation)
+        .filter(|spec| !is_named(spec.meta.name))
         .map(|spec| {
             let input = Value::Object((*spec.input_schema).clone());
             let requires_something = ["required", "anyOf", "allOf"]
@@ -205,19 +244,14 @@ pub fn document(runtime: &Registry, server: Option<&str>) -> Value {
             result_schema(json!({ "type": "object" })),
         ),
     );
-    for spec in runtime
-        .specs()
-        .iter()
-        .filter(|s| s.meta.rest_operation)
-        .take(MAX_OPERATIONS - 2)
-    {
+    for spec in runtime.specs().iter().filter(|s| is_named(s.meta.name)) {
         paths.insert(
             format!("/api/actions/{}", spec.meta.name),
             operation(
                 camel_case(spec.meta.name),
                 spec.meta.title,
                 spec.meta.description,
-                spec.meta.consequential(),
+                spec.meta.is_consequential(),
                 rest_input_schema(spec),
                 result_schema(Value::Object((*spec.output_schema).clone())),
             ),
@@ -275,19 +309,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_tool_with_a_named_operation_is_in_the_document() {
-        // GPT Actions take at most 30 operations: 2 generic ones and 28 named tools, chosen
-        // by `rest_operation` (the rest are called through callRuntimeTool).
-        let named: Vec<&str> = crate::tools::all()
-            .iter()
-            .filter(|s| s.meta.rest_operation)
-            .map(|s| s.meta.name)
-            .collect();
-        assert!(
-            named.len() <= MAX_OPERATIONS - 2,
-            "{} named: {named:?}",
-            named.len()
-        );
+    fn every_named_operation_is_a_tool_in_the_document() {
+        let specs = crate::tools::all();
+        let registry = Registry::new(crate::tools::all());
+        let doc = document(&registry, None);
+        for name in NAMED_OPERATIONS {
+            assert!(
+                specs.iter().any(|s| s.meta.name == name),
+                "{name} is no tool"
+            );
+            let path = format!("/api/actions/{name}");
+            assert!(doc["paths"].get(&path).is_some(), "{path}");
+        }
     }
 
     #[test]

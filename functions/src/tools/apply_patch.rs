@@ -7,13 +7,23 @@ use serde_json::{Map, Value};
 use wc_domain::Text;
 use wc_runner_protocol::{PatchAnswer, PatchOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, EditSurface, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Files, "apply_patch", "Apply patch")
+        .about("Apply a unified diff across project files, all or nothing: every hunk must match the current files exactly (no fuzz) before any file is written. Prefer apply_text_edits for ordinary edits.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_ledger_facts(facts)
+        .with_edit_surface(EditSurface::Advanced)
+        .with_private_arguments(&["patch"])
+}
 
 /// Arguments of `apply_patch`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,26 +34,6 @@ pub struct Args {
     /// A unified diff as `git diff` or `diff -u` write it (`a/`, `b/` prefixes, `/dev/null`
     /// to create or delete), paths relative to the project root; at most 512 KiB and 64 files.
     pub patch: Text<1, 524288>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "apply_patch",
-            title: "Apply patch",
-            description: "Apply a unified diff to the project on the build host, across its files, all or nothing: every hunk is checked against the current files (exact context, no fuzz; a hunk may have moved up to 200 lines) before any file is written. A hunk that does not match is patch_does_not_apply naming the file and hunk; unreadable input is invalid_arguments naming the line. Prefer apply_text_edits for ordinary edits.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_ledger_facts(facts)
-    .with_edit_surface(EditSurface::Advanced)
-    .with_private_arguments(&["patch"])
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<PatchAnswer>, ToolError> {

@@ -7,13 +7,23 @@ use serde_json::{Map, Value};
 use wc_domain::{RelativePath, Sha256Hex, Text};
 use wc_runner_protocol::{TextEdit, TextEditsAnswer, TextEditsOp};
 
-use crate::auth::Scope;
 use crate::execution::operation::{self, InProject};
 use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, EditSurface, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Files, "apply_text_edits", "Apply text edits")
+        .about("Edit one project file by exact-text replacement: each old_text must match exactly once (or name its occurrence); all edits apply or none. Pass read_files' sha256 as expected_sha256 so a file changed meanwhile is refused.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_ledger_facts(facts)
+        .with_edit_surface(EditSurface::Canonical)
+        .with_private_arguments(&["edits"])
+}
 
 /// Arguments of `apply_text_edits`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -53,26 +63,6 @@ pub struct EditArg {
     /// `old_text` must match exactly once.
     #[schemars(range(min = 1))]
     pub occurrence: Option<u32>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "apply_text_edits",
-            title: "Apply text edits",
-            description: "Edit one project file on the build host by exact-text replacement: each old_text must match exactly once (or name its occurrence); all edits apply together or none do. Pass the sha256 from read_files as expected_sha256 so a file changed meanwhile is refused (sha256_mismatch, with current_sha256). Conflicts are typed (multiple_matches, match_not_found, occurrence_out_of_range, overlapping_edits, sha256_mismatch) and name the edit. The write is atomic and keeps permissions and CRLF line endings; the result has the new sha256 and a unified diff. create: true makes a new file.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_ledger_facts(facts)
-    .with_edit_surface(EditSurface::Canonical)
-    .with_private_arguments(&["edits"])
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<TextEditsAnswer>, ToolError> {

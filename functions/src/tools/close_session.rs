@@ -6,11 +6,17 @@ use serde_json::json;
 use wc_domain::{EventKind, EventRole, Lifecycle, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
-use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::mutation;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Session, "close_session", "Close session")
+        .about("Close a Workflow Session; a closed session refuses every further change. Closing a closed session changes nothing.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Manages)
+}
 
 /// Arguments of `close_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -29,23 +35,6 @@ pub struct Output {
     pub lifecycle: Lifecycle,
     /// False when it was already closed (nothing changed).
     pub changed: bool,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "close_session",
-            title: "Close session",
-            description: "Close a Workflow Session; a closed session refuses every further change. Closing a closed session changes nothing.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Manages)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

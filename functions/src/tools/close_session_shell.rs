@@ -7,12 +7,22 @@ use wc_domain::{SessionId, ShellId};
 use wc_runner_protocol::ShellOp;
 use wc_store::shells::ShellStep;
 
-use crate::auth::Scope;
 use crate::execution;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::changes(Category::Execution, "close_session_shell", "Close session shell")
+        .about("End a persistent shell and every process it started; idempotent. Its id never addresses another shell.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Manages)
+        // The session's own ledger keeps the shell's end, as it keeps its open and commands.
+        .with_business_pair(BusinessPair::Always)
+        .with_lifecycle_facts(shell::facts)
+}
 
 /// How long a close waits for the runner to confirm the release (the shell has ended either
 /// way).
@@ -37,26 +47,6 @@ pub struct Output {
     /// Its runner confirmed its processes are gone (`false`: already ended, or the runner did
     /// not answer; it releases them when it does).
     pub released: bool,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "close_session_shell",
-            title: "Close session shell",
-            description: "End a persistent shell and every process it started; idempotent. Its id never addresses another shell.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Changes,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Manages)
-    // The session's own ledger keeps the shell's end, as it keeps its open and commands.
-    .with_business_pair(BusinessPair::Always)
-    .with_lifecycle_facts(shell::facts)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

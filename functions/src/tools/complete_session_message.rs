@@ -18,11 +18,17 @@ use wc_store::board::{self, Completed, Completion, CompletionRequest, NewMessage
 
 use super::get_session_assignment;
 use super::post_session_message::stored_body;
-use crate::auth::Scope;
 use crate::board::{self as b, AssignmentView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Session, "complete_session_message", "Complete session todo")
+        .about("Complete a todo with an answer, given the assignment_fence from get_session_assignment and your own completion_key. A stale fence changes nothing (state_changed false); retrying with the same key is safe.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
+}
 
 /// Arguments of `complete_session_message`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -61,23 +67,6 @@ pub struct Output {
     pub assignment: Option<AssignmentView>,
     /// When nothing changed and the todo is still completable: a fresh fence.
     pub assignment_fence: Option<String>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "complete_session_message",
-            title: "Complete session todo",
-            description: "Complete a todo with an answer. Requires the assignment_fence from get_session_assignment and your own completion_key: a stale fence changes nothing (state_changed=false, current assignment returned); retrying with the same key and answer is safe.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Changes)
 }
 
 /// Digest of what a completion asks for: the todo, the answer as given and the recording

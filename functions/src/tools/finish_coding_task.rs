@@ -10,12 +10,19 @@ use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::mutation;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Session, "finish_coding_task", "Finish coding task").scopes(&[Scope::ProjectRead, Scope::ProjectWrite])
+        .about("Finish a Workflow Session's task: the session becomes finished and refuses further changes. Returns its handoff brief, continuation feedback and the project's Git state.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
+}
 
 /// Longest closing summary accepted, in characters.
 pub const MAX_SUMMARY_CHARS: usize = 4000;
@@ -49,23 +56,6 @@ pub struct Output {
     /// Feedback about the finished attempt.
     #[schemars(with = "serde_json::Map<String, Value>")]
     pub continuation_feedback: Value,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "finish_coding_task",
-            title: "Finish coding task",
-            description: "Finish a Workflow Session's task: the session becomes finished and refuses further changes; returns its handoff brief and continuation feedback, with the project's Git state (changed paths, conflicts) observed on its build host.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Changes)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

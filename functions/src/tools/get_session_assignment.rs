@@ -6,11 +6,17 @@ use serde::{Deserialize, Serialize};
 use wc_domain::{MessageId, MessageKind, SessionId};
 use wc_store::board;
 
-use crate::auth::Scope;
 use crate::board::{self as b, AssignmentView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Session, "get_session_assignment", "Get session assignment")
+        .about("Read one todo of a Workflow Session's board with its direct replies in one consistent snapshot, and the assignment_fence that complete_session_message requires.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
+}
 
 /// Arguments of `get_session_assignment`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -32,23 +38,6 @@ pub struct Output {
     /// Opaque fence of this snapshot; pass it as `expected_assignment_fence` to
     /// `complete_session_message`. Null when the todo cannot be completed.
     pub assignment_fence: Option<String>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "get_session_assignment",
-            title: "Get session assignment",
-            description: "Read one todo of a Workflow Session's board with its direct replies in one consistent snapshot, and the assignment_fence that complete_session_message requires.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
 }
 
 /// The current assignment of `todo_id` and its fence.

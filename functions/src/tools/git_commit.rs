@@ -7,12 +7,20 @@ use serde_json::{Map, Value};
 use wc_domain::{RelativePath, Text};
 use wc_runner_protocol::{GitCommitAnswer, GitCommitOp};
 
-use crate::auth::Scope;
 use crate::execution::operation::{self, InProject};
 use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Files, "git_commit", "Git commit")
+        .about("Commit the project's changes (all, untracked included, or the named paths) on the current branch as the runner's author; hooks run. Refused typed when nothing changed, conflicts remain or a hook refuses.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_ledger_facts(facts)
+}
 
 /// Arguments of `git_commit`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -26,24 +34,6 @@ pub struct Args {
     /// 100). Default: every change of the project, untracked files included.
     #[schemars(length(max = 100))]
     pub paths: Option<Vec<RelativePath>>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "git_commit",
-            title: "Git commit",
-            description: "Commit the project's changes on the build host (every change, untracked files included, or exactly the named paths) on the current branch, as the runner's configured author; repository hooks run. Refused typed when there is nothing to commit (nothing_to_commit), while conflicts are unresolved (unmerged_paths), or when a hook refuses (hook_rejected).",
-            category: Category::Files,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_ledger_facts(facts)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitCommitAnswer>, ToolError> {

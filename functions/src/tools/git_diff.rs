@@ -8,12 +8,18 @@ use wc_runner_protocol::{
     DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, GitDiffAnswer, GitDiffOp,
 };
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "git_diff", "Git diff")
+        .about("The project's uncommitted changes as a unified diff with per-file line counts: unstaged, or staged with staged: true. Untracked files are not in it (see git_status); the text is cut at limit_bytes.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Works)
+}
 
 /// Arguments of `git_diff`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -34,23 +40,6 @@ pub struct Args {
     /// a line end and flagged `truncated`, while `files` still lists every changed file.
     #[schemars(range(min = 1, max = 1048576))]
     pub limit_bytes: Option<u32>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "git_diff",
-            title: "Git diff",
-            description: "The project's uncommitted changes on the build host as a unified diff (Git's own text) with added/removed line counts per file: unstaged by default, staged with staged: true. Untracked files are not in a diff (git_status lists them). The text is bounded by limit_bytes and flagged truncated.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitDiffAnswer>, ToolError> {

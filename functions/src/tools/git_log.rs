@@ -5,12 +5,18 @@ use serde::Deserialize;
 use wc_domain::RelativePath;
 use wc_runner_protocol::{DEFAULT_LOG_COMMITS, GitLogAnswer, GitLogOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "git_log", "Git log")
+        .about("The latest commits reachable from HEAD, newest first: hash, parents, author, time and subject; optionally only those touching a path.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Works)
+}
 
 /// Arguments of `git_log`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -23,23 +29,6 @@ pub struct Args {
     pub limit: Option<u32>,
     /// Only commits that change this file or directory (default: the whole project).
     pub path: Option<RelativePath>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "git_log",
-            title: "Git log",
-            description: "The latest commits reachable from HEAD in the project on the build host, newest first: hash, parents, author, time (RFC 3339) and subject; optionally only those touching a path.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitLogAnswer>, ToolError> {

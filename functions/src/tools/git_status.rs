@@ -5,12 +5,18 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use wc_runner_protocol::{GitStatusAnswer, GitStatusOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "git_status", "Git status")
+        .about("The project's Git state: branch, HEAD, upstream with ahead/behind, each changed file's staged and unstaged change, untracked and conflicted files. Paths are relative to the project root.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Works)
+}
 
 /// Arguments of `git_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -18,23 +24,6 @@ use crate::result::ToolError;
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "git_status",
-            title: "Git status",
-            description: "The project's Git state on the build host: branch, HEAD, upstream with ahead/behind, and each changed file with its staged (index) and unstaged (worktree) change, untracked and conflicted files, with counts. Paths are relative to the project root (also when the project is a directory inside a larger repository).",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitStatusAnswer>, ToolError> {

@@ -4,11 +4,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::WorkId;
 
-use crate::auth::Scope;
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Execution, "job_log", "Job log")
+        .about("Read a job's kept stdout or stderr by byte range (offset/limit) or its tail. Repeat with next_offset until complete=true.");
+    ToolSpec::new(meta, run)
+}
 
 /// Default bytes returned by one call.
 pub const DEFAULT_LIMIT: u64 = 16 * 1024;
@@ -66,22 +72,6 @@ pub struct Output {
     pub complete: bool,
     /// The job wrote more than was kept (the rest is counted, not stored).
     pub truncated: bool,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "job_log",
-            title: "Job log",
-            description: "Read a job's kept stdout or stderr by byte range (offset/limit) or its tail. Repeat with next_offset until complete=true.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

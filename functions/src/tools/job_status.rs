@@ -5,11 +5,17 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use wc_domain::WorkId;
 
-use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Execution, "job_status", "Job status")
+        .about("State of a job: queued, running or how it ended (exit code, byte counts, expectation match); an ended job that failed answers success false with error.kind. Its output: job_log.");
+    ToolSpec::new(meta, run)
+}
 
 /// Arguments of `job_status`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -18,22 +24,6 @@ pub struct Args {
     /// The job id returned by run_job or a running run_* call.
     #[schemars(length(min = 1, max = 64))]
     pub job_id: WorkId,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "job_status",
-            title: "Job status",
-            description: "State of a job by job_id: queued, running or how it ended (exit code, byte counts, expectation match). An ended job that did not succeed answers success false with error.kind, like run_shell. Read its output with job_log.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {

@@ -4,12 +4,19 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::{ProjectId, SessionId, WorkMode};
 
-use crate::auth::{ProjectGrants, Scope};
+use crate::auth::ProjectGrants;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::authority;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Execution, "list_jobs", "List jobs")
+        .about("List your newest jobs and runs (state, exit code, expectation match), optionally for one project or Workflow Session.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
+}
 
 /// Default number of jobs listed.
 pub const DEFAULT_LIMIT: u32 = 20;
@@ -40,23 +47,6 @@ pub struct Output {
     pub returned: usize,
     /// Whether more matched than were returned.
     pub truncated: bool,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "list_jobs",
-            title: "List jobs",
-            description: "List your newest jobs and runs (state, exit code, expectation match), optionally for one project or Workflow Session.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -6,12 +6,18 @@ use serde::Deserialize;
 use wc_domain::{Cursor, Glob, RelativePath};
 use wc_runner_protocol::{DEFAULT_LIST_FILES, FileListAnswer, ListFilesOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "list_project_files", "List project files")
+        .about("List the project's files under a directory, recursively, in path order, a page at a time. .gitignore'd files are left out, hidden ones unless hidden: true; symlinks are not followed.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Works)
+}
 
 /// Arguments of `list_project_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -30,25 +36,8 @@ pub struct Args {
     /// Files per page (1-2000, default 200).
     #[schemars(range(min = 1, max = 2000))]
     pub limit: Option<u32>,
-    /// `next_cursor` of the previous page, with otherwise identical arguments.
+    /// The previous page's next_cursor (same other arguments).
     pub cursor: Option<Cursor>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "list_project_files",
-            title: "List project files",
-            description: "List the project's files under a directory (recursively) on the build host, in path order, a page at a time (next_cursor). .gitignore'd files are left out, hidden ones unless hidden: true; symlinks are listed, never followed. Sizes are in bytes.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<FileListAnswer>, ToolError> {

@@ -6,12 +6,18 @@ use serde::Deserialize;
 use wc_domain::{Cursor, RelativePath};
 use wc_runner_protocol::{DEFAULT_LIST_FILES, TrackedFilesAnswer, TrackedFilesOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "list_project_tracked_files", "List tracked files")
+        .about("List the files Git tracks (its index) under a project directory, in Git's order, a page at a time.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Works)
+}
 
 /// Arguments of `list_project_tracked_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,25 +30,8 @@ pub struct Args {
     /// Files per page (1-2000, default 200).
     #[schemars(range(min = 1, max = 2000))]
     pub limit: Option<u32>,
-    /// `next_cursor` of the previous page, with otherwise identical arguments.
+    /// The previous page's next_cursor (same other arguments).
     pub cursor: Option<Cursor>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "list_project_tracked_files",
-            title: "List tracked files",
-            description: "List the files Git tracks (its index) under a project directory on the build host, in Git's order, a page at a time (next_cursor). not_a_repository when the project is not in a Git work tree.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<TrackedFilesAnswer>, ToolError> {

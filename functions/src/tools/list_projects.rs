@@ -5,10 +5,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::ProjectId;
 
-use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Discovery, "list_projects", "List projects")
+        .about("List the projects this caller may work on, with their canonical ids (agent:<client>:<name>) and the runner that serves each.");
+    ToolSpec::new(meta, run)
+}
 
 /// Most projects one call returns.
 pub const MAX_LIMIT: u32 = 500;
@@ -44,22 +50,6 @@ pub struct Output {
     pub returned: usize,
     /// Whether more exist than were returned.
     pub truncated: bool,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "list_projects",
-            title: "List projects",
-            description: "List the projects this caller may work on, with their canonical ids (agent:<client>:<name>) and the runner that serves each.",
-            category: Category::Discovery,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -6,12 +6,19 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::ProjectId;
 
-use crate::auth::{ProjectGrants, Scope};
+use crate::auth::ProjectGrants;
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::authority;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Discovery, "list_runners", "List runners")
+        .about("List the build-host runners serving your projects: connected or not, last heartbeat, projects and work in flight.");
+    ToolSpec::new(meta, run)
+}
 
 /// Most runners listed.
 pub const MAX_RUNNERS: i64 = 100;
@@ -54,22 +61,6 @@ pub struct Output {
     pub runners: Vec<RunnerView>,
     /// Whether any runner is connected (execution tools can run).
     pub execution_available: bool,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "list_runners",
-            title: "List runners",
-            description: "List the build-host runners serving your projects: connected or not, last heartbeat, projects and work in flight.",
-            category: Category::Discovery,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
 }
 
 /// The runners visible to the caller: all for unrestricted principals; otherwise those whose

@@ -5,11 +5,17 @@ use serde::{Deserialize, Serialize};
 use wc_domain::{MessageId, MessageKind, MessageStatus, SessionId};
 use wc_store::board::{self, ListFilter};
 
-use crate::auth::Scope;
 use crate::board::MessageView;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Session, "list_session_messages", "List session messages")
+        .about("List a Workflow Session's message board, newest first (50 by default, at most 200), filtered by status, kind or reply_to, with the board's counts.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
+}
 
 /// Arguments of `list_session_messages`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -60,23 +66,6 @@ pub struct Counts {
     pub open_todos: i64,
     /// Open messages that require an ACK.
     pub open_ack_required: i64,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "list_session_messages",
-            title: "List session messages",
-            description: "List a Workflow Session's message board, newest first (50 by default, at most 200), filtered by status, kind or reply_to, with the board's counts.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -4,8 +4,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Discovery, "list_tools", "List tools").scopes(&[])
+        .about("List the runtime tools this caller may use, with their titles, categories, required scopes and whether they change anything.");
+    ToolSpec::new(meta, run)
+}
 
 /// Arguments of `list_tools`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -42,22 +49,6 @@ pub struct Output {
     pub count: usize,
 }
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "list_tools",
-            title: "List tools",
-            description: "List the runtime tools this caller may use, with their titles, categories, required scopes and whether they change anything.",
-            category: Category::Discovery,
-            scopes: &[],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-}
-
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let tools: Vec<ListedTool> = ctx
         .registry
@@ -78,7 +69,7 @@ async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
                 .map(|sc| sc.as_str().to_owned())
                 .collect(),
             read_only: s.meta.read_only(),
-            consequential: s.meta.consequential(),
+            consequential: s.meta.is_consequential(),
         })
         .collect();
     Ok(Output {

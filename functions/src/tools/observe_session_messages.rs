@@ -20,9 +20,16 @@ use wc_store::board;
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::tokens::TokenProblem;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Session, "observe_session_messages", "Observe session messages")
+        .about("Observe a Workflow Session's message board: without a token get a baseline token; with one, the messages changed since, has_more, history_lost and the next token. May wait up to 25 s for a change.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
+}
 
 /// Longest wait a caller may ask for, in milliseconds.
 pub const MAX_WAIT_MS: u32 = 25_000;
@@ -64,23 +71,6 @@ pub struct Output {
     pub baseline: bool,
     /// How long the call waited for a change.
     pub waited_ms: u64,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "observe_session_messages",
-            title: "Observe session messages",
-            description: "Observe a Workflow Session's message board: without a token, get a baseline token; with one, get the messages changed since (each at its current state), has_more, history_lost and the next token. Optionally wait up to 25 s for a change.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -8,12 +8,20 @@ use wc_domain::{RelativePath, SessionId, ShellId, ShellState};
 use wc_runner_protocol::{ShellOp, ShellOpenOp};
 use wc_store::shells::{NewShell, ShellStep};
 
-use crate::auth::Scope;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::execution::{self, ProjectOrSession, ShellChoice};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Execution, "open_session_shell", "Open session shell")
+        .about("Start the session's persistent shell (one per session): later session_shell_exec commands keep its cwd, exports, functions and variables.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_lifecycle_facts(shell::facts)
+}
 
 /// Arguments of `open_session_shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -25,24 +33,6 @@ pub struct Args {
     pub cwd: Option<RelativePath>,
     /// `sh` or `bash` (default: the session's default_shell, else `sh`).
     pub shell: Option<ShellChoice>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "open_session_shell",
-            title: "Open session shell",
-            description: "Start the session's persistent shell (one per session) on the build host: later session_shell_exec commands keep its cwd, exports, functions and variables. A second open is refused shell_already_open with its shell_id.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_lifecycle_facts(shell::facts)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {

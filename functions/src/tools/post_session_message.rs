@@ -5,12 +5,18 @@ use serde::{Deserialize, Serialize};
 use wc_domain::{MessageId, MessageKind, Priority, SessionId, Text};
 use wc_store::board::{self, NewMessage};
 
-use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::redaction::redact;
 use crate::result::{ErrorKind, ToolError};
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::changes(Category::Session, "post_session_message", "Post session message")
+        .about("Post a note, question, todo or answer to a Workflow Session's message board (redacted). Pass your own session as recording_session_id to be named as the author.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
+}
 
 fn answer_needs_reply_to(schema: &mut schemars::Schema) {
     schema.insert(
@@ -49,23 +55,6 @@ pub struct Output {
     pub message_id: MessageId,
     /// The message as stored.
     pub message: MessageView,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "post_session_message",
-            title: "Post session message",
-            description: "Post a note, question, todo or answer to a Workflow Session's message board (bodies up to 4,000 characters, redacted). Pass your own session as recording_session_id to be named as the author.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Changes,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Changes)
 }
 
 /// A body as stored: redacted, with whether redaction changed it.

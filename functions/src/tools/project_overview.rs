@@ -5,12 +5,18 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use wc_runner_protocol::{OverviewAnswer, OverviewOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "project_overview", "Project overview")
+        .about("Look at a project: languages, build manifests, agent instruction files (AGENTS.md, …), its top two tree levels and Git state. Start here, then list_project_files, search_project_texts, read_files.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Works)
+}
 
 /// Arguments of `project_overview`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -18,23 +24,6 @@ use crate::result::ToolError;
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "project_overview",
-            title: "Project overview",
-            description: "Look at a project on its build host: root name, languages by file count, build manifests (Cargo.toml, package.json, pyproject.toml, go.mod, …), agent instruction files (AGENTS.md, CLAUDE.md, .github/copilot-instructions.md), the top two levels of its tree (.gitignore-aware) and its Git branch, HEAD and dirty state. Start here, then list_project_files, search_project_texts and read_files.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<OverviewAnswer>, ToolError> {

@@ -7,13 +7,21 @@ use serde_json::{Map, Value};
 use wc_domain::RelativePath;
 use wc_runner_protocol::{FileRange, ReadFilesAnswer, ReadFilesOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "read_files", "Read files")
+        .about("Read line ranges of 1-8 project files, each with its size, line count and sha256 (for apply_text_edits' expected_sha256). Text is cut at 64 KiB a file and 256 KiB a call (truncated; go on with start_line).");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_ledger_facts(facts)
+}
 
 /// Arguments of `read_files`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -38,24 +46,6 @@ pub struct FileArg {
     /// Last line (default: the end of the file).
     #[schemars(range(min = 1, max = 9007199254740991u64))]
     pub end_line: Option<u64>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "read_files",
-            title: "Read files",
-            description: "Read line ranges of 1-8 project files on the build host. Each file comes with its size, line count and sha256 (pass it to apply_text_edits as expected_sha256); text is cut at 64 KiB per file and 256 KiB per call (truncated: true; read the rest with start_line). Binary and non-UTF-8 files are reported, not shown. Paths are relative to the project root and never leave it (symlinks out of the root are refused).",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_ledger_facts(facts)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<ReadFilesAnswer>, ToolError> {

@@ -6,11 +6,17 @@ use serde::{Deserialize, Serialize};
 use wc_domain::{MessageId, MessageStatus, SessionId};
 use wc_store::board;
 
-use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::changes(Category::Session, "resolve_session_message", "Resolve session message")
+        .about("Mark a message on a Workflow Session's board as processed (resolved). Resolving a closed message changes nothing. A resolved todo can no longer be completed.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
+}
 
 /// Arguments of `resolve_session_message`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -35,23 +41,6 @@ pub struct Output {
     pub state_changed: bool,
     /// The message now.
     pub message: MessageView,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "resolve_session_message",
-            title: "Resolve session message",
-            description: "Mark a message on a Workflow Session's board as processed (resolved). Resolving a closed message changes nothing. A resolved todo can no longer be completed.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Changes,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Changes)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

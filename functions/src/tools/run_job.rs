@@ -5,14 +5,22 @@ use serde::Deserialize;
 use wc_domain::WorkMode;
 use wc_runner_protocol::WorkSpec;
 
-use crate::auth::Scope;
 use crate::execution::{
     self, Argv, ExecOptions, ExecOutput, ProjectOrSession, ShellChoice, ShellText,
 };
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Execution, "run_job", "Run job")
+        .about("Start shell text (command) or a program (argv) as a background job in a project; returns job_id at once. Follow it with job_status, job_log and stop_job.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_task(TaskWhen::Background, execution::finish_task)
+}
 
 /// Arguments of `run_job`: exactly one of `command` (shell text) and `argv`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -38,24 +46,6 @@ pub struct Args {
     shell: Option<ShellChoice>,
     #[serde(flatten)]
     exec: ExecOptions,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "run_job",
-            title: "Run job",
-            description: "Start shell text (command) or a program (argv), exactly one of them, as a background job in a project on its build host; returns job_id at once. Follow it with job_status, job_log and stop_job.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::Background, execution::finish_task)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {

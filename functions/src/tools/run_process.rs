@@ -6,12 +6,20 @@ use serde::Deserialize;
 use wc_domain::WorkMode;
 use wc_runner_protocol::WorkSpec;
 
-use crate::auth::Scope;
 use crate::execution::{self, Argv, ExecOptions, ExecOutput, ProjectOrSession};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Execution, "run_process", "Run process")
+        .about("Run a program with arguments (no shell) in a project. After about 20 s it returns a running job_id.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
+}
 
 /// Arguments of `run_process`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -23,24 +31,6 @@ pub struct Args {
     argv: Argv,
     #[serde(flatten)]
     exec: ExecOptions,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "run_process",
-            title: "Run process",
-            description: "Run a program with arguments (no shell) in a project on its build host. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, and output always holds exit code, stdout and stderr. Waits about 20 s, then returns a running job_id.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {

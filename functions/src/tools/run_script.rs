@@ -6,12 +6,20 @@ use serde::Deserialize;
 use wc_domain::{ProgramName, Text, WorkMode};
 use wc_runner_protocol::WorkSpec;
 
-use crate::auth::Scope;
 use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Execution, "run_script", "Run script")
+        .about("Run a script body with an interpreter (sh, bash, python3, …) in a project: for programs too long or quote-heavy for run_shell.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
+}
 
 /// Arguments of `run_script`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -28,24 +36,6 @@ pub struct Args {
     args: Option<Vec<Text<0, 1024>>>,
     #[serde(flatten)]
     exec: ExecOptions,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "run_script",
-            title: "Run script",
-            description: "Run a script body with an interpreter (sh, bash, python3, …) in a project on its build host; for programs too long or quote-heavy for run_shell. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, output holds exit code, stdout, stderr.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {

@@ -5,12 +5,21 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use wc_domain::WorkMode;
 
-use crate::auth::Scope;
 use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession, ShellChoice, ShellText};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Execution, "run_shell", "Run shell").about(
+        "Run shell text (sh or bash) in a project. After about 20 s it returns a running job_id.",
+    );
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
+}
 
 /// Arguments of `run_shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -25,24 +34,6 @@ pub struct Args {
     shell: Option<ShellChoice>,
     #[serde(flatten)]
     exec: ExecOptions,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "run_shell",
-            title: "Run shell",
-            description: "Run shell text (sh or bash, ≤ 16,000 bytes) in a project on its build host. success is true only for exit 0 or an accepted_exit_codes code; otherwise error.kind says how it ended, and output always holds exit code, stdout and stderr. Waits about 20 s, then returns a running job_id.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {

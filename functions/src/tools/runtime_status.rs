@@ -6,8 +6,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Discovery, "runtime_status", "Runtime status").scopes(&[])
+        .about("Report the server version, whether the database is reachable and at the expected schema level, and how many runner agents serving your projects are online.");
+    ToolSpec::new(meta, run)
+}
 
 /// Arguments of `runtime_status` (none).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -49,22 +56,6 @@ pub struct Output {
     pub runners: Runners,
     /// Number of tools this caller may use.
     pub tools_visible: usize,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "runtime_status",
-            title: "Runtime status",
-            description: "Report the server version, whether the database is reachable and at the expected schema level, and how many runner agents serving your projects are online.",
-            category: Category::Discovery,
-            scopes: &[],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
 }
 
 async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {

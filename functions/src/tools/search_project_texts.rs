@@ -7,13 +7,22 @@ use serde_json::{Map, Value};
 use wc_domain::{Cursor, Glob, RelativePath, Text};
 use wc_runner_protocol::{DEFAULT_SEARCH_MATCHES, SearchAnswer, SearchOp};
 
-use crate::auth::Scope;
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Files, "search_project_texts", "Search project texts")
+        .about("Search the project's text files for a regex or literal text, like ripgrep (.gitignore'd, hidden and binary files skipped), in path and line order with optional context, a page at a time.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_ledger_facts(facts)
+        .with_private_arguments(&["pattern"])
+}
 
 /// Arguments of `search_project_texts`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -41,27 +50,8 @@ pub struct Args {
     /// Matches per page (1-500, default 50).
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
-    /// `next_cursor` of the previous page, with otherwise identical arguments.
+    /// The previous page's next_cursor (same other arguments).
     pub cursor: Option<Cursor>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "search_project_texts",
-            title: "Search project texts",
-            description: "Search the project's text files on the build host for a regex (or literal text), like ripgrep: .gitignore'd, hidden (unless hidden: true) and binary files are skipped. Matches come in path then line order with optional context lines, a page at a time (next_cursor). An invalid regex or glob is invalid_arguments naming the problem.",
-            category: Category::Files,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_ledger_facts(facts)
-    .with_private_arguments(&["pattern"])
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<SearchAnswer>, ToolError> {

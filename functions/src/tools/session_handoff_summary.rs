@@ -7,13 +7,21 @@ use serde_json::{Value, json};
 use wc_domain::{ProjectId, SessionId};
 use wc_store::sessions;
 
-use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::handoff::WorkspaceEvidence;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Session, "session_handoff_summary", "Session handoff summary")
+        .about("Recover a Workflow Session's context: a bounded handoff brief with its instructions, progress, workspace and validation status, attention counts and next actions.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Reads)
+        .with_business_pair(BusinessPair::UnlessRecorded)
+}
 
 /// Arguments of `session_handoff_summary`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,24 +54,6 @@ pub struct Output {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub diagnostic: Option<Value>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "session_handoff_summary",
-            title: "Session handoff summary",
-            description: "Recover a Workflow Session's context: a bounded handoff brief with the root and latest instructions, progress state, workspace and validation status, attention counts, next actions and how complete the evidence is.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
-    .with_business_pair(BusinessPair::UnlessRecorded)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -7,12 +7,21 @@ use wc_domain::{SessionId, ShellId};
 use wc_runner_protocol::{ShellExecOp, ShellOp, Termination, WorkOutcome};
 use wc_store::shells::ShellStep;
 
-use crate::auth::Scope;
 use crate::execution::shell::{self, Answered, ExecView, Operation};
 use crate::execution::{self, ExecState, ResultExpectation, ShellText, Stdin};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Execution, "session_shell_exec", "Session shell exec")
+        .about("Run a command in the session's persistent shell; cd, exports and functions stay. success: exit 0; a timeout interrupts it (timed_out). One command at a time (shell_busy).");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Works)
+        .with_lifecycle_facts(shell::facts)
+        .with_private_arguments(&["command", "stdin"])
+}
 
 /// Longest command time limit: a command's answer must fit one synchronous call (longer work
 /// belongs in run_job).
@@ -34,27 +43,8 @@ pub struct Args {
     pub timeout_ms: Option<u64>,
     /// Standard input of this command (default: empty).
     pub stdin: Option<Stdin>,
-    /// Expected result: success (default), failure or observe.
+    /// Expected result (default success).
     pub result_expectation: Option<ResultExpectation>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "session_shell_exec",
-            title: "Session shell exec",
-            description: "Run a command in the session's persistent shell; state (cd, export, functions) stays. success is the command's exit 0; a timeout interrupts it (timed_out; shell_reset_required if the shell could not recover). One command at a time: shell_busy.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Works)
-    .with_lifecycle_facts(shell::facts)
-    .with_private_arguments(&["command", "stdin"])
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {

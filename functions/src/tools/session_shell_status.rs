@@ -7,12 +7,20 @@ use wc_domain::{SessionId, ShellId};
 use wc_runner_protocol::ShellOp;
 use wc_store::shells::ShellStep;
 
-use crate::auth::Scope;
 use crate::execution;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Execution, "session_shell_status", "Session shell status")
+        .about("State of a persistent shell: opening, ready, busy, or closed, exited, poisoned, lost (with end_reason). An open one is checked with its runner.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Reads)
+        .with_lifecycle_facts(shell::facts)
+}
 
 /// How long a status check waits for the runner's look at the process.
 const STATUS_TIMEOUT_MS: u64 = 2_000;
@@ -25,24 +33,6 @@ pub struct Args {
     pub session_id: SessionId,
     /// The shell.
     pub shell_id: ShellId,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "session_shell_status",
-            title: "Session shell status",
-            description: "State of a persistent shell: opening, ready, busy, or closed, exited, poisoned, lost (with end_reason). An open one is checked with its runner.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
-    .with_lifecycle_facts(shell::facts)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {

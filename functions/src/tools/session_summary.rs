@@ -9,11 +9,17 @@ use serde_json::Value;
 use wc_domain::{EventKind, EventRole, Lifecycle, Mode, ProjectId, SessionId};
 use wc_store::sessions;
 
-use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Session, "session_summary", "Session summary")
+        .about("Show a Workflow Session: lifecycle, mode, execution defaults, event counts and its newest events (50 by default, at most 200).");
+    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
+}
 
 /// Default and largest number of events in one summary.
 pub const DEFAULT_LIMIT: u32 = 50;
@@ -88,23 +94,6 @@ pub struct Output {
     pub events: Vec<SummaryEvent>,
     /// How many events were returned.
     pub returned: usize,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "session_summary",
-            title: "Session summary",
-            description: "Show a Workflow Session: lifecycle, mode, execution defaults, event counts and its newest events (50 by default, at most 200).",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

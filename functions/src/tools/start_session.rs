@@ -10,9 +10,16 @@ use wc_domain::{Lifecycle, Mode, ProjectId, SessionId};
 use super::work_on_project;
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::changes(Category::Session, "start_session", "Start session").scopes(&[Scope::ProjectRead, Scope::ProjectWrite])
+        .about("Create a fresh Workflow Session on a project with a task instruction; returns the id to pass as recording_session_id. Like work_on_project without its guidance and feedback; use work_on_project to resume.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Creates)
+}
 
 /// Arguments of `start_session`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -42,23 +49,6 @@ pub struct Output {
     pub execution_context: ExecutionContext,
     /// Events ever appended to the session (its instruction).
     pub events_observed: i64,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "start_session",
-            title: "Start session",
-            description: "Create a fresh Workflow Session on a project with a task instruction, and return its id to pass as recording_session_id on later calls. A plain create under the same rules as work_on_project, without its startup guidance or feedback; use work_on_project to resume a session.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
-            effect: Effect::Changes,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Creates)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -6,11 +6,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::WorkId;
 
-use crate::auth::Scope;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::consequential(Category::Execution, "stop_job", "Stop job")
+        .about("Stop a job: a queued one is cancelled at once, a running one interrupted (its whole process group) within a heartbeat; an ended one is left as it is.");
+    ToolSpec::new(meta, run)
+}
 
 /// Arguments of `stop_job`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -27,22 +33,6 @@ pub struct Output {
     pub stop_requested: bool,
     /// The job as it stands after the request.
     pub job: ExecOutput,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "stop_job",
-            title: "Stop job",
-            description: "Stop a job by job_id: queued jobs are cancelled at once; running ones are interrupted on the build host (whole process group) within a heartbeat. Ended jobs are left as they are.",
-            category: Category::Execution,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Consequential,
-            rest_operation: true,
-        },
-        run,
-    )
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -8,14 +8,20 @@ use serde_json::{Value, json};
 use wc_domain::{EventKind, EventRole, SessionId};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
-use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::exec_context::{
     ExecutionContext, ResourceName, Shell, project_cwd, remote_path, valid_resource,
 };
 use crate::workflow::mutation;
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::changes(Category::Session, "update_session_context", "Update session context")
+        .about("Set or clear a Workflow Session's execution defaults: default_cwd, default_shell (sh or bash) and a named runner resource. null clears a field.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
+}
 
 /// Present-and-null is `Some(None)`; absent is `None` (with `#[serde(default)]`).
 fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
@@ -54,23 +60,6 @@ pub struct Output {
     pub execution_context: ExecutionContext,
     /// Whether anything changed.
     pub changed: bool,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "update_session_context",
-            title: "Update session context",
-            description: "Set or clear a Workflow Session's execution defaults: default_cwd (project-relative, or remote with a resource), default_shell (sh or bash) and a named runner resource. null clears a field.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectWrite],
-            effect: Effect::Changes,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Changes)
 }
 
 fn invalid(pointer: &str, message: String) -> ToolError {

@@ -11,11 +11,10 @@ use serde::{Deserialize, Serialize};
 use wc_domain::{RelativePath, WorkMode};
 use wc_runner_protocol::{CargoTargets, ValidateOp, ValidationScope, Validator, WorkSpec};
 
-use crate::auth::Scope;
 use crate::execution::validation::{self, ValidationFacts};
 use crate::execution::{self, ExecOutput, ProjectOrSession, Purpose, Request, ResultExpectation};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::{ErrorKind, ToolError};
 
@@ -38,7 +37,7 @@ pub struct ValidationRun {
     /// Time limit in ms (default 600000).
     #[schemars(range(min = 1, max = 3600000))]
     timeout_ms: Option<u64>,
-    /// Expected result: success (default), failure or observe.
+    /// Expected result (default success).
     result_expectation: Option<ResultExpectation>,
     /// Return a job_id at once (follow with job_status).
     background: Option<bool>,
@@ -148,99 +147,85 @@ pub struct PytestArgs {
     test_filter: Option<String>,
 }
 
-/// What each validation tool's arguments give the one run: where, how, what it covers and the
+/// One validation run as a tool's arguments ask for it: where, how, what it covers and the
 /// fewest tests its output must prove.
+struct Asked {
+    at: ProjectOrSession,
+    run: ValidationRun,
+    scope: ValidationScope,
+    min_tests: Option<u64>,
+}
+
+impl Asked {
+    fn new(at: ProjectOrSession, run: ValidationRun, scope: ValidationScope) -> Self {
+        let min_tests = None;
+        Asked {
+            at,
+            run,
+            scope,
+            min_tests,
+        }
+    }
+}
+
+/// What each validation tool's arguments give the one run.
 trait ValidationArgs: DeserializeOwned + JsonSchema + Send + 'static {
-    /// The target, the shared run options, the scope and the test count asked for.
-    fn parts(
-        self,
-    ) -> (
-        ProjectOrSession,
-        ValidationRun,
-        ValidationScope,
-        Option<u64>,
-    );
+    /// The run these arguments ask for.
+    fn asked(self) -> Asked;
 }
 
 impl ValidationArgs for CargoBuildArgs {
-    fn parts(
-        self,
-    ) -> (
-        ProjectOrSession,
-        ValidationRun,
-        ValidationScope,
-        Option<u64>,
-    ) {
-        (self.at, self.run, self.cargo.scope(None), None)
+    fn asked(self) -> Asked {
+        let scope = self.cargo.scope(None);
+        Asked::new(self.at, self.run, scope)
     }
 }
 
 impl ValidationArgs for CargoTestArgs {
-    fn parts(
-        self,
-    ) -> (
-        ProjectOrSession,
-        ValidationRun,
-        ValidationScope,
-        Option<u64>,
-    ) {
-        let min = self
+    fn asked(self) -> Asked {
+        let min_tests = self
             .min_tests
             .or(self.require_tests.unwrap_or(false).then_some(1));
-        (self.at, self.run, self.cargo.scope(self.test_filter), min)
+        let scope = self.cargo.scope(self.test_filter);
+        Asked {
+            min_tests,
+            ..Asked::new(self.at, self.run, scope)
+        }
     }
 }
 
 impl ValidationArgs for CargoFmtArgs {
-    fn parts(
-        self,
-    ) -> (
-        ProjectOrSession,
-        ValidationRun,
-        ValidationScope,
-        Option<u64>,
-    ) {
+    fn asked(self) -> Asked {
+        let package = self.package;
         let scope = ValidationScope {
-            package: self.package,
+            package,
             ..Default::default()
         };
-        (self.at, self.run, scope, None)
+        Asked::new(self.at, self.run, scope)
     }
 }
 
 impl ValidationArgs for GoTestArgs {
-    fn parts(
-        self,
-    ) -> (
-        ProjectOrSession,
-        ValidationRun,
-        ValidationScope,
-        Option<u64>,
-    ) {
+    fn asked(self) -> Asked {
+        let (package, test_filter) = (self.package, self.test_filter);
         let scope = ValidationScope {
-            package: self.package,
-            test_filter: self.test_filter,
+            package,
+            test_filter,
             ..Default::default()
         };
-        (self.at, self.run, scope, None)
+        Asked::new(self.at, self.run, scope)
     }
 }
 
 impl ValidationArgs for PytestArgs {
-    fn parts(
-        self,
-    ) -> (
-        ProjectOrSession,
-        ValidationRun,
-        ValidationScope,
-        Option<u64>,
-    ) {
+    fn asked(self) -> Asked {
+        let (path, test_filter) = (self.path, self.test_filter);
         let scope = ValidationScope {
-            path: self.path,
-            test_filter: self.test_filter,
+            path,
+            test_filter,
             ..Default::default()
         };
-        (self.at, self.run, scope, None)
+        Asked::new(self.at, self.run, scope)
     }
 }
 
@@ -253,18 +238,10 @@ fn tool<A: ValidationArgs>(
     description: &'static str,
     validator: Validator,
 ) -> ToolSpec {
-    let meta = ToolMeta {
-        name,
-        title,
-        description,
-        category: Category::Execution,
-        scopes: &[Scope::ProjectWrite],
-        effect: Effect::Consequential,
-        rest_operation: false,
-    };
+    let meta = ToolMeta::consequential(Category::Execution, name, title).about(description);
     ToolSpec::new(meta, move |ctx, a: A| async move {
-        let (at, run_with, scope, min_tests) = a.parts();
-        run(&ctx, &at, validator, run_with, scope, min_tests).await
+        let r = a.asked();
+        run(&ctx, &r.at, validator, r.run, r.scope, r.min_tests).await
     })
     .with_session(SessionUse::Works)
     .with_task(TaskWhen::BackgroundOrLong, finish_task)

@@ -7,13 +7,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wc_domain::{ProjectId, SessionId};
 
-use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::excerpt::BoundedList;
 use crate::workflow::validation::{self, SUMMARY_FAILURES_MAX, Status};
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::reads(Category::Session, "validation_summary", "Validation summary")
+        .about("A Workflow Session's validation: status, latest run, unresolved failure identities, and validation_delta against the previous run when comparable (else why not). Runs nothing.");
+    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
+}
 
 /// Arguments of `validation_summary`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -48,23 +54,6 @@ pub struct Output {
     pub validation_delta: Value,
     /// Validation runs in the retained ledger.
     pub runs_retained: usize,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "validation_summary",
-            title: "Validation summary",
-            description: "A Workflow Session's validation: status, latest run, unresolved failure identities, and validation_delta against the previous run when comparable (else why not). Runs nothing.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead],
-            effect: Effect::Reads,
-            rest_operation: false,
-        },
-        run,
-    )
-    .with_session(SessionUse::Reads)
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {

@@ -9,13 +9,23 @@ use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, Se
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, Effect, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::exec_context::ExecutionContext;
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::{authority, feedback, mutation};
+
+/// The spec.
+pub fn spec() -> ToolSpec {
+    let meta = ToolMeta::changes(Category::Session, "work_on_project", "Work on a project").scopes(&[Scope::ProjectRead, Scope::ProjectWrite])
+        .about("Start a fresh Workflow Session on a project with a task instruction, or resume the one named by session_id. Returns the id to pass as recording_session_id, and feedback about the previous attempt.");
+    ToolSpec::new(meta, run)
+        .with_session(SessionUse::Changes)
+        // Resuming is work in the session: it keeps the call as its own, as it keeps execution.
+        .with_business_pair(BusinessPair::Always)
+}
 
 /// Characters of an instruction kept in the ledger (redacted).
 pub const STORED_INSTRUCTION_CHARS: usize = 2_000;
@@ -75,25 +85,6 @@ pub struct Output {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<serde_json::Map<String, Value>>")]
     pub project_instructions: Option<Value>,
-}
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    ToolSpec::new(
-        ToolMeta {
-            name: "work_on_project",
-            title: "Work on a project",
-            description: "Start a fresh Workflow Session on a project with a task instruction, or resume exactly the session named by session_id. Returns the session id to pass as recording_session_id on later calls, and feedback about the previous attempt.",
-            category: Category::Session,
-            scopes: &[Scope::ProjectRead, Scope::ProjectWrite],
-            effect: Effect::Changes,
-            rest_operation: true,
-        },
-        run,
-    )
-    .with_session(SessionUse::Changes)
-    // Resuming is work in the session: it keeps the call as its own, as it keeps execution.
-    .with_business_pair(BusinessPair::Always)
 }
 
 fn instruction_payload(instruction: &str) -> Value {

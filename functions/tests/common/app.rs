@@ -196,7 +196,7 @@ pub async fn rest_call(st: &AppState, key: &str, tool: &str, args: Value) -> Rep
 pub fn named_action(tool: &str) -> bool {
     wc_functions::tools::all()
         .iter()
-        .any(|s| s.meta.name == tool && s.meta.rest_operation)
+        .any(|s| s.meta.name == tool && wc_functions::rest::openapi::is_named(s.meta.name))
 }
 
 /// `POST /api/tools/call` of `tool` with `key`.

@@ -24,15 +24,8 @@ struct Touched {
 }
 
 fn touch_meta(name: &'static str) -> ToolMeta {
-    ToolMeta {
-        name,
-        title: "Touch the project",
-        description: "Test-only tool that changes the project.",
-        category: Category::Discovery,
-        scopes: &[Scope::ProjectWrite],
-        effect: Effect::Consequential,
-        rest_operation: false,
-    }
+    ToolMeta::consequential(Category::Discovery, name, "Touch the project")
+        .about("Test-only tool that changes the project.")
 }
 
 /// The real tools plus two project-changing test tools that count their runs.
