@@ -31,7 +31,7 @@ pub use session::{EventKind, EventRole, Lifecycle, Mode};
 pub use shell::ShellState;
 pub use task::TaskStatus;
 pub use text::{Cursor, Glob, Key, Line, ProgramName, Sha256Hex, Text};
-pub use work::{EndReason, WorkId, WorkMode, WorkQueue, WorkState};
+pub use work::{EndReason, ResultExpectation, WorkId, WorkMode, WorkQueue, WorkState};
 
 /// The schema of a closed set of strings: one `const` branch per value, with its description.
 #[cfg(feature = "schema")]

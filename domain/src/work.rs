@@ -236,3 +236,30 @@ mod tests {
         assert!(pattern.is_match(&id.to_string()));
     }
 }
+
+/// What a caller declared, before running something, about the result it expects. It never
+/// changes whether the run succeeded: it classifies the outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultExpectation {
+    /// Ordinary success is required (exit 0, or an accepted exit code).
+    #[default]
+    Success,
+    /// A completed, known failure is expected (the process ran and exited non-zero).
+    Failure,
+    /// Either completed result is fine (the process ran and exited).
+    Observe,
+}
+
+/// A plain string enum: every field that takes one says what the values mean, so listings do
+/// not repeat a description per value in every execution tool.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for ResultExpectation {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ResultExpectation".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": ["success", "failure", "observe"] })
+    }
+}

@@ -591,12 +591,14 @@ pub async fn close_session(
                 let stmt = tx
                     .prepare_cached(&format!(
                         "UPDATE action_sessions SET status = 'closed', closed_at = now(), version = version + 1 \
-                         WHERE session_id = $1 RETURNING {SESSION_COLUMNS}"
+                         WHERE session_id = $1 AND status <> 'closed' RETURNING {SESSION_COLUMNS}"
                     ))
                     .await?;
-                Ok(Closing::Closed(session_from_row(
-                    &tx.query_one(&stmt, &[&id]).await?,
-                )))
+                let written = tx.query_opt(&stmt, &[&id]).await?;
+                Ok(Closing::Closed(session_from_row(&change::guarded(
+                    written,
+                    "action_sessions",
+                )?)))
             })
         },
     )

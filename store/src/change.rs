@@ -4,12 +4,15 @@
 //! A read–decide–write change ([`locked`]) is one short transaction that begins by loading the
 //! aggregate's root row `FOR UPDATE` (`BEGIN` and the load in one round trip), lets the caller
 //! decide on the locked row and write, and commits. Writers of one aggregate queue on that lock
-//! and each decides on the row its predecessor committed, so a decision is never stale and
-//! nothing compares versions. What can still fail a transaction that did nothing wrong is a
-//! deadlock (SQLSTATE 40P01) or a serialization failure (40001), at any statement or at the
-//! commit: [`run`] then runs the whole transaction again on a fresh one after a jittered,
-//! growing delay ([`RETRY`], a `wc-retry` policy). Once the policy's attempts are used up the
-//! change answers [`ChangeOutcome::Conflict`], a typed, retryable answer. Any other error ends
+//! and each decides on the row its predecessor committed. The lock is the strategy; the guard
+//! is the check: a write decided on a row it read names what it read (`AND version = $read`,
+//! or the very state it decided on, such as `AND revoked_at IS NULL`) and a write that matches
+//! nothing is [`StoreError::Stale`] ([`guarded`]), so a decision can never land on a row that
+//! moved, whichever strategy runs. What can fail a transaction that did nothing wrong is a
+//! stale guard, a deadlock (SQLSTATE 40P01) or a serialization failure (40001), at any
+//! statement or at the commit: [`run`] then runs the whole transaction again on a fresh one
+//! after a jittered, growing delay ([`RETRY`], a `wc-retry` policy). Once the policy's attempts
+//! are used up the change answers [`ChangeOutcome::Conflict`], a typed, retryable answer. Any other error ends
 //! the change at once, and a connection that breaks while `COMMIT` is in flight leaves the
 //! outcome unknown ([`StoreError::CommitUncertain`]), which is never retried.
 
@@ -24,6 +27,13 @@ use wc_retry::{Backoff, Jitter};
 
 use crate::StoreError;
 use crate::pipeline::PipelinedTx;
+
+/// The row a version-guarded write returned (`… WHERE id = $1 AND version = $read
+/// RETURNING …`), or [`StoreError::Stale`] when the guard matched none: the row was changed
+/// after this change read it.
+pub(crate) fn guarded(row: Option<Row>, table: &'static str) -> Result<Row, StoreError> {
+    row.ok_or(StoreError::Stale { table })
+}
 
 /// The typed result of a change that retries transient conflicts.
 #[derive(Debug, PartialEq, Eq)]

@@ -211,12 +211,14 @@ pub async fn revoke(pool: &Pool, id: Uuid) -> Result<ChangeOutcome<Revocation>, 
                 let stmt = tx
                     .prepare_cached(&format!(
                         "UPDATE credentials SET revoked_at = now(), version = version + 1 \
-                         WHERE id = $1 RETURNING {COLUMNS}"
+                         WHERE id = $1 AND revoked_at IS NULL RETURNING {COLUMNS}"
                     ))
                     .await?;
-                Ok(Revocation::Revoked(from_row(
-                    &tx.query_one(&stmt, &[&id]).await?,
-                )?))
+                let written = tx.query_opt(&stmt, &[&id]).await?;
+                Ok(Revocation::Revoked(from_row(&change::guarded(
+                    written,
+                    "credentials",
+                )?)?))
             })
         },
     )

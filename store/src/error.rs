@@ -29,6 +29,14 @@ pub enum StoreError {
     /// outcome: the change may or may not have been made.
     #[error("the writer of this change stopped before reporting its outcome")]
     WriterLost,
+    /// A change decided on a row it read found, when it wrote, that the row's `version` had
+    /// moved: another writer changed it in between. Nothing was written; the change is retried
+    /// on a fresh read like a serialization failure.
+    #[error("{table}: the row changed since it was read")]
+    Stale {
+        /// Table of the row.
+        table: &'static str,
+    },
     /// A row violated an invariant the schema should have made impossible.
     #[error("corrupt row in {table}: {detail}")]
     CorruptRow {
@@ -48,12 +56,14 @@ impl StoreError {
         }
     }
 
-    /// True for serialization failures and deadlocks: the transaction may simply be retried.
+    /// True for serialization failures, deadlocks and stale versions: the transaction may
+    /// simply be retried.
     pub fn is_transient_conflict(&self) -> bool {
-        matches!(
-            self.sqlstate(),
-            Some(&SqlState::T_R_SERIALIZATION_FAILURE) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
-        )
+        matches!(self, StoreError::Stale { .. })
+            || matches!(
+                self.sqlstate(),
+                Some(&SqlState::T_R_SERIALIZATION_FAILURE) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
+            )
     }
 
     /// True when the database could not serve the request for now, so a retry later may
@@ -78,6 +88,7 @@ impl StoreError {
             | StoreError::Config(_)
             | StoreError::CommitUncertain(_)
             | StoreError::WriterLost
+            | StoreError::Stale { .. }
             | StoreError::CorruptRow { .. } => false,
         }
     }

@@ -189,7 +189,7 @@ pub async fn create(
         &[&new.id, &new.project, &new.owner_authority_fingerprint, &new.mode, &new.root_instruction],
     )
     .await?;
-    let session = write_back(&tx, &new.id, &SessionChange::default(), events).await?;
+    let session = write_back(&tx, (&new.id, 0), &SessionChange::default(), events).await?;
     tx.commit().await?;
     Ok(session)
 }
@@ -369,10 +369,11 @@ impl<'a> EventColumns<'a> {
 /// delete go to the server together, so the write costs one round trip.
 pub(crate) async fn write_back<C: GenericClient>(
     tx: &C,
-    id: &SessionId,
+    read: (&SessionId, i64),
     change: &SessionChange,
     events: &[NewEvent],
 ) -> Result<SessionRow, StoreError> {
+    let (id, read_version) = read;
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH s AS (UPDATE workflow_sessions SET \
@@ -389,7 +390,7 @@ pub(crate) async fn write_back<C: GenericClient>(
                finished_at = CASE WHEN $2 = 'finished' AND finished_at IS NULL THEN now() ELSE finished_at END, \
                closed_at = CASE WHEN $2 = 'closed' AND closed_at IS NULL THEN now() ELSE closed_at END, \
                version = version + 1 \
-             WHERE id = $1 RETURNING {COLUMNS}), \
+             WHERE id = $1 AND version = $17 RETURNING {COLUMNS}), \
              ev AS ({insert}), \
              gone AS ({retention}) \
              SELECT {COLUMNS} FROM s",
@@ -413,7 +414,13 @@ pub(crate) async fn write_back<C: GenericClient>(
         &change.message_history_lost_through,
     ];
     params.extend(columns.params());
-    Ok(from_row(&tx.query_one(&stmt, &params).await?))
+    params.push(&read_version);
+    match tx.query_opt(&stmt, &params).await? {
+        Some(row) => Ok(from_row(&row)),
+        None => Err(StoreError::Stale {
+            table: "workflow_sessions",
+        }),
+    }
 }
 
 /// SQL: the `SET` list entries of a `workflow_sessions` update that advance its ledger by the
@@ -574,7 +581,8 @@ where
             Ok(match decision {
                 Decision::Leave(value) => Mutated::Done(value, session),
                 Decision::Write(fields, events, value) => {
-                    let written = write_back(&**tx, &session.id, &fields, &events).await?;
+                    let written =
+                        write_back(&**tx, (&session.id, session.version), &fields, &events).await?;
                     Mutated::Done(value, written)
                 }
             })
@@ -582,4 +590,87 @@ where
     })
     .await;
     ChangeOutcome::of(ran, &change::RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use serde_json::json;
+    use uuid::Uuid;
+    use wc_domain::{EventKind, EventRole};
+
+    use super::*;
+    use crate::testing::TestDatabase;
+
+    fn event(kind: EventKind) -> NewEvent {
+        NewEvent {
+            kind,
+            call_id: Uuid::now_v7(),
+            invocation_id: Uuid::now_v7(),
+            role: EventRole::Recorder,
+            tool_name: None,
+            payload: json!({}),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_decided_on_a_version_that_moved_is_refused_and_the_change_decides_again() {
+        let db = TestDatabase::new().await;
+        let id = db.new_session(event(EventKind::TaskInstruction)).await;
+        let attempts = AtomicU32::new(0);
+        let ran = change(db.pool(), &id, |tx, session| {
+            let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+            let id = id.clone();
+            Box::pin(async move {
+                let session = session.expect("the session exists");
+                if attempt == 1 {
+                    // A writer that did not take the lock changes the row after the read.
+                    tx.execute(
+                        "UPDATE workflow_sessions SET version = version + 1 WHERE id = $1",
+                        &[&id],
+                    )
+                    .await?;
+                }
+                let events = [event(EventKind::ToolCallStarted)];
+                write_back(
+                    &**tx,
+                    (&id, session.version),
+                    &SessionChange::default(),
+                    &events,
+                )
+                .await
+            })
+        })
+        .await;
+        let (written, tries) = ran.expect("the second attempt applies");
+        assert_eq!(tries, 2, "the stale write was retried once");
+        assert_eq!(attempts.load(Ordering::SeqCst), 2);
+        // The first attempt wrote nothing: one appended event, and one version bump (the
+        // interloper's was rolled back with the refused attempt).
+        assert_eq!(written.events_observed, 2);
+        let client = db.pool().get().await.unwrap();
+        let now = get(&client, &id).await.unwrap().unwrap();
+        assert_eq!(now.version, written.version);
+        let created = 1; // the create's own write
+        assert_eq!(now.version, created + 1);
+        // A write that names an older version than the row's is refused outright.
+        let stale = write_back(
+            &client,
+            (&id, now.version - 1),
+            &SessionChange::default(),
+            &[event(EventKind::ToolCallStarted)],
+        )
+        .await;
+        assert!(
+            matches!(
+                stale,
+                Err(StoreError::Stale {
+                    table: "workflow_sessions"
+                })
+            ),
+            "{stale:?}"
+        );
+        assert!(stale.unwrap_err().is_transient_conflict());
+    }
 }

@@ -14,7 +14,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 use wc_domain::{Lifecycle, ProjectId, SessionId, ShellId, ShellState};
 
-use crate::change::{ChangeOutcome, RETRY};
+use crate::change::{self, ChangeOutcome, RETRY};
 use crate::work::{self, Enqueued, NewWork, OpenLimits, WorkRow};
 use crate::{GenericClient, Pool, StoreError, sessions};
 
@@ -235,7 +235,8 @@ async fn open_in(
         .map(from_row))
 }
 
-/// Writes what `step` does to the shell row (the checks were made).
+/// Writes what `step` does to the shell row (the checks were made; each write is guarded by
+/// the state they checked, so it never lands on a shell that moved since).
 async fn write_step(
     client: &impl GenericClient,
     step: &ShellStep,
@@ -274,10 +275,11 @@ async fn write_step(
                 .prepare_cached(&format!(
                     "UPDATE persistent_shells SET state = 'busy', busy_work_id = $2, \
                          last_used_at = now(), version = version + 1 \
-                     WHERE id = $1::text RETURNING {COLUMNS}"
+                     WHERE id = $1::text AND state = 'ready' RETURNING {COLUMNS}"
                 ))
                 .await?;
-            client.query_one(&stmt, &[&id.as_str(), &work.id]).await?
+            let written = client.query_opt(&stmt, &[&id.as_str(), &work.id]).await?;
+            change::guarded(written, "persistent_shells")?
         }
         ShellStep::Status(id) => {
             let stmt = client
@@ -292,10 +294,11 @@ async fn write_step(
                 .prepare_cached(&format!(
                     "UPDATE persistent_shells SET state = 'closed', end_reason = 'closed', \
                          busy_work_id = NULL, ended_at = now(), version = version + 1 \
-                     WHERE id = $1::text RETURNING {COLUMNS}"
+                     WHERE id = $1::text AND state IN ('opening', 'ready', 'busy') RETURNING {COLUMNS}"
                 ))
                 .await?;
-            client.query_one(&stmt, &[&id.as_str()]).await?
+            let written = client.query_opt(&stmt, &[&id.as_str()]).await?;
+            change::guarded(written, "persistent_shells")?
         }
     };
     Ok(from_row(&row))

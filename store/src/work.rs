@@ -20,10 +20,15 @@ pub use output::{Chunk, Report, append_output, read_heads, read_output};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Client, GenericClient, Pool};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_postgres::Row;
+use tokio_postgres::types::Json;
 use uuid::Uuid;
-use wc_domain::{EndReason, Lifecycle, ProjectId, SessionId, WorkMode, WorkQueue, WorkState};
+use wc_domain::{
+    EndReason, Lifecycle, ProjectId, ResultExpectation, SessionId, WorkMode, WorkQueue, WorkState,
+};
+use wc_runner_protocol::{WorkItem, WorkOutcome};
 
 use crate::StoreError;
 use crate::change::{ChangeOutcome, RETRY};
@@ -64,12 +69,31 @@ pub struct NewWork {
     pub tool: String,
     /// Synchronous or a job.
     pub mode: WorkMode,
-    /// The protocol `WorkItem`.
-    pub item: Value,
+    /// What the runner runs.
+    pub item: WorkItem,
     /// Server-side inputs: the classification of its outcome and the queuing invocation.
-    pub expectation: Value,
+    pub expectation: Expectation,
     /// Where it is published.
     pub queue: QueueRoute,
+}
+
+/// What the queuing call declared about its work, stored with it (`expectation`, jsonb): how
+/// its end is classified and which invocation its end belongs to. Every field may be absent
+/// (a shell's work declares only its invocation).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Expectation {
+    /// The result the caller expects.
+    pub result_expectation: ResultExpectation,
+    /// Exit codes that count as success besides 0.
+    pub accepted_exit_codes: Vec<i32>,
+    /// Why it runs, redacted.
+    pub purpose: Option<String>,
+    /// The invocation that queued it: its end is evidence of that call.
+    pub invocation_id: Option<Uuid>,
+    /// Fewest tests a validation's output must prove ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_tests: Option<u64>,
 }
 
 /// How much open (queued or leased) work may exist when a new item is queued. Checked in the
@@ -129,10 +153,10 @@ pub struct WorkRow {
     pub tool: String,
     /// Synchronous or a job.
     pub mode: WorkMode,
-    /// The protocol `WorkItem`.
-    pub item: Value,
+    /// What the runner runs.
+    pub item: WorkItem,
     /// Classification inputs and the queuing invocation.
-    pub expectation: Value,
+    pub expectation: Expectation,
     /// Its queue.
     pub queue: WorkQueue,
     /// Its state.
@@ -145,8 +169,8 @@ pub struct WorkRow {
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// When a stop was requested.
     pub cancel_requested_at: Option<DateTime<Utc>>,
-    /// The runner's outcome, when reported.
-    pub outcome: Option<Value>,
+    /// The runner's outcome, when reported (its answer is kept apart).
+    pub outcome: Option<WorkOutcome>,
     /// Why it ended without a report.
     pub end_reason: Option<EndReason>,
     /// Enqueued at.
@@ -170,8 +194,18 @@ const COLUMNS: &str = "id, client_id, project_id, owner_authority_fingerprint, s
      item, expectation, queue, state, instance_id, lease_token, lease_expires_at, cancel_requested_at, \
      outcome, end_reason, created_at, leased_at, finished_at, version";
 
-fn from_row(r: &Row) -> WorkRow {
-    WorkRow {
+fn from_row(r: &Row) -> Result<WorkRow, StoreError> {
+    let corrupt = |column: &str, e: tokio_postgres::Error| StoreError::CorruptRow {
+        table: "runner_work",
+        detail: format!("{column}: {e}"),
+    };
+    let Json(item) = r.try_get("item").map_err(|e| corrupt("item", e))?;
+    let Json(expectation) = r
+        .try_get("expectation")
+        .map_err(|e| corrupt("expectation", e))?;
+    let outcome: Option<Json<WorkOutcome>> =
+        r.try_get("outcome").map_err(|e| corrupt("outcome", e))?;
+    Ok(WorkRow {
         id: r.get("id"),
         client_id: r.get("client_id"),
         project_id: r.get("project_id"),
@@ -179,21 +213,21 @@ fn from_row(r: &Row) -> WorkRow {
         session_id: r.get("session_id"),
         tool: r.get("tool"),
         mode: r.get("mode"),
-        item: r.get("item"),
-        expectation: r.get("expectation"),
+        item,
+        expectation,
         queue: r.get("queue"),
         state: r.get("state"),
         instance_id: r.get("instance_id"),
         lease_token: r.get("lease_token"),
         lease_expires_at: r.get("lease_expires_at"),
         cancel_requested_at: r.get("cancel_requested_at"),
-        outcome: r.get("outcome"),
+        outcome: outcome.map(|Json(o)| o),
         end_reason: r.get("end_reason"),
         created_at: r.get("created_at"),
         leased_at: r.get("leased_at"),
         finished_at: r.get("finished_at"),
         version: r.get("version"),
-    }
+    })
 }
 
 /// The `execution_finished` event of work that has just ended, given its row as written and
@@ -326,7 +360,7 @@ pub async fn enqueue_with(
                 None => None,
             };
             let change = sessions::SessionChange::default();
-            sessions::write_back(&**tx, &session.id, &change, &[event]).await?;
+            sessions::write_back(&**tx, (&session.id, session.version), &change, &[event]).await?;
             Ok(Enqueued::Queued(Box::new(row), task))
         })
     })
@@ -377,8 +411,8 @@ pub(crate) async fn insert(
                 &work.session_id,
                 &work.tool,
                 &work.mode,
-                &work.item,
-                &work.expectation,
+                &Json(&work.item),
+                &Json(&work.expectation),
                 &queue,
                 &limits.per_owner,
                 &limits.per_project,
@@ -387,7 +421,7 @@ pub(crate) async fn insert(
         )
         .await?;
     if row.get::<_, Option<Uuid>>("id").is_some() {
-        return Ok(Ok(from_row(&row)));
+        return Ok(Ok(from_row(&row)?));
     }
     let by_owner: i64 = row.get("by_owner");
     Ok(Err(if by_owner >= limits.per_owner {
@@ -443,10 +477,10 @@ pub async fn get_answered(
              FROM runner_work WHERE id = $1"
         ))
         .await?;
-    Ok(client
-        .query_opt(&stmt, &[&id])
-        .await?
-        .map(|r| (as_read(&r), r.get("answer"))))
+    match client.query_opt(&stmt, &[&id]).await? {
+        Some(r) => Ok(Some((as_read(&r)?, r.get("answer")))),
+        None => Ok(None),
+    }
 }
 
 /// Ends leased work with the runner's outcome (`state` is the terminal state it implies) and
@@ -463,7 +497,7 @@ pub async fn finish(
     work_id: Uuid,
     lease_token: Uuid,
     state: WorkState,
-    outcome: &Value,
+    outcome: &WorkOutcome,
     answer: Option<&Value>,
     chunks: &[Chunk],
     evidence: EvidenceOf<'_>,
@@ -506,7 +540,7 @@ pub async fn finish(
                 &instance_id,
                 &lease_token,
                 &state.as_str(),
-                outcome,
+                &Json(outcome),
                 &streams,
                 &offsets,
                 &data,
@@ -518,7 +552,7 @@ pub async fn finish(
     let replay: Option<bool> = row.get("replay");
     let over: i64 = row.get("over");
     let report = if row.get::<_, Option<Uuid>>("id").is_some() {
-        let ended = from_row(&row);
+        let ended = from_row(&row)?;
         append_terminal_evidence(&tx, std::slice::from_ref(&ended), answer, evidence).await?;
         Report::Accepted(ended.state)
     } else {
@@ -549,7 +583,12 @@ pub async fn reap_expired(
              RETURNING {COLUMNS}, pg_notify('wc_work_done', id::text)"
         ))
         .await?;
-    let ended: Vec<WorkRow> = tx.query(&stmt, &[]).await?.iter().map(from_row).collect();
+    let ended = tx
+        .query(&stmt, &[])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect::<Result<Vec<_>, _>>()?;
     append_terminal_evidence(&tx, &ended, None, evidence).await?;
     tx.commit().await?;
     Ok(ended.iter().map(|w| w.id).collect())
@@ -572,12 +611,12 @@ pub(crate) async fn lose_replaced(
              RETURNING {COLUMNS}, pg_notify('wc_work_done', id::text)"
         ))
         .await?;
-    let ended: Vec<WorkRow> = tx
+    let ended = tx
         .query(&stmt, &[&client_id, &current])
         .await?
         .iter()
         .map(from_row)
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
     append_terminal_evidence(tx, &ended, None, evidence).await?;
     Ok(ended.iter().map(|w| w.id).collect())
 }
@@ -593,18 +632,23 @@ pub async fn get(client: &impl GenericClient, id: Uuid) -> Result<Option<WorkRow
              FROM runner_work WHERE id = $1"
         ))
         .await?;
-    Ok(client.query_opt(&stmt, &[&id]).await?.as_ref().map(as_read))
+    client
+        .query_opt(&stmt, &[&id])
+        .await?
+        .as_ref()
+        .map(as_read)
+        .transpose()
 }
 
 /// A row read with its `expired` column (`state = 'leased' AND lease_expires_at <= now()`):
 /// an expired lease reads as the `lost` the reaper will make it.
-fn as_read(found: &Row) -> WorkRow {
-    let mut row = from_row(found);
+fn as_read(found: &Row) -> Result<WorkRow, StoreError> {
+    let mut row = from_row(found)?;
     if found.get::<_, bool>("expired") {
         row.state = WorkState::Lost;
         row.end_reason = Some(EndReason::LeaseExpired);
     }
-    row
+    Ok(row)
 }
 
 /// Requests a stop: queued work is cancelled at once, its `execution_finished` (as `evidence`
@@ -635,7 +679,7 @@ pub async fn request_cancel(
         .await?;
     let row = tx.query_one(&stmt, &[&id]).await?;
     let after = if row.get::<_, Option<Uuid>>("id").is_some() {
-        let changed = from_row(&row);
+        let changed = from_row(&row)?;
         if changed.state == WorkState::Cancelled {
             append_terminal_evidence(&tx, std::slice::from_ref(&changed), None, evidence).await?;
         }
@@ -679,7 +723,7 @@ pub async fn list(
              ORDER BY created_at DESC, id LIMIT $6"
         ))
         .await?;
-    Ok(client
+    client
         .query(
             &stmt,
             &[
@@ -694,7 +738,7 @@ pub async fn list(
         .await?
         .iter()
         .map(as_read)
-        .collect())
+        .collect()
 }
 
 /// Deletes terminal work (and its output) that finished before `before`.

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::json;
 use uuid::Uuid;
 use wc_domain::{ProjectId, SessionId, WorkState};
 use wc_store::Pool;
@@ -10,7 +9,7 @@ use wc_store::runners::{self, Registered, Registration};
 use wc_store::testing::TestDatabase;
 use wc_store::work::{self, Chunk, Claim, Enqueued, LeaseView, NewWork, QueueRoute, Report};
 
-use wc_store::testing::runner_work::{new_work, no_evidence, register, runner};
+use wc_store::testing::runner_work::{exited, new_work, no_evidence, register, runner};
 
 /// Waits until the database's clock is past the lease of every leased `ids` row: the
 /// expiry is read from the rows, never assumed from a local timer. Fails only on a hang.
@@ -212,7 +211,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
             .unwrap(),
         Report::BeyondLimit
     );
-    let outcome = json!({"termination": "exited", "exit_code": 0});
+    let outcome = exited(0);
     let fin = work::finish(
         &mut c,
         "host",
@@ -247,7 +246,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
         Report::Accepted(WorkState::Succeeded),
         "an identical retry is accepted"
     );
-    let other = json!({"termination": "exited", "exit_code": 1});
+    let other = exited(1);
     assert_eq!(
         work::finish(
             &mut c,
@@ -346,7 +345,7 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
         work::get(&c, w).await.unwrap().unwrap().state,
         WorkState::Lost
     );
-    let outcome = json!({});
+    let outcome = exited(0);
     assert_eq!(
         work::finish(
             &mut c,
@@ -616,7 +615,7 @@ async fn an_owner_never_fills_the_reserved_slot_and_another_owner_takes_it() {
         done.id,
         done.lease_token.unwrap(),
         WorkState::Succeeded,
-        &json!({"termination": "exited", "exit_code": 0}),
+        &exited(0),
         None,
         &[],
         &no_evidence,
@@ -742,7 +741,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
         lease.id,
         lease.lease_token.unwrap(),
         WorkState::Succeeded,
-        &json!({"termination": "exited", "exit_code": 0}),
+        &exited(0),
         None,
         &[],
         &no_evidence,
@@ -815,7 +814,7 @@ async fn every_transition_that_ends_work_appends_its_evidence_once_in_the_same_t
         .await
         .unwrap()
         .remove(0);
-    let outcome = json!({"termination": "exited", "exit_code": 0});
+    let outcome = exited(0);
     for _ in 0..2 {
         let report = work::finish(
             &mut c,
@@ -929,7 +928,7 @@ async fn work_of_a_closed_session_still_ends_and_its_ledger_takes_nothing() {
         w,
         lease.lease_token.unwrap(),
         WorkState::Failed,
-        &json!({"termination": "exited", "exit_code": 1}),
+        &exited(1),
         None,
         &[],
         &wc_store::testing::runner_work::marker_evidence,

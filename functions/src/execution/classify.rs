@@ -2,35 +2,12 @@
 //! outcome is an input and is never changed; the result adds only classification.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_runner_protocol::{Termination, WorkOutcome};
 
+pub use wc_domain::ResultExpectation;
+
 use super::ExecState;
-
-/// What the caller declared before execution.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResultExpectation {
-    /// Ordinary success is required (exit 0, or an accepted exit code).
-    #[default]
-    Success,
-    /// A completed, known failure is expected (the process ran and exited non-zero).
-    Failure,
-    /// Either completed result is fine (the process ran and exited).
-    Observe,
-}
-
-/// A plain string enum: every field that takes one says what the values mean, so listings do
-/// not repeat a description per value in every execution tool.
-impl JsonSchema for ResultExpectation {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "ResultExpectation".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "enum": ["success", "failure", "observe"] })
-    }
-}
 
 /// The expectation and how the outcome compares with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]

@@ -30,7 +30,7 @@ use wc_runner_protocol::{
 };
 use wc_store::sessions::{NewEvent, SessionRow};
 use wc_store::tasks::NewTask;
-use wc_store::work::{self, Enqueued, Evidence, NewWork, QueueRoute, WorkRow};
+use wc_store::work::{self, Enqueued, Evidence, Expectation, NewWork, QueueRoute, WorkRow};
 
 pub use classify::{ExpectationView, ResultExpectation, classify};
 pub use options::{
@@ -142,23 +142,18 @@ async fn submit_as(
     item.validate().map_err(|e| {
         ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("rule", "runner_protocol")
     })?;
-    let mut purpose = req
-        .purpose
-        .clone()
-        .map(Value::String)
-        .unwrap_or(Value::Null);
-    crate::redaction::redact_json(&mut purpose);
     // The queuing invocation travels with the work: its end, recorded later by whoever ends
     // it, is evidence of the same call.
-    let mut expectation = json!({
-        "result_expectation": req.expectation,
-        "accepted_exit_codes": req.accepted_exit_codes,
-        "purpose": purpose,
-        "invocation_id": ctx.invocation_id,
-    });
-    if let Some(min) = req.min_tests {
-        expectation["min_tests"] = json!(min);
-    }
+    let expectation = Expectation {
+        result_expectation: req.expectation,
+        accepted_exit_codes: req.accepted_exit_codes.as_slice().to_vec(),
+        purpose: req
+            .purpose
+            .as_deref()
+            .map(|p| crate::redaction::redact(p).into_owned()),
+        invocation_id: Some(ctx.invocation_id),
+        min_tests: req.min_tests,
+    };
     let queue = route(&ctx.deps.config, &target.client_id);
     let new = NewWork {
         id: item.work_id,
@@ -168,7 +163,7 @@ async fn submit_as(
         session_id: session.map(|s| s.id.clone()),
         tool: req.tool.to_owned(),
         mode: req.mode,
-        item: serde_json::to_value(&item).map_err(|e| ToolError::internal(e.to_string()))?,
+        item: item.clone(),
         expectation: expectation.clone(),
         queue,
     };
@@ -448,9 +443,9 @@ pub fn execution_state(row: &WorkRow, outcome: Option<&WorkOutcome>) -> ExecStat
 pub fn stored_expectation(row: &WorkRow) -> (ResultExpectation, Vec<i32>, Option<String>) {
     let e = &row.expectation;
     (
-        serde_json::from_value(e["result_expectation"].clone()).unwrap_or_default(),
-        serde_json::from_value(e["accepted_exit_codes"].clone()).unwrap_or_default(),
-        e["purpose"].as_str().map(str::to_owned),
+        e.result_expectation,
+        e.accepted_exit_codes.clone(),
+        e.purpose.clone(),
     )
 }
 
@@ -536,13 +531,10 @@ async fn view_in(
 
 /// The view of `row` without its output: everything the row itself says.
 pub fn status_view(row: &WorkRow) -> ExecOutput {
-    let outcome: Option<WorkOutcome> = row
-        .outcome
-        .as_ref()
-        .and_then(|o| serde_json::from_value(o.clone()).ok());
-    let state = execution_state(row, outcome.as_ref());
+    let outcome = row.outcome.as_ref();
+    let state = execution_state(row, outcome);
     let (declared, accepted, purpose) = stored_expectation(row);
-    let expectation = classify(declared, &accepted, state, outcome.as_ref());
+    let expectation = classify(declared, &accepted, state, outcome);
     let error = outcome
         .as_ref()
         .and_then(|o| o.error.clone())
@@ -579,10 +571,10 @@ pub fn status_view(row: &WorkRow) -> ExecOutput {
         notices: outcome
             .map(|o| {
                 o.notices
-                    .into_iter()
+                    .iter()
                     .map(|n| NoticeView {
                         kind: n.kind.as_str().to_owned(),
-                        message: n.message,
+                        message: n.message.clone(),
                     })
                     .collect()
             })
@@ -703,10 +695,7 @@ pub fn terminal_evidence(row: &WorkRow, answer: Option<&Value>) -> Option<NewEve
     // The runner, the reaper or a stop ends work, not a tool call: the event belongs to the
     // invocation that queued it (work queued before that was stored is its own invocation).
     let call_id = Uuid::now_v7();
-    let invocation_id = row.expectation["invocation_id"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(call_id);
+    let invocation_id = row.expectation.invocation_id.unwrap_or(call_id);
     Some(NewEvent {
         kind: EventKind::ExecutionFinished,
         call_id,
@@ -715,6 +704,28 @@ pub fn terminal_evidence(row: &WorkRow, answer: Option<&Value>) -> Option<NewEve
         tool_name: Some(row.tool.clone()),
         payload,
     })
+}
+
+/// Runs what an execution tool asks for: the call's [`Setting`] (`at`), the spec `spec` builds
+/// over the session's defaults, the request `exec` makes of it in `mode`. A synchronous run
+/// waits ([`run_sync`]); a job answers its handle at once.
+pub async fn run_tool(
+    ctx: &ToolContext,
+    at: &ProjectOrSession,
+    exec: ExecOptions,
+    mode: WorkMode,
+    spec: impl FnOnce(&crate::workflow::exec_context::ExecutionContext) -> Result<WorkSpec, ToolError>,
+) -> Result<ExecOutput, ToolError> {
+    let set = setting(ctx, at).await?;
+    let spec = spec(&set.defaults)?;
+    let req = exec.request(ctx, mode, spec, &set.defaults)?;
+    match mode {
+        WorkMode::Sync => run_sync(ctx, &set.target, set.session.as_ref(), req).await,
+        WorkMode::Job => {
+            let row = submit(ctx, &set.target, set.session.as_ref(), req).await?;
+            view(ctx, &row, false).await
+        }
+    }
 }
 
 /// Queues `req` and waits for its end up to the configured wait; past it the result is the

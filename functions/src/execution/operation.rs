@@ -174,11 +174,7 @@ pub(super) fn answered(
     answer: Option<Value>,
     op: Option<&str>,
 ) -> Result<WorkAnswer, ToolError> {
-    let outcome: Option<WorkOutcome> = row
-        .outcome
-        .as_ref()
-        .and_then(|o| serde_json::from_value(o.clone()).ok());
-    match execution_state(row, outcome.as_ref()) {
+    match execution_state(row, row.outcome.as_ref()) {
         ExecState::Succeeded => {
             let answer: WorkAnswer = answer
                 .ok_or_else(|| ToolError::internal("the runner reported success without an answer"))
@@ -191,7 +187,7 @@ pub(super) fn answered(
             }
             Ok(answer)
         }
-        state => Err(refusal(state, outcome.as_ref()).with("job_id", row.id.to_string())),
+        state => Err(refusal(state, row.outcome.as_ref()).with("job_id", row.id.to_string())),
     }
 }
 

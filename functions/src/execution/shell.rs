@@ -23,7 +23,7 @@ use wc_runner_protocol::{
 };
 use wc_store::sessions::SessionRow;
 use wc_store::shells::{self, ShellRow, ShellStep, Submitted};
-use wc_store::work::NewWork;
+use wc_store::work::{Expectation, NewWork};
 
 use super::{SYNC_OUTPUT_BYTES, Target};
 use crate::kernel::context::ToolContext;
@@ -191,8 +191,11 @@ pub async fn run(
         session_id: None,
         tool: operation.tool.to_owned(),
         mode: WorkMode::Sync,
-        item: serde_json::to_value(&item).map_err(ToolError::internal)?,
-        expectation: serde_json::json!({ "invocation_id": ctx.invocation_id }),
+        item: item.clone(),
+        expectation: Expectation {
+            invocation_id: Some(ctx.invocation_id),
+            ..Expectation::default()
+        },
         queue,
     };
     let limits = super::open_limits(ctx);
@@ -417,8 +420,8 @@ pub async fn release(deps: &crate::deps::Deps, shell: &ShellRow) {
             session_id: None,
             tool: "close_session_shell".into(),
             mode: WorkMode::Sync,
-            item: serde_json::to_value(&item).map_err(ToolError::internal)?,
-            expectation: serde_json::json!({}),
+            item: item.clone(),
+            expectation: Expectation::default(),
             queue: super::route(&deps.config, &shell.client_id),
         };
         Ok(shells::queue_release(&deps.pool, &new).await?)

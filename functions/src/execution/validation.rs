@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use wc_runner_protocol::{
     DiagnosticCounts, ParserIdentity, TestCounts, ValidateOp, ValidationAnswer, Validator,
-    WorkAnswer, WorkItem, WorkSpec,
+    WorkAnswer, WorkSpec,
 };
 use wc_store::work::WorkRow;
 
@@ -83,9 +83,11 @@ pub struct ValidationFacts {
 
 /// The validate op and cwd of a work row, when it is validate work.
 pub fn op_of(row: &WorkRow) -> Option<(ValidateOp, Option<String>)> {
-    let item: WorkItem = serde_json::from_value(row.item.clone()).ok()?;
-    match item.spec {
-        WorkSpec::Validate(op) => Some((op, item.cwd.map(|c| c.as_str().to_owned()))),
+    match &row.item.spec {
+        WorkSpec::Validate(op) => Some((
+            op.clone(),
+            row.item.cwd.as_ref().map(|c| c.as_str().to_owned()),
+        )),
         _ => None,
     }
 }
@@ -123,7 +125,7 @@ pub fn facts(row: &WorkRow, answer: Option<&Value>) -> Option<ValidationFacts> {
             WorkAnswer::Validate(v) => Some(v),
             _ => None,
         });
-    let min_tests = row.expectation["min_tests"].as_u64();
+    let min_tests = row.expectation.min_tests;
     Some(build(
         &op,
         target_id(&op, cwd.as_deref(), purpose),

@@ -167,11 +167,7 @@ pub fn progress_of(row: &WorkRow, now: chrono::DateTime<Utc>) -> WorkProgress {
     };
     WorkProgress {
         elapsed_s: secs(row.created_at),
-        timeout_s: row
-            .item
-            .pointer("/limits/timeout_ms")
-            .and_then(Value::as_u64)
-            .map(|ms| ms as f64 / 1000.0),
+        timeout_s: Some(row.item.limits.timeout_ms as f64 / 1000.0),
         message,
     }
 }

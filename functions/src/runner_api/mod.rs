@@ -23,7 +23,7 @@ use uuid::Uuid;
 use wc_runner_protocol::{
     self as proto, ClaimRequest, ClaimResponse, HeartbeatRequest, HeartbeatResponse,
     InventoryRequest, Lease, LeaseStatus, OutputChunk, OutputRequest, PollRequest, PollResponse,
-    RegisterRequest, RegisterResponse, ReportResponse, ResultRequest, WorkItem,
+    RegisterRequest, RegisterResponse, ReportResponse, ResultRequest,
 };
 use wc_store::runners::{self, Registered, Registration};
 use wc_store::work::{self, Chunk, Claim, LeaseView, Report, WorkRow};
@@ -180,10 +180,8 @@ async fn register(
 }
 
 fn lease_of(row: &WorkRow, lease_ms: u64) -> Result<Lease, ApiError> {
-    let work: WorkItem = serde_json::from_value(row.item.clone())
-        .map_err(|e| ApiError::internal(anyhow::anyhow!("stored work item {}: {e}", row.id)))?;
     Ok(Lease {
-        work,
+        work: row.item.clone(),
         lease_token: row
             .lease_token
             .ok_or_else(|| ApiError::internal(anyhow::anyhow!("leased work without a token")))?,
@@ -470,7 +468,6 @@ async fn result(
         .map(|a| serde_json::to_value(&a))
         .transpose()
         .map_err(ApiError::internal)?;
-    let outcome = serde_json::to_value(&outcome).map_err(ApiError::internal)?;
     let mut client = state.deps.client().await?;
     report(
         work::finish(

@@ -49,23 +49,17 @@ pub struct Args {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let set = execution::setting(&ctx, &args.at).await?;
-    let spec = match (args.command, args.argv) {
-        (Some(command), None) => execution::shell_spec(command, args.shell, &set.defaults)?,
-        (None, Some(argv)) => WorkSpec::Process {
+    let (command, argv, shell) = (args.command, args.argv, args.shell);
+    let spec = |defaults: &_| match (command, argv) {
+        (Some(command), None) => execution::shell_spec(command, shell, defaults),
+        (None, Some(argv)) => Ok(WorkSpec::Process {
             argv: argv.into_inner(),
-        },
-        _ => {
-            return Err(execution::invalid(
-                "/command",
-                "oneOf",
-                "give exactly one of command (shell text) and argv".into(),
-            ));
-        }
+        }),
+        _ => Err(execution::invalid(
+            "/command",
+            "oneOf",
+            "give exactly one of command (shell text) and argv".into(),
+        )),
     };
-    let req = args
-        .exec
-        .request(&ctx, WorkMode::Job, spec, &set.defaults)?;
-    let row = execution::submit(&ctx, &set.target, set.session.as_ref(), req).await?;
-    execution::view(&ctx, &row, false).await
+    execution::run_tool(&ctx, &args.at, args.exec, WorkMode::Job, spec).await
 }

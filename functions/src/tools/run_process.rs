@@ -34,12 +34,7 @@ pub struct Args {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let set = execution::setting(&ctx, &args.at).await?;
-    let spec = WorkSpec::Process {
-        argv: args.argv.into_inner(),
-    };
-    let req = args
-        .exec
-        .request(&ctx, WorkMode::Sync, spec, &set.defaults)?;
-    execution::run_sync(&ctx, &set.target, set.session.as_ref(), req).await
+    let argv = args.argv.into_inner();
+    let spec = |_: &_| Ok(WorkSpec::Process { argv });
+    execution::run_tool(&ctx, &args.at, args.exec, WorkMode::Sync, spec).await
 }

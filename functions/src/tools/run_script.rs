@@ -39,14 +39,13 @@ pub struct Args {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let set = execution::setting(&ctx, &args.at).await?;
-    let spec = WorkSpec::Script {
+    let script = WorkSpec::Script {
         interpreter: args.interpreter.map_or_else(|| "sh".into(), String::from),
         script: args.script.into_string(),
         args: args.args.into_iter().flatten().map(String::from).collect(),
     };
-    let req = args
-        .exec
-        .request(&ctx, WorkMode::Sync, spec, &set.defaults)?;
-    execution::run_sync(&ctx, &set.target, set.session.as_ref(), req).await
+    execution::run_tool(&ctx, &args.at, args.exec, WorkMode::Sync, |_: &_| {
+        Ok(script)
+    })
+    .await
 }

@@ -37,10 +37,7 @@ pub struct Args {
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
-    let set = execution::setting(&ctx, &args.at).await?;
-    let spec = execution::shell_spec(args.command, args.shell, &set.defaults)?;
-    let req = args
-        .exec
-        .request(&ctx, WorkMode::Sync, spec, &set.defaults)?;
-    execution::run_sync(&ctx, &set.target, set.session.as_ref(), req).await
+    let (command, shell) = (args.command, args.shell);
+    let spec = |defaults: &_| execution::shell_spec(command, shell, defaults);
+    execution::run_tool(&ctx, &args.at, args.exec, WorkMode::Sync, spec).await
 }

@@ -878,7 +878,7 @@ async fn a_delivered_work_id_over_its_callers_share_of_the_runner_is_answered_ra
         let w = wc_store::work::NewWork {
             id,
             owner_authority_fingerprint: owner.to_string().repeat(64),
-            item: serde_json::to_value(&item).unwrap(),
+            item,
             ..wc_store::testing::runner_work::new_work("host", sqs())
         };
         let pool = db.pool().clone();

@@ -33,7 +33,7 @@ use wc_domain::{
 };
 
 use crate::StoreError;
-use crate::change::StepFuture;
+use crate::change::{StepFuture, guarded};
 use crate::pipeline::PipelinedTx;
 use crate::sessions::{self, NewEvent, SessionChange, SessionRow};
 
@@ -449,7 +449,7 @@ async fn finish(
     change: SessionChange,
     events: Vec<NewEvent>,
 ) -> Result<(), StoreError> {
-    sessions::write_back(tx, &session.id, &change, &events).await?;
+    sessions::write_back(tx, (&session.id, session.version), &change, &events).await?;
     if change.message_revision_bump > 0 {
         notify(tx, &notify_statement(tx).await?, &session.id).await?;
     }
@@ -488,17 +488,17 @@ pub async fn resolve(
             }
             let revision = session.message_observation_revision + 1;
             let row = tx
-                .query_one(
+                .query_opt(
                     &format!(
                         "UPDATE session_messages SET status = 'resolved', observation_revision = $2::bigint, \
                          assignment_revision = assignment_revision + CASE WHEN kind = 'todo' THEN 1 ELSE 0 END, \
                          closed_at = now(), updated_at = now(), version = version + 1 \
-                         WHERE id = $1 RETURNING {COLUMNS}"
+                         WHERE id = $1 AND version = $3 RETURNING {COLUMNS}"
                     ),
-                    &[&message.id, &revision],
+                    &[&message.id, &revision, &message.version],
                 )
                 .await?;
-            let updated = from_row(&row);
+            let updated = from_row(&guarded(row, "session_messages")?);
             if let Some(parent) = &message.reply_to {
                 touch_parent_assignment(tx, &session.id, parent, false).await?;
             }
@@ -622,14 +622,15 @@ pub async fn complete(
             )
             .await?;
             let updated = tx
-                .query_one(
+                .query_opt(
                     "UPDATE session_messages SET status = 'completed', observation_revision = $2::bigint, \
                      assignment_revision = assignment_revision + 1, reply_count = reply_count + 1, \
                      answer_message_id = $3, closed_at = now(), updated_at = now(), version = version + 1 \
-                     WHERE id = $1 RETURNING closed_at",
-                    &[&todo.id, &todo_revision, &answer.id],
+                     WHERE id = $1 AND version = $4 RETURNING closed_at",
+                    &[&todo.id, &todo_revision, &answer.id, &todo.version],
                 )
                 .await?;
+            let updated = guarded(updated, "session_messages")?;
             // A todo that is itself a direct reply changes its parent's assignment.
             if let Some(parent) = &todo.reply_to {
                 touch_parent_assignment(tx, &session.id, parent, false).await?;
@@ -719,7 +720,7 @@ pub async fn observe_acks(
         Box::pin(async move {
             let rows = tx
                 .query(
-                    "SELECT id FROM session_messages WHERE session_id = $1 AND id = ANY($2) \
+                    "SELECT id, version FROM session_messages WHERE session_id = $1 AND id = ANY($2) \
                      AND ack_required AND status = 'open' AND first_ack_observed_at IS NULL \
                      ORDER BY number",
                     &[&session.id, &ids],
@@ -730,14 +731,17 @@ pub async fn observe_acks(
             }
             let mut acked = Vec::new();
             for (i, r) in rows.iter().enumerate() {
-                let id: MessageId = r.get(0);
+                let (id, read_version): (MessageId, i64) = (r.get(0), r.get(1));
                 let revision = session.message_observation_revision + 1 + i as i64;
-                tx.execute(
-                    "UPDATE session_messages SET first_ack_observed_at = now(), observation_revision = $2::bigint, \
-                     updated_at = now(), version = version + 1 WHERE id = $1",
-                    &[&id, &revision],
-                )
-                .await?;
+                let written = tx
+                    .query_opt(
+                        "UPDATE session_messages SET first_ack_observed_at = now(), observation_revision = $2::bigint, \
+                         updated_at = now(), version = version + 1 WHERE id = $1 AND version = $3 \
+                         RETURNING 1",
+                        &[&id, &revision, &read_version],
+                    )
+                    .await?;
+                guarded(written, "session_messages")?;
                 acked.push(id);
             }
             let change = SessionChange {

@@ -494,18 +494,53 @@ pub mod runner_work {
         instance
     }
 
+    /// The outcome of a process that exited with `code`.
+    pub fn exited(code: i32) -> wc_runner_protocol::WorkOutcome {
+        wc_runner_protocol::WorkOutcome {
+            termination: wc_runner_protocol::Termination::Exited,
+            exit_code: Some(code),
+            signal: None,
+            error: None,
+            duration_ms: 1,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            answer: None,
+            error_kind: None,
+            conflict: None,
+            notices: Vec::new(),
+        }
+    }
+
     /// A small `run_process` work item for runner `client_id` on `queue`.
     pub fn new_work(client_id: &str, queue: QueueRoute) -> NewWork {
+        let id = Uuid::now_v7();
+        let item = wc_runner_protocol::WorkItem {
+            protocol_version: wc_runner_protocol::PROTOCOL_VERSION,
+            work_id: id,
+            project: "web".into(),
+            cwd: None,
+            spec: wc_runner_protocol::WorkSpec::Process {
+                argv: vec!["true".into()],
+            },
+            stdin: None,
+            env: Default::default(),
+            limits: wc_runner_protocol::WorkLimits {
+                timeout_ms: 1000,
+                output_bytes_per_stream: 10,
+            },
+        };
         NewWork {
-            id: Uuid::now_v7(),
+            id,
             client_id: client_id.into(),
             project_id: ProjectId::of_runner(client_id, "web").expect("project id"),
             owner_authority_fingerprint: FP.into(),
             session_id: None,
             tool: "run_process".into(),
             mode: WorkMode::Sync,
-            item: json!({"limits": {"timeout_ms": 1000, "output_bytes_per_stream": 10}}),
-            expectation: json!({}),
+            item,
+            expectation: Default::default(),
             queue,
         }
     }

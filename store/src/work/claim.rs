@@ -68,7 +68,7 @@ pub async fn claim_queued(
             prefixed("w")
         ))
         .await?;
-    Ok(client
+    client
         .query(
             &stmt,
             &[
@@ -82,7 +82,7 @@ pub async fn claim_queued(
         .await?
         .iter()
         .map(from_row)
-        .collect())
+        .collect()
 }
 
 /// What a claim of one delivered work id found.
@@ -145,7 +145,7 @@ pub async fn claim_one(
         )
         .await?
     {
-        return Ok(Claim::Claimed(Box::new(from_row(&row))));
+        return Ok(Claim::Claimed(Box::new(from_row(&row)?)));
     }
     let stmt = client
         .prepare_cached("SELECT state FROM runner_work WHERE id = $1 AND client_id = $2")

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 use wc_domain::{ShellState, WorkState};
+use wc_runner_protocol::WorkSpec;
 
 use super::WorkRow;
 use crate::{GenericClient, StoreError};
@@ -23,19 +24,16 @@ pub(super) async fn work_ended(
     answer: Option<&Value>,
 ) -> Result<(), StoreError> {
     for row in ended {
-        let spec = &row.item["spec"];
-        if spec["kind"] != "persistent_shell" {
-            continue;
-        }
-        let Some(shell_id) = spec["shell_id"].as_str() else {
+        let WorkSpec::PersistentShell(shell_op) = &row.item.spec else {
             continue;
         };
+        let shell_id = shell_op.target().shell_id.as_str();
         let answered = answer
             .filter(|_| ended.len() == 1)
             .filter(|a| a["op"] == "shell")
             .and_then(|a| a["state"].as_str())
             .and_then(|s| ShellState::parse(s).ok());
-        let op = spec["op"].as_str().unwrap_or_default();
+        let op = shell_op.name();
         let next = match (op, answered) {
             ("shell_open" | "shell_exec", Some(state)) => state,
             ("shell_open" | "shell_exec", None) => match row.state {
