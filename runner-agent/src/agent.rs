@@ -686,19 +686,8 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
     let outcome: WorkOutcome = match exec.await {
         Ok(o) => o,
         Err(e) => WorkOutcome {
-            termination: proto::Termination::SpawnFailed,
-            exit_code: None,
-            signal: None,
             error: Some(format!("the executor failed: {e}")),
-            duration_ms: 0,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            answer: None,
-            error_kind: None,
-            conflict: None,
-            notices: Vec::new(),
+            ..WorkOutcome::ended(proto::Termination::SpawnFailed)
         },
     };
     // Everything but the last request's worth goes out as output first.

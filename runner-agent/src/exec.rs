@@ -284,19 +284,9 @@ pub(crate) fn not_started(
     error: Option<String>,
 ) -> WorkOutcome {
     WorkOutcome {
-        termination,
-        exit_code: None,
-        signal: None,
         error: error.map(bounded),
         duration_ms: millis(started.elapsed()),
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        answer: None,
-        error_kind: None,
-        conflict: None,
-        notices: Vec::new(),
+        ..WorkOutcome::ended(termination)
     }
 }
 

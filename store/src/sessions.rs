@@ -596,23 +596,10 @@ where
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use serde_json::json;
-    use uuid::Uuid;
-    use wc_domain::{EventKind, EventRole};
+    use wc_domain::EventKind;
 
     use super::*;
-    use crate::testing::TestDatabase;
-
-    fn event(kind: EventKind) -> NewEvent {
-        NewEvent {
-            kind,
-            call_id: Uuid::now_v7(),
-            invocation_id: Uuid::now_v7(),
-            role: EventRole::Recorder,
-            tool_name: None,
-            payload: json!({}),
-        }
-    }
+    use crate::testing::{TestDatabase, event};
 
     #[tokio::test]
     async fn a_write_decided_on_a_version_that_moved_is_refused_and_the_change_decides_again() {

@@ -67,19 +67,9 @@ mod tests {
 
     fn exited(code: i32) -> WorkOutcome {
         WorkOutcome {
-            termination: Termination::Exited,
             exit_code: Some(code),
-            signal: None,
-            error: None,
             duration_ms: 1,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            answer: None,
-            error_kind: None,
-            conflict: None,
-            notices: Vec::new(),
+            ..WorkOutcome::ended(Termination::Exited)
         }
     }
 

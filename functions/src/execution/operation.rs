@@ -357,19 +357,10 @@ mod tests {
     #[test]
     fn an_outcome_that_is_not_success_is_never_an_answer() {
         let outcome = WorkOutcome {
-            termination: Termination::Rejected,
-            exit_code: None,
-            signal: None,
             error: Some("src/missing.rs: no such file".into()),
             duration_ms: 1,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            answer: None,
             error_kind: Some(OpErrorKind::NotFound),
-            conflict: None,
-            notices: Vec::new(),
+            ..WorkOutcome::ended(Termination::Rejected)
         };
         let e = refusal(ExecState::Rejected, Some(&outcome));
         assert_eq!(e.kind, ErrorKind::PathNotFound);

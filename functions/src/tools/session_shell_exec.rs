@@ -110,23 +110,13 @@ async fn run(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {
 /// The command's end as the expectation rule reads a process's: it completed with its exit
 /// status, or it did not complete.
 fn as_outcome(exit_code: Option<i32>) -> WorkOutcome {
+    let termination = if exit_code.is_some() {
+        Termination::Exited
+    } else {
+        Termination::TimedOut
+    };
     WorkOutcome {
-        termination: if exit_code.is_some() {
-            Termination::Exited
-        } else {
-            Termination::TimedOut
-        },
         exit_code,
-        signal: None,
-        error: None,
-        duration_ms: 0,
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        answer: None,
-        error_kind: None,
-        conflict: None,
-        notices: Vec::new(),
+        ..WorkOutcome::ended(termination)
     }
 }

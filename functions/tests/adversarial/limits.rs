@@ -859,26 +859,9 @@ async fn a_delivered_work_id_over_its_callers_share_of_the_runner_is_answered_ra
         queue_url: "http://sqs.local/q".into(),
     };
     let queue = |owner: char| {
-        let id = uuid::Uuid::now_v7();
-        let item = wc_runner_protocol::WorkItem {
-            protocol_version: wc_runner_protocol::PROTOCOL_VERSION,
-            work_id: id,
-            project: "web".into(),
-            cwd: None,
-            spec: wc_runner_protocol::WorkSpec::Process {
-                argv: vec!["true".into()],
-            },
-            stdin: None,
-            env: Default::default(),
-            limits: wc_runner_protocol::WorkLimits {
-                timeout_ms: 1000,
-                output_bytes_per_stream: 10,
-            },
-        };
+        // A valid item (the runner API hands it to a claimant), its id the row's.
         let w = wc_store::work::NewWork {
-            id,
             owner_authority_fingerprint: owner.to_string().repeat(64),
-            item,
             ..wc_store::testing::runner_work::new_work("host", sqs())
         };
         let pool = db.pool().clone();

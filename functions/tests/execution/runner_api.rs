@@ -81,19 +81,10 @@ async fn the_runner_api_refuses_bad_requests_stale_leases_old_instances_and_revo
 
     // A result under a wrong lease token changes nothing.
     let outcome = WorkOutcome {
-        termination: Termination::Exited,
         exit_code: Some(0),
-        signal: None,
-        error: None,
         duration_ms: 5,
         stdout_bytes: 16,
-        stderr_bytes: 0,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        answer: None,
-        error_kind: None,
-        conflict: None,
-        notices: Vec::new(),
+        ..WorkOutcome::ended(Termination::Exited)
     };
     let row_before = {
         let client = db.pool().get().await.unwrap();

@@ -491,19 +491,9 @@ mod tests {
 
     fn outcome() -> WorkOutcome {
         WorkOutcome {
-            termination: Termination::Exited,
             exit_code: Some(0),
-            signal: None,
-            error: None,
             duration_ms: 2,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            answer: None,
-            error_kind: None,
-            conflict: None,
-            notices: Vec::new(),
+            ..WorkOutcome::ended(Termination::Exited)
         }
     }
 

@@ -660,6 +660,27 @@ pub struct WorkOutcome {
 pub const MAX_NOTICES: usize = 4;
 
 impl WorkOutcome {
+    /// An outcome that ended by `termination` and says nothing else yet: no exit code,
+    /// signal, error, answer or notices, no output, no time. Others are built over it
+    /// (`WorkOutcome { exit_code: Some(0), ..WorkOutcome::ended(Termination::Exited) }`).
+    pub fn ended(termination: Termination) -> Self {
+        WorkOutcome {
+            termination,
+            exit_code: None,
+            signal: None,
+            error: None,
+            duration_ms: 0,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            answer: None,
+            error_kind: None,
+            conflict: None,
+            notices: Vec::new(),
+        }
+    }
+
     /// The terminal state this outcome puts the work in.
     pub fn state(&self) -> WorkState {
         match self.termination {
@@ -1173,19 +1194,9 @@ mod tests {
 
     fn outcome() -> WorkOutcome {
         WorkOutcome {
-            termination: Termination::Exited,
             exit_code: Some(0),
-            signal: None,
-            error: None,
             duration_ms: 2,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            answer: None,
-            error_kind: None,
-            conflict: None,
-            notices: Vec::new(),
+            ..WorkOutcome::ended(Termination::Exited)
         }
     }
 

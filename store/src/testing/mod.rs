@@ -240,16 +240,21 @@ impl TestDatabase {
     }
 }
 
-/// The `task_instruction` event a test session can start with.
-pub fn task_instruction() -> crate::sessions::NewEvent {
+/// An empty business event of `kind`, with fresh call and invocation ids.
+pub fn event(kind: wc_domain::EventKind) -> crate::sessions::NewEvent {
     crate::sessions::NewEvent {
-        kind: wc_domain::EventKind::TaskInstruction,
+        kind,
         call_id: uuid::Uuid::now_v7(),
         invocation_id: uuid::Uuid::now_v7(),
         role: EventRole::Business,
         tool_name: None,
         payload: serde_json::json!({}),
     }
+}
+
+/// The `task_instruction` event a test session can start with.
+pub fn task_instruction() -> crate::sessions::NewEvent {
+    event(wc_domain::EventKind::TaskInstruction)
 }
 
 /// A note to post, with a fresh `wc_msg_` id.
@@ -497,19 +502,9 @@ pub mod runner_work {
     /// The outcome of a process that exited with `code`.
     pub fn exited(code: i32) -> wc_runner_protocol::WorkOutcome {
         wc_runner_protocol::WorkOutcome {
-            termination: wc_runner_protocol::Termination::Exited,
             exit_code: Some(code),
-            signal: None,
-            error: None,
             duration_ms: 1,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            answer: None,
-            error_kind: None,
-            conflict: None,
-            notices: Vec::new(),
+            ..wc_runner_protocol::WorkOutcome::ended(wc_runner_protocol::Termination::Exited)
         }
     }
 
