@@ -9,7 +9,7 @@
 use chrono::{DateTime, Utc};
 use rand::RngCore;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wc_domain::{MessageId, MessageKind, MessageStatus, Priority, SessionId};
 use wc_store::board::{self, AssignmentSnapshot, MessageRow, Refusal};
 use wc_store::sessions::SessionRow;
@@ -114,6 +114,17 @@ pub fn bad_token(kind: ErrorKind, field: &'static str, problem: TokenProblem) ->
     ToolError::new(kind, format!("{field} {what}"))
         .with("field", field)
         .with("reason", problem.as_str())
+}
+
+/// The message a board tool acts on, in the session that holds it: the arguments of
+/// `get_session_assignment` and `resolve_session_message`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OnMessage {
+    /// The session that holds the message.
+    pub session_id: SessionId,
+    /// The message (for an assignment: the todo).
+    pub message_id: MessageId,
 }
 
 /// A message as the board tools return it.

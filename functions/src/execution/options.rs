@@ -4,7 +4,8 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wc_domain::{RelativePath, WorkMode};
+use wc_domain::{Cursor, RelativePath, WorkMode};
+use wc_runner_protocol::DEFAULT_LIST_FILES;
 use wc_runner_protocol::WorkSpec;
 
 use super::{
@@ -14,6 +15,28 @@ use super::{
 use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
+
+/// A page of a file listing, flattened into the arguments of the tools that list files.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FilePage {
+    /// Files per page (1-2000, default 200).
+    #[schemars(range(min = 1, max = 2000))]
+    limit: Option<u32>,
+    /// The previous page's next_cursor (same other arguments).
+    cursor: Option<Cursor>,
+}
+
+impl FilePage {
+    /// Files per page.
+    pub fn limit(&self) -> u32 {
+        self.limit.unwrap_or(DEFAULT_LIST_FILES)
+    }
+
+    /// Where the page starts.
+    pub fn cursor(self) -> Option<String> {
+        self.cursor.map(String::from)
+    }
+}
 
 /// The options every execution tool takes (`run_process`, `run_shell`, `run_script`,
 /// `run_job`), flattened into its arguments.

@@ -2,7 +2,7 @@
 //! with the assignment fence a completion must present.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::{MessageId, MessageKind, SessionId};
 use wc_store::board;
 
@@ -18,15 +18,8 @@ pub fn spec() -> ToolSpec {
     ToolSpec::new(meta, run).with_session(SessionUse::Reads)
 }
 
-/// Arguments of `get_session_assignment`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// The coordinator's session that holds the todo.
-    pub session_id: SessionId,
-    /// The todo.
-    pub message_id: MessageId,
-}
+/// Arguments: the message, in its session.
+pub type Args = crate::board::OnMessage;
 
 /// Output of `get_session_assignment`.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -3,11 +3,11 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use wc_domain::{Cursor, Glob, RelativePath};
-use wc_runner_protocol::{DEFAULT_LIST_FILES, FileListAnswer, ListFilesOp};
+use wc_domain::{Glob, RelativePath};
+use wc_runner_protocol::{FileListAnswer, ListFilesOp};
 
-use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
+use crate::execution::{FilePage, ProjectOrSession};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -33,11 +33,8 @@ pub struct Args {
     /// List hidden files and directories too (default false). `.gitignore`d files are never
     /// listed.
     pub hidden: Option<bool>,
-    /// Files per page (1-2000, default 200).
-    #[schemars(range(min = 1, max = 2000))]
-    pub limit: Option<u32>,
-    /// The previous page's next_cursor (same other arguments).
-    pub cursor: Option<Cursor>,
+    #[serde(flatten)]
+    pub page: FilePage,
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<FileListAnswer>, ToolError> {
@@ -45,8 +42,8 @@ async fn run(ctx: ToolContext, args: Args) -> Result<InProject<FileListAnswer>, 
         path: args.path.filter(|p| !p.is_root()),
         glob: args.glob.map(String::from),
         hidden: args.hidden.unwrap_or(false),
-        limit: args.limit.unwrap_or(DEFAULT_LIST_FILES),
-        cursor: args.cursor.map(String::from),
+        limit: args.page.limit(),
+        cursor: args.page.cursor(),
     };
     operation::in_project(&ctx, &args.at, op).await
 }

@@ -3,11 +3,11 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use wc_domain::{Cursor, RelativePath};
-use wc_runner_protocol::{DEFAULT_LIST_FILES, TrackedFilesAnswer, TrackedFilesOp};
+use wc_domain::RelativePath;
+use wc_runner_protocol::{TrackedFilesAnswer, TrackedFilesOp};
 
-use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
+use crate::execution::{FilePage, ProjectOrSession};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
@@ -27,18 +27,15 @@ pub struct Args {
     pub at: ProjectOrSession,
     /// Directory (or file) to list, relative to the project root (default: the root).
     pub path: Option<RelativePath>,
-    /// Files per page (1-2000, default 200).
-    #[schemars(range(min = 1, max = 2000))]
-    pub limit: Option<u32>,
-    /// The previous page's next_cursor (same other arguments).
-    pub cursor: Option<Cursor>,
+    #[serde(flatten)]
+    pub page: FilePage,
 }
 
 async fn run(ctx: ToolContext, args: Args) -> Result<InProject<TrackedFilesAnswer>, ToolError> {
     let op = TrackedFilesOp {
         path: args.path.filter(|p| !p.is_root()),
-        limit: args.limit.unwrap_or(DEFAULT_LIST_FILES),
-        cursor: args.cursor.map(String::from),
+        limit: args.page.limit(),
+        cursor: args.page.cursor(),
     };
     operation::in_project(&ctx, &args.at, op).await
 }

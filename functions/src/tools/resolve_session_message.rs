@@ -2,7 +2,7 @@
 //! transition of the board; resolving an already closed message changes nothing.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::{MessageId, MessageStatus, SessionId};
 use wc_store::board;
 
@@ -18,15 +18,8 @@ pub fn spec() -> ToolSpec {
     ToolSpec::new(meta, run).with_session(SessionUse::Changes)
 }
 
-/// Arguments of `resolve_session_message`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// The session.
-    pub session_id: SessionId,
-    /// The message.
-    pub message_id: MessageId,
-}
+/// Arguments: the message, in its session.
+pub type Args = crate::board::OnMessage;
 
 /// Output of `resolve_session_message`.
 #[derive(Debug, Serialize, JsonSchema)]
