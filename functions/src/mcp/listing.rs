@@ -385,6 +385,43 @@ mod tests {
     }
 
     #[test]
+    fn the_shared_target_is_described_once_in_the_instructions() {
+        let said = said_once();
+        assert!(said.contains_key("project") && said.contains_key("session_id"));
+        for word in ["project", "session_id", "agent:<runner>:<name>"] {
+            assert!(wrapper::INSTRUCTIONS.contains(word), "{word}");
+        }
+        let spec = crate::tools::all()
+            .into_iter()
+            .find(|s| s.meta.name == "git_status")
+            .unwrap();
+        let listed = published_input_schema(&spec, Era::Stateless);
+        for name in ["project", "session_id"] {
+            // The full schema describes it; the listing leaves that to the instructions.
+            assert!(
+                spec.input_schema["properties"][name]
+                    .get("description")
+                    .is_some()
+            );
+            assert!(
+                listed["properties"][name].get("description").is_none(),
+                "{name}"
+            );
+        }
+        // A tool that gives `session_id` its own meaning keeps its own words.
+        let board = crate::tools::all()
+            .into_iter()
+            .find(|s| s.meta.name == "list_session_messages")
+            .unwrap();
+        let listed = published_input_schema(&board, Era::Stateless);
+        assert!(
+            listed["properties"]["session_id"]
+                .get("description")
+                .is_some()
+        );
+    }
+
+    #[test]
     fn no_registered_tool_is_a_gateway() {
         const { assert!(!crate::audit::GATEWAY_TOOL_INCLUDED) };
         // A gateway takes another tool's name and free-form arguments to pass on.
