@@ -196,9 +196,8 @@ impl ValidationArgs for CargoTestArgs {
 
 impl ValidationArgs for CargoFmtArgs {
     fn asked(self) -> Asked {
-        let package = self.package;
         let scope = ValidationScope {
-            package,
+            package: self.package,
             ..Default::default()
         };
         Asked::new(self.at, self.run, scope)
@@ -207,10 +206,9 @@ impl ValidationArgs for CargoFmtArgs {
 
 impl ValidationArgs for GoTestArgs {
     fn asked(self) -> Asked {
-        let (package, test_filter) = (self.package, self.test_filter);
         let scope = ValidationScope {
-            package,
-            test_filter,
+            package: self.package,
+            test_filter: self.test_filter,
             ..Default::default()
         };
         Asked::new(self.at, self.run, scope)
@@ -219,10 +217,9 @@ impl ValidationArgs for GoTestArgs {
 
 impl ValidationArgs for PytestArgs {
     fn asked(self) -> Asked {
-        let (path, test_filter) = (self.path, self.test_filter);
         let scope = ValidationScope {
-            path,
-            test_filter,
+            path: self.path,
+            test_filter: self.test_filter,
             ..Default::default()
         };
         Asked::new(self.at, self.run, scope)
