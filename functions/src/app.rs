@@ -28,21 +28,17 @@ impl AppState {
     /// when configured), with the Workflow Session model, the board and the audit layer as
     /// the kernel's ports.
     pub fn new(pool: Pool, config: ServerConfig) -> Self {
-        let specs = tools::all();
-        #[cfg(feature = "conformance-fixtures")]
-        let specs = {
-            let mut specs = specs;
-            if config.conformance_fixtures {
-                specs.extend(mcp::fixtures::tools());
-            }
-            specs
-        };
+        let mut specs = tools::all();
+        specs.extend(mcp::fixtures::tools(&config));
         let admission = Arc::new(Admission::new(
             config.max_body_bytes,
             config.requests.clone(),
         ));
-        let deps = Deps::new(pool, config);
-        let runtime = Arc::new(runtime(&deps, specs));
+        let kernel = KernelConfig {
+            dispatch_deadline: config.dispatch_deadline,
+        };
+        let runtime = Arc::new(runtime(kernel, specs));
+        let deps = Deps::new(pool, config, work_ends(&runtime));
         Self {
             deps,
             runtime,
@@ -53,13 +49,14 @@ impl AppState {
 
     /// The same state serving the tools `specs` instead.
     pub fn with_tools(mut self, specs: Vec<ToolSpec>) -> Self {
-        self.runtime = Arc::new(runtime(&self.deps, specs));
+        self.runtime = Arc::new(runtime(self.runtime.config().clone(), specs));
+        self.deps.work_ends = work_ends(&self.runtime);
         self
     }
 }
 
 /// The kernel over `specs` with the domain's ports.
-fn runtime(deps: &Deps, specs: Vec<ToolSpec>) -> ToolRuntime {
+fn runtime(config: KernelConfig, specs: Vec<ToolSpec>) -> ToolRuntime {
     let ports = Ports {
         authority: Arc::new(workflow::authority::Authority),
         recorder: Arc::new(workflow::recording::LedgerRecorder),
@@ -68,10 +65,13 @@ fn runtime(deps: &Deps, specs: Vec<ToolSpec>) -> ToolRuntime {
             Arc::new(materials::ContextSidecar),
         ],
     };
-    let config = KernelConfig {
-        dispatch_deadline: deps.config.dispatch_deadline,
-    };
     ToolRuntime::new(Arc::new(Registry::new(specs)), ports, config)
+}
+
+/// How work ends beside it: its evidence, and the end of the task of a call of `runtime`'s
+/// tools that waits for it.
+fn work_ends(runtime: &ToolRuntime) -> Arc<dyn wc_store::work::WorkEnding> {
+    Arc::new(mcp::tasks::WorkEnds::new(runtime.call_ends()))
 }
 
 /// The SQS publisher for `config`, built once per process: `None` unless some runner's work
@@ -194,7 +194,7 @@ pub fn app_for(state: AppState, surfaces: Surfaces) -> Router {
         // Authentication, then the body, then auditing, then the JSON-RPC shape check, so a
         // rejected request still leaves its audit row, then the task ids of a listen.
         let mcp = Router::new()
-            .route_service("/mcp", mcp::service(state.clone()))
+            .route("/mcp", mcp::service(state.clone()))
             .route_layer(middleware::from_fn_with_state(
                 state.clone(),
                 mcp::listen::prepare,

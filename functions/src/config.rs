@@ -27,10 +27,9 @@ pub struct ServerConfig {
     pub public_url: Option<String>,
     /// Serve callers without a token as the Open Anonymous principal (`WC_ALLOW_ANONYMOUS=1`).
     pub allow_anonymous: bool,
-    /// Register the MCP conformance suite's fixtures (`WC_CONFORMANCE_FIXTURES=1`); test only.
-    /// Exists only in builds with the `conformance-fixtures` feature; turn it on with
-    /// [`ServerConfig::enable_conformance_fixtures`], which other builds refuse.
-    #[cfg(feature = "conformance-fixtures")]
+    /// Serve the MCP conformance suite's fixtures (`WC_CONFORMANCE_FIXTURES=1`); test only.
+    /// Turned on only by [`ServerConfig::enable_conformance_fixtures`], which builds without
+    /// the fixtures refuse.
     pub conformance_fixtures: bool,
     /// How long an open audit session stays eligible for reuse after its last event
     /// (`ACTION_SESSION_IDLE_TIMEOUT_SECS`).
@@ -316,20 +315,18 @@ impl ServerConfig {
     /// without the `conformance-fixtures` feature — every production artifact — refuses, so the
     /// switch never passes silently for a server that cannot serve them.
     pub fn enable_conformance_fixtures(&mut self, source: &str) -> Result<(), ConfigError> {
-        #[cfg(feature = "conformance-fixtures")]
-        {
-            tracing::warn!(
-                %source,
-                "conformance fixtures are registered: this server is for testing only"
-            );
-            self.conformance_fixtures = true;
-            Ok(())
+        if !crate::mcp::fixtures::BUILT {
+            return Err(ConfigError(format!(
+                "{source} asks for the MCP conformance fixtures, which this build does not carry; \
+                 they are test only, built with `--features wc-functions/conformance-fixtures`"
+            )));
         }
-        #[cfg(not(feature = "conformance-fixtures"))]
-        Err(ConfigError(format!(
-            "{source} asks for the MCP conformance fixtures, which this build does not carry; \
-             they are test only, built with `--features wc-functions/conformance-fixtures`"
-        )))
+        tracing::warn!(
+            %source,
+            "conformance fixtures are registered: this server is for testing only"
+        );
+        self.conformance_fixtures = true;
+        Ok(())
     }
 
     /// Browser origins accepted by the MCP endpoint: those of the allowed hosts, on any port,
@@ -372,7 +369,6 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             public_url: None,
             allow_anonymous: false,
-            #[cfg(feature = "conformance-fixtures")]
             conformance_fixtures: false,
             audit_idle_timeout: Duration::from_secs(1800),
             runner_lease: Duration::from_secs(60),
@@ -396,13 +392,18 @@ impl Default for ServerConfig {
 mod tests {
     use super::*;
 
-    #[cfg(not(feature = "conformance-fixtures"))]
     #[test]
-    fn a_build_without_the_fixtures_refuses_to_turn_them_on() {
-        let err = ServerConfig::default()
-            .enable_conformance_fixtures("--conformance-fixtures")
-            .unwrap_err()
-            .to_string();
+    fn the_fixtures_turn_on_only_in_a_build_that_carries_them() {
+        let mut cfg = ServerConfig::default();
+        assert!(!cfg.conformance_fixtures);
+        let asked = cfg.enable_conformance_fixtures("--conformance-fixtures");
+        if crate::mcp::fixtures::BUILT {
+            asked.unwrap();
+            assert!(cfg.conformance_fixtures);
+            return;
+        }
+        let err = asked.unwrap_err().to_string();
+        assert!(!cfg.conformance_fixtures);
         assert!(
             err.starts_with("invalid configuration: --conformance-fixtures asks for"),
             "{err}"
@@ -411,16 +412,6 @@ mod tests {
             err.contains("--features wc-functions/conformance-fixtures"),
             "{err}"
         );
-    }
-
-    #[cfg(feature = "conformance-fixtures")]
-    #[test]
-    fn a_build_with_the_fixtures_turns_them_on_when_asked() {
-        let mut cfg = ServerConfig::default();
-        assert!(!cfg.conformance_fixtures);
-        cfg.enable_conformance_fixtures("WC_CONFORMANCE_FIXTURES=1")
-            .unwrap();
-        assert!(cfg.conformance_fixtures);
     }
 
     #[test]

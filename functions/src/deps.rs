@@ -25,6 +25,9 @@ pub struct Deps {
     pub publisher: Option<Arc<dyn QueuePublisher>>,
     /// Resolves and re-checks callers' credentials.
     pub auth: Authenticator,
+    /// What ending work writes beside it (its evidence, the end of the task waiting for it),
+    /// given to every store call that ends work.
+    pub work_ends: Arc<dyn wc_store::work::WorkEnding>,
     /// Keys of observation tokens and assignment fences, derived once from the configured or
     /// database-kept secret ([`crate::board::keys`]).
     pub token_keys: Arc<tokio::sync::OnceCell<TokenKeys>>,
@@ -45,9 +48,13 @@ impl Deps {
         Ok(self.pool.get().await?)
     }
 
-    /// The bundle over `pool` with `config`: OAuth verification when configured, wake-ups by
-    /// polling, no SQS publisher.
-    pub fn new(pool: Pool, config: ServerConfig) -> Self {
+    /// The bundle over `pool` with `config`, ending work as `work_ends` says: OAuth
+    /// verification when configured, wake-ups by polling, no SQS publisher.
+    pub fn new(
+        pool: Pool,
+        config: ServerConfig,
+        work_ends: Arc<dyn wc_store::work::WorkEnding>,
+    ) -> Self {
         let oauth = config
             .oauth
             .clone()
@@ -58,6 +65,7 @@ impl Deps {
             config: Arc::new(config),
             wake: Wakeups::polling(),
             publisher: None,
+            work_ends,
             token_keys: Arc::default(),
         }
     }

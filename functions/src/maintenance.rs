@@ -1,7 +1,7 @@
 //! Periodic upkeep of durable state, one pass at a time: expired runner leases end as `lost`,
 //! due SQS outbox messages are sent, and finished work older than a week is pruned (bounded per
 //! pass); [`end_shells`] closes idle persistent shells and those of ended sessions;
-//! [`end_tasks`] ends MCP tasks whose work ended while nobody polled, and deletes expired ones.
+//! [`prune_tasks`] deletes MCP tasks past their TTL (a task ends with its work, not here).
 //! [`upkeep`] is the whole pass: `wc-local` runs one every quarter lease; in the cloud the
 //! `wc-scheduled` function runs one per scheduled invocation. Every step is safe to run from several places at once:
 //! each is a guarded statement or claims its rows with `FOR UPDATE SKIP LOCKED`.
@@ -34,17 +34,19 @@ pub struct Report {
     pub pruned: Option<u64>,
 }
 
-/// One pass: reap, drain (when a publisher is configured), and prune when `prune` is set.
-/// Each step runs even if an earlier one failed; the first failure is returned after all ran.
+/// One pass: reap (each lost work ending as `ends` says), drain (when a publisher is
+/// configured), and prune when `prune` is set. Each step runs even if an earlier one failed;
+/// the first failure is returned after all ran.
 pub async fn run_once(
     pool: &wc_store::Pool,
     publisher: Option<&dyn QueuePublisher>,
+    ends: wc_store::work::Ends<'_>,
     prune: bool,
 ) -> Result<Report, StoreError> {
     let mut report = Report::default();
     let mut first_error = None;
     let mut client = pool.get().await?;
-    match wc_store::work::reap_expired(&mut client, &crate::execution::terminal_evidence).await {
+    match wc_store::work::reap_expired(&mut client, ends).await {
         Ok(lost) => {
             if !lost.is_empty() {
                 tracing::warn!(count = lost.len(), "work lost: runner leases expired");
@@ -115,26 +117,13 @@ pub async fn end_shells(deps: &crate::deps::Deps) -> Result<usize, StoreError> {
     Ok(ended.len())
 }
 
-/// Most MCP tasks ended, and most expired ones deleted, per pass.
+/// Most expired MCP tasks deleted per pass.
 pub const TASK_LIMIT: i64 = 500;
 
-/// What [`end_tasks`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct TaskReport {
-    /// Open tasks whose work had ended, now ended (their evidence landed).
-    pub ended: u64,
-    /// Tasks past their TTL, deleted.
-    pub expired: u64,
-}
-
-/// Ends open MCP tasks whose work has ended (a client that stopped polling still gets its
-/// sessions' `tool_call_finished`), then deletes tasks past their TTL (at most
-/// [`TASK_LIMIT`] each).
-pub async fn end_tasks(state: &crate::AppState) -> Result<TaskReport, StoreError> {
-    let ended = crate::mcp::tasks::end_ended(state, TASK_LIMIT).await?;
-    let client = state.deps.client().await?;
-    let expired = wc_store::tasks::prune_expired(&client, TASK_LIMIT).await?;
-    Ok(TaskReport { ended, expired })
+/// Deletes MCP tasks past their TTL (at most [`TASK_LIMIT`]); returns how many.
+pub async fn prune_tasks(deps: &crate::deps::Deps) -> Result<u64, StoreError> {
+    let client = deps.client().await?;
+    wc_store::tasks::prune_expired(&client, TASK_LIMIT).await
 }
 
 /// What one whole upkeep pass did; a part that failed is `None` (its failure was logged).
@@ -144,13 +133,13 @@ pub struct Upkeep {
     pub work: Option<Report>,
     /// Persistent shells ended ([`end_shells`]).
     pub shells: Option<usize>,
-    /// MCP tasks ended and expired ([`end_tasks`]).
-    pub tasks: Option<TaskReport>,
+    /// MCP tasks past their TTL, deleted ([`prune_tasks`]).
+    pub tasks: Option<u64>,
 }
 
 /// One whole upkeep pass, as every host runs it (`wc-local` every quarter lease,
 /// `wc-scheduled` once per invocation): [`run_once`] (pruning when `prune`), [`end_shells`],
-/// [`end_tasks`]. Each part runs even if an earlier one failed; the report says what each did,
+/// [`prune_tasks`]. Each part runs even if an earlier one failed; the report says what each did,
 /// and the first failure comes back with it.
 pub async fn upkeep(state: &crate::AppState, prune: bool) -> (Upkeep, Option<StoreError>) {
     let deps = &state.deps;
@@ -159,15 +148,20 @@ pub async fn upkeep(state: &crate::AppState, prune: bool) -> (Upkeep, Option<Sto
         tracing::warn!(error = %e, part, "an upkeep part failed; the next pass tries again");
         first_error.get_or_insert(e);
     };
-    let work = run_once(&deps.pool, deps.publisher.as_deref(), prune)
-        .await
-        .map_err(|e| note("work", e))
-        .ok();
+    let work = run_once(
+        &deps.pool,
+        deps.publisher.as_deref(),
+        &*deps.work_ends,
+        prune,
+    )
+    .await
+    .map_err(|e| note("work", e))
+    .ok();
     let shells = end_shells(deps)
         .await
         .map_err(|e| note("persistent shells", e))
         .ok();
-    let tasks = end_tasks(state)
+    let tasks = prune_tasks(deps)
         .await
         .map_err(|e| note("MCP tasks", e))
         .ok();

@@ -155,7 +155,7 @@ async fn a_stopped_queued_job_and_a_reaped_job_have_their_evidence_without_a_rea
                 "script".to_owned(),
             ],
         },
-        &wc_store::testing::runner_work::no_evidence,
+        &wc_store::testing::runner_work::NoEvidence,
     )
     .await
     .unwrap();
@@ -188,7 +188,7 @@ async fn a_stopped_queued_job_and_a_reaped_job_have_their_evidence_without_a_rea
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].id.to_string(), reaped);
     let found = await_evidence(&st, &key, &s, &reaped, async || {
-        wc_functions::maintenance::run_once(db.pool(), None, false)
+        wc_functions::maintenance::run_once(db.pool(), None, &*st.deps.work_ends, false)
             .await
             .unwrap();
     })

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use wc_functions::config::ServerConfig;
-use wc_functions::maintenance::{self, Report, TaskReport, Upkeep};
+use wc_functions::maintenance::{self, Report, Upkeep};
 use wc_runner_protocol::QueueEnvelope;
 use wc_store::testing::TestDatabase;
+use wc_store::testing::runner_work::NoEvidence;
 use wc_store::testing::runner_work::{enqueue, new_work, runner};
 use wc_store::testing::sqs::LocalSqs;
 use wc_store::work::{self, QueueRoute};
@@ -55,7 +56,7 @@ async fn one_pass_reaps_drains_and_prunes() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 
-    let report = maintenance::run_once(db.pool(), Some(&publisher), true)
+    let report = maintenance::run_once(db.pool(), Some(&publisher), &NoEvidence, true)
         .await
         .unwrap();
     assert_eq!(
@@ -78,7 +79,7 @@ async fn one_pass_reaps_drains_and_prunes() {
     );
 
     // Nothing left to do: a second pass changes nothing.
-    let again = maintenance::run_once(db.pool(), Some(&publisher), true)
+    let again = maintenance::run_once(db.pool(), Some(&publisher), &NoEvidence, true)
         .await
         .unwrap();
     assert_eq!(
@@ -96,10 +97,14 @@ async fn one_pass_reaps_drains_and_prunes() {
     )
     .await
     .unwrap();
-    let kept = maintenance::run_once(db.pool(), None, false).await.unwrap();
+    let kept = maintenance::run_once(db.pool(), None, &NoEvidence, false)
+        .await
+        .unwrap();
     assert_eq!(kept, Report::default());
     assert!(work::get(&c, leased).await.unwrap().is_some());
-    let pruned = maintenance::run_once(db.pool(), None, true).await.unwrap();
+    let pruned = maintenance::run_once(db.pool(), None, &NoEvidence, true)
+        .await
+        .unwrap();
     assert_eq!(pruned.pruned, Some(1));
     assert!(work::get(&c, leased).await.unwrap().is_none());
 }
@@ -132,7 +137,7 @@ async fn the_whole_upkeep_pass_runs_every_part_and_reports_each() {
                 ..Report::default()
             }),
             shells: Some(0),
-            tasks: Some(TaskReport::default()),
+            tasks: Some(0),
         }
     );
     let row = work::get(&c, leased).await.unwrap().unwrap();

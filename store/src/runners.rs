@@ -211,9 +211,8 @@ pub enum Registered {
 pub const KEPT_INSTANCES: i64 = 32;
 
 /// Makes `reg.instance_id` the runner's current instance, ends every lease of other instances
-/// as `lost` (a started command is never replayed) with its `execution_finished` (as
-/// `evidence` makes it) appended to its session, and registers the announced projects — all
-/// in one transaction.
+/// as `lost` (a started command is never replayed) with what each end says beside it
+/// ([`crate::work::ending`]), and registers the announced projects — all in one transaction.
 ///
 /// The server orders instances, never the ids runners choose: an id registering for the first
 /// time takes the next number of `runner_instances`' sequence and becomes current, whatever its
@@ -223,7 +222,7 @@ pub const KEPT_INSTANCES: i64 = 32;
 pub async fn register(
     pool: &Pool,
     reg: &Registration<'_>,
-    evidence: crate::work::EvidenceOf<'_>,
+    ends: crate::work::Ends<'_>,
 ) -> Result<Registered, StoreError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
@@ -272,7 +271,7 @@ pub async fn register(
         ],
     )
     .await?;
-    let lost = crate::work::lose_replaced(&tx, reg.client_id, reg.instance_id, evidence).await?;
+    let lost = crate::work::lose_replaced(&tx, reg.client_id, reg.instance_id, ends).await?;
     crate::shells::lose_replaced(&tx, reg.client_id, reg.instance_id).await?;
     for project in reg.projects {
         crate::projects::register(

@@ -2,12 +2,13 @@
 //!
 //! A task row is written with the work it waits for (in the transaction that queues the
 //! work, [`crate::work::enqueue`]) or alone for a task the server answers by itself
-//! ([`insert`]); it is never returned before it is committed. Every later change is a
-//! read–decide–write under the task row's lock ([`change`]): the end of a task ([`finish`])
-//! checks it is still open, appends the call's `tool_call_finished` events to its sessions and
-//! writes the terminal status in one transaction, so the end lands exactly once whoever
-//! observes it first. Locks are taken task row first, then session rows; no path holds a
-//! session row's lock while it waits for a task row's.
+//! ([`insert`]); it is never returned before it is committed. A task that waits for work ends
+//! in the transaction that ends its work ([`crate::work::ending`]); every other change is a
+//! read–decide–write under the task row's lock ([`change`]). An end appends the call's
+//! `tool_call_finished` events to its sessions and writes the terminal status in one
+//! transaction, so it lands exactly once, and readers only read. Locks are taken task row
+//! first, then session rows; no path holds a session row's lock while it waits for a task
+//! row's.
 
 use std::sync::{Arc, LazyLock};
 
@@ -321,27 +322,34 @@ async fn apply(
     Ok(from_row(&written))
 }
 
-/// Open tasks whose runner work has ended, oldest first, at most `limit`: what upkeep ends
-/// when no client polls. Returns `(id, owner)` pairs.
-pub async fn open_with_ended_work(
-    client: &impl GenericClient,
-    limit: i64,
-) -> Result<Vec<(TaskId, String)>, StoreError> {
-    let stmt = client
-        .prepare_cached(
-            "SELECT t.id, t.owner_authority_fingerprint FROM mcp_tasks t \
-             JOIN runner_work w ON w.id = t.work_id \
-             WHERE t.status IN ('working', 'input_required') AND t.work_id IS NOT NULL \
-               AND w.state NOT IN ('queued', 'leased') AND t.expires_at > now() \
-             ORDER BY t.created_at LIMIT $1",
-        )
+/// Locks the open tasks that wait for any of `work`, in id order: the tasks a work ending
+/// ends in its transaction ([`crate::work::ending`]).
+pub(crate) async fn lock_open_on(
+    tx: &impl GenericClient,
+    work: &[Uuid],
+) -> Result<Vec<TaskRow>, StoreError> {
+    let stmt = tx
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM mcp_tasks \
+             WHERE work_id = ANY($1) AND status IN ('working', 'input_required') \
+             ORDER BY id FOR UPDATE"
+        ))
         .await?;
-    Ok(client
-        .query(&stmt, &[&limit])
+    Ok(tx
+        .query(&stmt, &[&work])
         .await?
         .iter()
-        .map(|r| (r.get(0), r.get(1)))
+        .map(from_row)
         .collect())
+}
+
+/// Ends `task`, whose row `tx` holds locked and open, as `ending` says.
+pub(crate) async fn end(
+    tx: &impl GenericClient,
+    task: &TaskRow,
+    ending: Ending,
+) -> Result<TaskRow, StoreError> {
+    apply(tx, task, Step::End(ending)).await
 }
 
 /// Deletes up to `limit` tasks whose TTL has passed; returns how many.

@@ -11,10 +11,12 @@
 //! work id when it ends); durable state stays the truth.
 
 mod claim;
+pub mod ending;
 mod output;
 mod shell_end;
 
 pub use claim::{CLAIM_WINDOW, Claim, LeaseView, claim_one, claim_queued, heartbeat, lease_views};
+pub use ending::{EndedWork, Ends, WorkEnding};
 use output::chunk_arrays;
 pub use output::{Chunk, Report, append_output, read_heads, read_output};
 
@@ -228,35 +230,6 @@ fn from_row(r: &Row) -> Result<WorkRow, StoreError> {
         finished_at: r.get("finished_at"),
         version: r.get("version"),
     })
-}
-
-/// The `execution_finished` event of work that has just ended, given its row as written and
-/// the runner's answer when it gave one, or `None` to append nothing. The caller prepares it (redaction included); the store appends it
-/// to the work's session in the transaction that ends the work, so the evidence lands exactly
-/// once, with the fact, whoever reads the work later.
-pub type EvidenceOf<'a> = &'a (dyn Fn(&WorkRow, Option<&Value>) -> Option<NewEvent> + Send + Sync);
-
-/// Appends the terminal evidence of each of `ended` (rows just moved to a terminal state in
-/// the transaction of `tx`) to its session through the one ledger path. A session that is no
-/// longer active (finished or closed) takes no events: its ledger is final, and the work
-/// still ends.
-pub(crate) async fn append_terminal_evidence(
-    tx: &impl GenericClient,
-    ended: &[WorkRow],
-    answer: Option<&Value>,
-    evidence: EvidenceOf<'_>,
-) -> Result<(), StoreError> {
-    for row in ended {
-        let Some(session_id) = &row.session_id else {
-            continue;
-        };
-        let Some(event) = evidence(row, answer) else {
-            continue;
-        };
-        sessions::append(tx, session_id, std::slice::from_ref(&event), true).await?;
-    }
-    // After the sessions' evidence: locks are taken session first, shell second.
-    shell_end::work_ended(tx, ended, answer).await
 }
 
 /// [`COLUMNS`] qualified by `alias`, for statements that return a row they join or update.
@@ -484,8 +457,9 @@ pub async fn get_answered(
 }
 
 /// Ends leased work with the runner's outcome (`state` is the terminal state it implies) and
-/// the answer of work the runner executes itself, stores its remaining chunks and appends the work's `execution_finished` (as `evidence`
-/// makes it from the ended row) to its session, under the live lease, in one transaction.
+/// the answer of work the runner executes itself, stores its remaining chunks and writes what
+/// the end says beside it ([`ending`], as `ends` decides), under the live lease, in one
+/// transaction.
 /// When the runner has queued work, the freed slot is announced (`wc_work`): an owner held
 /// back by [`SlotSharing`] may now claim. A repeated identical report of the same lease is
 /// accepted again without another effect (and without another event).
@@ -500,7 +474,7 @@ pub async fn finish(
     outcome: &WorkOutcome,
     answer: Option<&Value>,
     chunks: &[Chunk],
-    evidence: EvidenceOf<'_>,
+    ends: Ends<'_>,
 ) -> Result<Report, StoreError> {
     let (streams, offsets, data) = chunk_arrays(chunks);
     let tx = client.transaction().await?;
@@ -553,7 +527,7 @@ pub async fn finish(
     let over: i64 = row.get("over");
     let report = if row.get::<_, Option<Uuid>>("id").is_some() {
         let ended = from_row(&row)?;
-        append_terminal_evidence(&tx, std::slice::from_ref(&ended), answer, evidence).await?;
+        ending::ended(&tx, std::slice::from_ref(&ended), answer, ends).await?;
         Report::Accepted(ended.state)
     } else {
         match current {
@@ -568,12 +542,9 @@ pub async fn finish(
 }
 
 /// Ends every expired lease as `lost` (never requeued: a started command is not replayed) and
-/// appends each ended work's `execution_finished` (as `evidence` makes it) to its session, in
-/// one transaction. Returns the ids it ended.
-pub async fn reap_expired(
-    client: &mut Client,
-    evidence: EvidenceOf<'_>,
-) -> Result<Vec<Uuid>, StoreError> {
+/// writes what each end says beside it ([`ending`]), in one transaction. Returns the ids it
+/// ended.
+pub async fn reap_expired(client: &mut Client, ends: Ends<'_>) -> Result<Vec<Uuid>, StoreError> {
     let tx = client.transaction().await?;
     let stmt = tx
         .prepare_cached(&format!(
@@ -589,19 +560,19 @@ pub async fn reap_expired(
         .iter()
         .map(from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    append_terminal_evidence(&tx, &ended, None, evidence).await?;
+    ending::ended(&tx, &ended, None, ends).await?;
     tx.commit().await?;
     Ok(ended.iter().map(|w| w.id).collect())
 }
 
 /// Ends every lease of `client_id` held by an instance other than `current` as `lost`
-/// (`instance_replaced`) and appends each ended work's `execution_finished` (as `evidence`
-/// makes it), in the caller's transaction `tx` (runner registration). Returns the ended ids.
+/// (`instance_replaced`) and writes what each end says beside it ([`ending`]), in the
+/// caller's transaction `tx` (runner registration). Returns the ended ids.
 pub(crate) async fn lose_replaced(
     tx: &impl GenericClient,
     client_id: &str,
     current: Uuid,
-    evidence: EvidenceOf<'_>,
+    ends: Ends<'_>,
 ) -> Result<Vec<Uuid>, StoreError> {
     let stmt = tx
         .prepare_cached(&format!(
@@ -617,7 +588,7 @@ pub(crate) async fn lose_replaced(
         .iter()
         .map(from_row)
         .collect::<Result<Vec<_>, _>>()?;
-    append_terminal_evidence(tx, &ended, None, evidence).await?;
+    ending::ended(tx, &ended, None, ends).await?;
     Ok(ended.iter().map(|w| w.id).collect())
 }
 
@@ -651,13 +622,13 @@ fn as_read(found: &Row) -> Result<WorkRow, StoreError> {
     Ok(row)
 }
 
-/// Requests a stop: queued work is cancelled at once, its `execution_finished` (as `evidence`
-/// makes it) appended to its session in the same transaction; leased work is marked so the
+/// Requests a stop: queued work is cancelled at once, what its end says written beside it
+/// ([`ending`]) in the same transaction; leased work is marked so the
 /// runner's next heartbeat stops it. Returns the state after, `None` for unknown work.
 pub async fn request_cancel(
     client: &mut Client,
     id: Uuid,
-    evidence: EvidenceOf<'_>,
+    ends: Ends<'_>,
 ) -> Result<Option<WorkState>, StoreError> {
     let tx = client.transaction().await?;
     let stmt = tx
@@ -681,7 +652,7 @@ pub async fn request_cancel(
     let after = if row.get::<_, Option<Uuid>>("id").is_some() {
         let changed = from_row(&row)?;
         if changed.state == WorkState::Cancelled {
-            append_terminal_evidence(&tx, std::slice::from_ref(&changed), None, evidence).await?;
+            ending::ended(&tx, std::slice::from_ref(&changed), None, ends).await?;
         }
         Some(changed.state)
     } else {

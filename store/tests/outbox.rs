@@ -13,7 +13,7 @@ use wc_store::outbox::{
     self, BACKOFF_CAP, DrainStats, QueuePublisher, SEND_LEASE, SendFuture, SqsPublisher,
 };
 use wc_store::testing::TestDatabase;
-use wc_store::testing::runner_work::no_evidence;
+use wc_store::testing::runner_work::NoEvidence;
 use wc_store::testing::sqs::LocalSqs;
 use wc_store::work::{self, Enqueued, NewWork, QueueRoute};
 
@@ -295,7 +295,7 @@ async fn rows_of_work_no_longer_queued_are_discarded_unsent() {
     let id = enqueue_sqs(db.pool(), &queue).await;
     let mut client = db.pool().get().await.unwrap();
     assert_eq!(
-        work::request_cancel(&mut client, id, &no_evidence)
+        work::request_cancel(&mut client, id, &NoEvidence)
             .await
             .unwrap(),
         Some(WorkState::Cancelled)

@@ -9,7 +9,7 @@ use wc_store::runners::{self, Registered, Registration};
 use wc_store::testing::TestDatabase;
 use wc_store::work::{self, Chunk, Claim, Enqueued, LeaseView, NewWork, QueueRoute, Report};
 
-use wc_store::testing::runner_work::{exited, new_work, no_evidence, register, runner};
+use wc_store::testing::runner_work::{NoEvidence, exited, new_work, register, runner};
 
 /// Waits until the database's clock is past the lease of every leased `ids` row: the
 /// expiry is read from the rows, never assumed from a local timer. Fails only on a hang.
@@ -222,7 +222,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
         &outcome,
         None,
         &[out(5, b"!")],
-        &no_evidence,
+        &NoEvidence,
     )
     .await
     .unwrap();
@@ -237,7 +237,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
         &outcome,
         None,
         &[out(5, b"!")],
-        &no_evidence,
+        &NoEvidence,
     )
     .await
     .unwrap();
@@ -258,7 +258,7 @@ async fn reports_need_the_live_lease_and_a_repeated_result_is_accepted_once() {
             &other,
             None,
             &[],
-            &no_evidence
+            &NoEvidence
         )
         .await
         .unwrap(),
@@ -311,7 +311,7 @@ async fn expired_leases_read_as_lost_the_reaper_ends_them_and_they_never_requeue
         ["lost", "lost"],
         "listing reads expired leases as lost too"
     );
-    let reaped: BTreeSet<Uuid> = work::reap_expired(&mut c, &no_evidence)
+    let reaped: BTreeSet<Uuid> = work::reap_expired(&mut c, &NoEvidence)
         .await
         .unwrap()
         .into_iter()
@@ -357,7 +357,7 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
             &outcome,
             None,
             &[],
-            &no_evidence,
+            &NoEvidence,
         )
         .await
         .unwrap(),
@@ -374,7 +374,7 @@ async fn a_newer_instance_loses_the_older_ones_work_and_the_older_cannot_come_ba
             projects: &[],
             work_kinds: &[],
         },
-        &no_evidence,
+        &NoEvidence,
     )
     .await
     .unwrap();
@@ -393,7 +393,7 @@ async fn register_as(db: &TestDatabase, instance: Uuid) -> Registered {
             projects: &[],
             work_kinds: &[],
         },
-        &no_evidence,
+        &NoEvidence,
     )
     .await
     .unwrap()
@@ -493,7 +493,7 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
     let mut c = db.pool().get().await.unwrap();
     let queued = enqueue(db.pool(), &new_work("host", QueueRoute::Postgres)).await;
     assert_eq!(
-        work::request_cancel(&mut c, queued, &no_evidence)
+        work::request_cancel(&mut c, queued, &NoEvidence)
             .await
             .unwrap(),
         Some(WorkState::Cancelled)
@@ -505,7 +505,7 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
         .remove(0);
     assert_eq!(lease.id, leased);
     assert_eq!(
-        work::request_cancel(&mut c, leased, &no_evidence)
+        work::request_cancel(&mut c, leased, &NoEvidence)
             .await
             .unwrap(),
         Some(WorkState::Leased)
@@ -521,7 +521,7 @@ async fn cancel_stops_queued_work_at_once_and_flags_leased_work() {
     .unwrap();
     assert_eq!(hb, vec![(leased, LeaseView::CancelRequested)]);
     assert_eq!(
-        work::request_cancel(&mut c, Uuid::now_v7(), &no_evidence)
+        work::request_cancel(&mut c, Uuid::now_v7(), &NoEvidence)
             .await
             .unwrap(),
         None
@@ -618,7 +618,7 @@ async fn an_owner_never_fills_the_reserved_slot_and_another_owner_takes_it() {
         &exited(0),
         None,
         &[],
-        &no_evidence,
+        &NoEvidence,
     )
     .await
     .unwrap();
@@ -744,7 +744,7 @@ async fn an_enqueue_over_an_open_work_limit_is_refused_naming_the_limit_and_writ
         &exited(0),
         None,
         &[],
-        &no_evidence,
+        &NoEvidence,
     )
     .await
     .unwrap();
@@ -806,7 +806,7 @@ async fn every_transition_that_ends_work_appends_its_evidence_once_in_the_same_t
         session_id: Some(session.clone()),
         ..new_work("host", QueueRoute::Postgres)
     };
-    let marker = &wc_store::testing::runner_work::marker_evidence;
+    let marker = &wc_store::testing::runner_work::MarkerEvidence;
 
     // The runner's result, reported twice: one event.
     let done = enqueue(db.pool(), &in_session()).await;
@@ -931,7 +931,7 @@ async fn work_of_a_closed_session_still_ends_and_its_ledger_takes_nothing() {
         &exited(1),
         None,
         &[],
-        &wc_store::testing::runner_work::marker_evidence,
+        &wc_store::testing::runner_work::MarkerEvidence,
     )
     .await
     .unwrap();
@@ -946,4 +946,112 @@ async fn work_of_a_closed_session_still_ends_and_its_ledger_takes_nothing() {
         .unwrap()
         .unwrap();
     assert_eq!(s.events_observed, 1, "the closed ledger is unchanged");
+}
+
+/// Queues work with a task waiting for it; returns the work and task ids.
+async fn enqueue_awaited(pool: &Pool) -> (Uuid, wc_domain::TaskId) {
+    let w = new_work("host", QueueRoute::Postgres);
+    let task = wc_store::tasks::NewTask {
+        id: wc_domain::TaskId::generate(),
+        owner_authority_fingerprint: wc_store::testing::runner_work::FP.into(),
+        tool: "run_job".into(),
+        work_id: None,
+        session_id: None,
+        recording: serde_json::Value::Null,
+        plan: serde_json::Value::Null,
+        input_requests: None,
+        status_message: None,
+        ttl_ms: 60_000,
+        poll_interval_ms: 100,
+    };
+    let queued = work::enqueue_with(pool, &w, None, Some(&task), work::OpenLimits::NONE)
+        .await
+        .unwrap();
+    assert!(matches!(work::applied(queued), Some(Enqueued::Queued(..))));
+    (w.id, task.id)
+}
+
+async fn task(pool: &Pool, id: &wc_domain::TaskId) -> wc_store::tasks::TaskRow {
+    let c = pool.get().await.unwrap();
+    wc_store::tasks::get(&c, id, wc_store::testing::runner_work::FP)
+        .await
+        .unwrap()
+        .expect("the task")
+}
+
+#[tokio::test]
+async fn every_transition_that_ends_work_ends_the_task_waiting_for_it_in_the_same_transaction() {
+    use wc_domain::TaskStatus;
+    let db = TestDatabase::new().await;
+    let i = runner(db.pool(), "host").await;
+    let mut c = db.pool().get().await.unwrap();
+
+    // A report: the task ends with what the ending decided from the row, the answer and the
+    // head of the output stored by that same report.
+    let (reported, t1) = enqueue_awaited(db.pool()).await;
+    let lease = work::claim_queued(&c, "host", i, 1, 30_000, work::SlotSharing::default())
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(task(db.pool(), &t1).await.status, TaskStatus::Working);
+    let chunk = Chunk {
+        stream: "stdout",
+        offset: 0,
+        data: b"hello".to_vec(),
+    };
+    let answer = serde_json::json!({"op": "process"});
+    for _ in 0..2 {
+        let report = work::finish(
+            &mut c,
+            "host",
+            i,
+            reported,
+            lease.lease_token.unwrap(),
+            WorkState::Succeeded,
+            &exited(0),
+            Some(&answer),
+            std::slice::from_ref(&chunk),
+            &NoEvidence,
+        )
+        .await
+        .unwrap();
+        assert_eq!(report, Report::Accepted(WorkState::Succeeded));
+    }
+    let ended = task(db.pool(), &t1).await;
+    assert_eq!(ended.status, TaskStatus::Completed);
+    assert_eq!(
+        ended.result,
+        Some(serde_json::json!({"state": "succeeded", "stdout": "hell", "answered": true})),
+        "the head is read in the report's transaction, {} bytes",
+        wc_store::testing::runner_work::HEAD_BYTES
+    );
+    let first_end = ended.updated_at;
+
+    // A stop of queued work.
+    let (stopped, t2) = enqueue_awaited(db.pool()).await;
+    work::request_cancel(&mut c, stopped, &NoEvidence)
+        .await
+        .unwrap();
+    let ended = task(db.pool(), &t2).await;
+    assert_eq!(ended.status, TaskStatus::Completed);
+    assert_eq!(ended.result.unwrap()["state"], "cancelled");
+
+    // The reaper.
+    let (reaped, t3) = enqueue_awaited(db.pool()).await;
+    work::claim_queued(&c, "host", i, 1, 1, work::SlotSharing::default())
+        .await
+        .unwrap();
+    await_leases_expired(db.pool(), &[reaped]).await;
+    assert_eq!(
+        task(db.pool(), &t3).await.status,
+        TaskStatus::Working,
+        "reading an expired lease ends nothing"
+    );
+    work::reap_expired(&mut c, &NoEvidence).await.unwrap();
+    let ended = task(db.pool(), &t3).await;
+    assert_eq!(ended.status, TaskStatus::Completed);
+    assert_eq!(ended.result.unwrap()["state"], "lost");
+
+    // An ended task is never ended again.
+    assert_eq!(task(db.pool(), &t1).await.updated_at, first_end);
 }

@@ -30,7 +30,9 @@ use wc_runner_protocol::{
 };
 use wc_store::sessions::{NewEvent, SessionRow};
 use wc_store::tasks::NewTask;
-use wc_store::work::{self, Enqueued, Evidence, Expectation, NewWork, QueueRoute, WorkRow};
+use wc_store::work::{
+    self, EndedWork, Enqueued, Evidence, Expectation, NewWork, QueueRoute, WorkRow,
+};
 
 pub use classify::{ExpectationView, ResultExpectation, classify};
 pub use options::{
@@ -45,6 +47,8 @@ use wait::wait_with;
 pub use wait::{WorkProgress, progress_of, wait_terminal};
 
 use crate::kernel::context::ToolContext;
+use crate::kernel::spec::{SessionUse, ToolSpec};
+use crate::kernel::task::TaskWhen;
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::authority;
 
@@ -519,14 +523,13 @@ async fn view_in(
     row: &WorkRow,
     with_output: bool,
 ) -> Result<ExecOutput, ToolError> {
-    let mut out = status_view(row);
-    if with_output {
-        let client = deps.client().await?;
-        let (stdout, stderr) = work::read_heads(&client, row.id, SYNC_OUTPUT_BYTES as i64).await?;
-        out.stdout = Some(String::from_utf8_lossy(&stdout).into_owned());
-        out.stderr = Some(String::from_utf8_lossy(&stderr).into_owned());
+    let out = status_view(row);
+    if !with_output {
+        return Ok(out);
     }
-    Ok(out)
+    let client = deps.client().await?;
+    let (stdout, stderr) = work::read_heads(&client, row.id, SYNC_OUTPUT_BYTES as i64).await?;
+    Ok(with_heads(out, &stdout, &stderr))
 }
 
 /// The view of `row` without its output: everything the row itself says.
@@ -760,21 +763,40 @@ pub async fn run_waited(
     wait_with(ctx, id, waiter, ctx.deps.config.exec_wait, true).await
 }
 
+/// The declaration of a tool that runs work: it works in its session, and its call becomes a
+/// task as `when` says, finished as [`run_sync`] answers ([`finish_task`]).
+pub trait RunsWork {
+    /// This spec, running work.
+    fn runs_work(self, when: TaskWhen) -> ToolSpec;
+}
+
+impl RunsWork for ToolSpec {
+    fn runs_work(self, when: TaskWhen) -> ToolSpec {
+        self.with_session(SessionUse::Works)
+            .with_task(when, finish_task)
+    }
+}
+
 /// The final output of an execution tool's task: what [`run_sync`] answers for ended work.
-pub fn finish_task(
-    deps: &crate::deps::Deps,
-    row: WorkRow,
-    _answer: Option<Value>,
-) -> crate::kernel::ports::PortFuture<'_, Result<Value, ToolError>> {
-    Box::pin(async move {
-        let out = settle(ended_view(deps, &row).await?)?;
-        serde_json::to_value(out).map_err(ToolError::internal)
-    })
+pub fn finish_task(work: &EndedWork<'_>) -> Result<Value, ToolError> {
+    let out = settle(ended_view_of(work))?;
+    serde_json::to_value(out).map_err(ToolError::internal)
 }
 
 /// The view of ended work with its kept output.
 pub async fn ended_view(deps: &crate::deps::Deps, row: &WorkRow) -> Result<ExecOutput, ToolError> {
     view_in(deps, row, true).await
+}
+
+/// The view of work as its ending read it, output heads included.
+pub fn ended_view_of(work: &EndedWork<'_>) -> ExecOutput {
+    with_heads(status_view(work.row), &work.stdout, &work.stderr)
+}
+
+fn with_heads(mut out: ExecOutput, stdout: &[u8], stderr: &[u8]) -> ExecOutput {
+    out.stdout = Some(String::from_utf8_lossy(stdout).into_owned());
+    out.stderr = Some(String::from_utf8_lossy(stderr).into_owned());
+    out
 }
 
 #[cfg(test)]

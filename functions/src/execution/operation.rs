@@ -108,7 +108,7 @@ async fn run_spec(
     let (row, answer) = super::wait_with(ctx, id, waiter, wait, true).await?;
     if !row.is_terminal() {
         let mut client = ctx.deps.client().await?;
-        work::request_cancel(&mut client, id, &super::terminal_evidence).await?;
+        work::request_cancel(&mut client, id, &*ctx.deps.work_ends).await?;
         let message = if writes {
             format!(
                 "the build host did not answer within {} s; the operation was asked to stop, but whether it changed the project is unknown: look (read_files, git_status) before retrying",

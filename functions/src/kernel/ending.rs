@@ -1,11 +1,16 @@
-//! How a task's call ends: once its work has ended, from durable state alone, with the result
-//! the call would have given and the `finished` events its suspended recording owes.
+//! How a task's call ends: in the transaction that ends its work, from the ended work alone,
+//! with the result the call would have given and the `finished` events its suspended recording
+//! owes. Every instance and every retry decides the same.
 
-use super::ToolRuntime;
-use super::ports::Outcome;
+use std::sync::Arc;
+
+use wc_store::tasks::TaskRow;
+use wc_store::work::EndedWork;
+
+use super::Registry;
+use super::ports::{Outcome, Recorder};
 use super::telemetry::ExecutionState;
-use crate::deps::Deps;
-use crate::result::{ErrorKind, ToolError, ToolResult};
+use crate::result::{ToolError, ToolResult};
 
 /// How a task's call ended: its result and the `finished` events its recording owes.
 #[derive(Debug)]
@@ -14,43 +19,35 @@ pub struct TaskEnd {
     pub result: ToolResult,
     /// The call's `tool_call_finished` events, per session.
     pub events: Vec<(wc_domain::SessionId, Vec<wc_store::sessions::NewEvent>)>,
-    /// How the work ended.
-    pub work_state: wc_domain::WorkState,
 }
 
-impl ToolRuntime {
-    /// The end of `task`'s call, once its work has ended (while it runs: the work). The same
-    /// answer on every instance and every attempt: it is read from durable state alone.
-    pub async fn end_task(
-        &self,
-        deps: &Deps,
-        task: &wc_store::tasks::TaskRow,
-    ) -> Result<Result<TaskEnd, wc_store::work::WorkRow>, ToolError> {
+/// The ends of task calls: the registry whose tools finish them and the recorder that owes
+/// their events.
+#[derive(Clone)]
+pub struct CallEnds {
+    pub(super) registry: Arc<Registry>,
+    pub(super) recorder: Arc<dyn Recorder>,
+}
+
+impl std::fmt::Debug for CallEnds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallEnds").finish_non_exhaustive()
+    }
+}
+
+impl CallEnds {
+    /// The end of `task`'s call, now that its work has ended as `work` says. An error only when
+    /// this build cannot finish the task (its tool is unknown or takes no tasks).
+    pub fn end(&self, task: &TaskRow, work: &EndedWork<'_>) -> Result<TaskEnd, ToolError> {
         let spec = self
+            .registry
             .get(&task.tool)
             .ok_or_else(|| ToolError::internal(format!("task of unknown tool {}", task.tool)))?;
-        let (Some(support), Some(work_id)) = (spec.task, task.work_id) else {
-            return Err(ToolError::internal(format!(
-                "task of {} has no work to wait for",
-                task.tool
-            )));
-        };
-        let (work, answer) = {
-            let client = deps.client().await?;
-            wc_store::work::get_answered(&client, work_id).await?
-        }
-        .ok_or_else(|| ToolError::internal("the task's work vanished"))?;
-        if !work.is_terminal() {
-            return Ok(Err(work));
-        }
-        let work_state = work.state;
-        let result = match (support.finish)(deps, work, answer).await {
+        let support = spec
+            .task
+            .ok_or_else(|| ToolError::internal(format!("{} takes no tasks", task.tool)))?;
+        let result = match (support.finish)(work) {
             Ok(output) => ToolResult::ok(output),
-            // A failure to read the result says nothing of the call: the task stays open
-            // and the next poll (or upkeep pass) reads it again.
-            Err(e) if matches!(e.kind, ErrorKind::Unavailable | ErrorKind::Internal) => {
-                return Err(e);
-            }
             Err(e) => ToolResult::err(e),
         };
         let elapsed = chrono::Utc::now() - task.created_at;
@@ -60,13 +57,8 @@ impl ToolRuntime {
             duration_ms: elapsed.num_milliseconds().max(0) as u64,
         };
         let events = self
-            .ports
             .recorder
             .finished_events(&task.recording, spec, outcome);
-        Ok(Ok(TaskEnd {
-            result,
-            events,
-            work_state,
-        }))
+        Ok(TaskEnd { result, events })
     }
 }

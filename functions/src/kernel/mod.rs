@@ -28,7 +28,7 @@ use crate::auth::{Principal, ScopeSet};
 use crate::deps::Deps;
 use crate::result::{ErrorKind, ToolError, ToolResult};
 use context::{ClientWindow, Clock, SystemClock, ToolContext};
-pub use ending::TaskEnd;
+pub use ending::{CallEnds, TaskEnd};
 use ports::{CallAudit, CallFacts, Outcome, Ports};
 use spec::ToolSpec;
 use telemetry::{ExecutionState, ModelErgonomics};
@@ -179,6 +179,14 @@ impl ToolRuntime {
     /// The spec named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<ToolSpec>> {
         self.registry.get(name)
+    }
+
+    /// How the calls of its tools that became tasks end.
+    pub fn call_ends(&self) -> CallEnds {
+        CallEnds {
+            registry: self.registry.clone(),
+            recorder: self.ports.recorder.clone(),
+        }
     }
 
     /// Kernel settings.
@@ -503,7 +511,11 @@ mod tests {
         let url =
             wc_store::config::DatabaseUrl::parse("postgres://postgres@127.0.0.1:1/none").unwrap();
         let pool = wc_store::pool::build_pool(&wc_store::config::DatabaseConfig::new(url)).unwrap();
-        Deps::new(pool, ServerConfig::default())
+        Deps::new(
+            pool,
+            ServerConfig::default(),
+            Arc::new(wc_store::testing::runner_work::NoEvidence),
+        )
     }
 
     fn call(rt: &ToolRuntime, trace: &Trace, arguments: Value, scopes: ScopeSet) -> ToolCall {

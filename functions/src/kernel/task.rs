@@ -2,8 +2,8 @@
 //! declares the tasks extension) offers one with the call ([`TaskOffer`]); a tool that
 //! supports tasks ([`TaskSupport`]) takes the offer where it queues its runner work, which
 //! writes the task row in the same transaction. The call then answers at once, its recording
-//! suspended in the row, and the task ends later, from durable state alone, on whichever
-//! instance first sees the work ended ([`super::ToolRuntime::end_task`]).
+//! suspended in the row, and the task ends in the transaction that ends its work, from the
+//! ended work alone ([`super::CallEnds`]).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -11,16 +11,13 @@ use std::time::Duration;
 use serde_json::Value;
 use wc_domain::TaskId;
 use wc_store::tasks::TaskRow;
-use wc_store::work::WorkRow;
+use wc_store::work::EndedWork;
 
-use super::future::PortFuture;
-use crate::deps::Deps;
 use crate::result::ToolError;
 
 /// How a task-supporting tool turns its ended work into its final output: the same answer
-/// the call would have given had it waited for the end.
-pub type FinishTask =
-    for<'a> fn(&'a Deps, WorkRow, Option<Value>) -> PortFuture<'a, Result<Value, ToolError>>;
+/// the call would have given had it waited for the end, from the ended work alone.
+pub type FinishTask = fn(&EndedWork<'_>) -> Result<Value, ToolError>;
 
 /// A tool's task support.
 #[derive(Clone, Copy)]

@@ -10,20 +10,10 @@ use rmcp::model::{
     ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestParamsMeta,
     ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, UpdateTaskParams,
 };
-#[cfg(feature = "conformance-fixtures")]
-use rmcp::model::{
-    CompleteRequestMethod, CompleteRequestParams, CompleteResult, GetPromptRequestMethod,
-    GetPromptRequestParams, GetPromptResponse, ListPromptsRequestMethod, ListPromptsResult,
-    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
-    ListResourcesResult, ReadResourceRequestMethod, ReadResourceRequestParams,
-    ReadResourceResponse, SetLevelRequestMethod,
-};
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 
-#[cfg(feature = "conformance-fixtures")]
-use super::fixtures;
 use super::listing::{Era, Listings, conflicts_with_wrapper};
 use crate::audit::{AuditNote, AuditSlot};
 use crate::auth::Principal;
@@ -57,9 +47,21 @@ impl WcMcp {
     }
 
     /// The application state it serves.
-    #[cfg(feature = "conformance-fixtures")]
-    pub(super) fn state(&self) -> &AppState {
+    pub fn state(&self) -> &AppState {
         &self.state
+    }
+
+    /// A `subscriptions/listen` stream of `sub` whose tasks are read with `read`.
+    pub(super) async fn listen_with(
+        &self,
+        sub: &SubscriptionContext,
+        read: super::tasks::Read,
+    ) -> Result<(), McpError> {
+        let ctx = sub.request_context();
+        let who = principal(ctx)?;
+        let tasks =
+            parts(ctx).and_then(|p| p.extensions.get::<super::listen::ListenTasks>().cloned());
+        super::listen::watch(&self.state, &who, tasks, sub, read).await
     }
 }
 
@@ -131,14 +133,6 @@ impl ServerHandler for WcMcp {
             .enable_tools()
             .enable_tasks()
             .build();
-        #[cfg(feature = "conformance-fixtures")]
-        let capabilities = {
-            let mut capabilities = capabilities;
-            if self.state.deps.config.conformance_fixtures {
-                fixtures::advertise(&mut capabilities);
-            }
-            capabilities
-        };
         ServerConfig::new(capabilities)
             .with_server_info(server_implementation())
             .with_protocol_version(ProtocolVersion::V_2026_07_28)
@@ -157,7 +151,7 @@ impl ServerHandler for WcMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let who = principal(&ctx)?;
-        super::tasks::get(&self.state, &who, &request.task_id).await
+        super::tasks::shown(&super::tasks::observe(&self.state, &who, &request.task_id).await?)
     }
 
     async fn update_task(
@@ -194,11 +188,7 @@ impl ServerHandler for WcMcp {
     }
 
     async fn listen(&self, sub: SubscriptionContext) -> Result<(), McpError> {
-        let ctx = sub.request_context();
-        let who = principal(ctx)?;
-        let tasks =
-            parts(ctx).and_then(|p| p.extensions.get::<super::listen::ListenTasks>().cloned());
-        super::listen::watch(&self.state, &who, tasks, &sub).await
+        self.listen_with(&sub, super::tasks::read).await
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
@@ -237,109 +227,7 @@ impl ServerHandler for WcMcp {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        #[cfg(feature = "conformance-fixtures")]
-        if self.state.deps.config.conformance_fixtures {
-            return fixtures::call_tool(self, params, ctx).await;
-        }
         self.call_kernel_tool(params, ctx).await
-    }
-
-    // Prompts, resources, completion and logging exist only as conformance fixtures. A build
-    // without them keeps rmcp's defaults, which answer method-not-found to a server that does
-    // not advertise the capability; with them, a server not serving them answers the same.
-
-    #[cfg(feature = "conformance-fixtures")]
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, McpError> {
-        if !self.state.deps.config.conformance_fixtures {
-            return Err(McpError::method_not_found::<ListPromptsRequestMethod>());
-        }
-        Ok(fixtures::list_prompts())
-    }
-
-    #[cfg(feature = "conformance-fixtures")]
-    async fn get_prompt(
-        &self,
-        params: GetPromptRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, McpError> {
-        if !self.state.deps.config.conformance_fixtures {
-            return Err(McpError::method_not_found::<GetPromptRequestMethod>());
-        }
-        fixtures::get_prompt(params, &ctx)
-    }
-
-    #[cfg(feature = "conformance-fixtures")]
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, McpError> {
-        if !self.state.deps.config.conformance_fixtures {
-            return Err(McpError::method_not_found::<ListResourcesRequestMethod>());
-        }
-        Ok(fixtures::list_resources())
-    }
-
-    #[cfg(feature = "conformance-fixtures")]
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, McpError> {
-        if !self.state.deps.config.conformance_fixtures {
-            return Err(McpError::method_not_found::<
-                ListResourceTemplatesRequestMethod,
-            >());
-        }
-        Ok(fixtures::list_resource_templates())
-    }
-
-    #[cfg(feature = "conformance-fixtures")]
-    async fn read_resource(
-        &self,
-        params: ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, McpError> {
-        if !self.state.deps.config.conformance_fixtures {
-            return Err(McpError::method_not_found::<ReadResourceRequestMethod>());
-        }
-        fixtures::read_resource(&params)
-    }
-
-    #[cfg(feature = "conformance-fixtures")]
-    async fn complete(
-        &self,
-        params: CompleteRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, McpError> {
-        if !self.state.deps.config.conformance_fixtures {
-            return Err(McpError::method_not_found::<CompleteRequestMethod>());
-        }
-        fixtures::complete(&params)
-    }
-
-    #[cfg(feature = "conformance-fixtures")]
-    #[expect(
-        deprecated,
-        reason = "logging/setLevel exists only before 2026-07-28 (SEP-2577)"
-    )]
-    async fn set_level(
-        &self,
-        _params: rmcp::model::SetLevelRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        // `logging/setLevel` was removed in 2026-07-28 (the level travels in each request's
-        // `_meta`), so it is unknown to modern requests whatever the mode.
-        if !self.state.deps.config.conformance_fixtures || is_modern(&ctx) {
-            return Err(McpError::method_not_found::<SetLevelRequestMethod>());
-        }
-        // This server emits no log notifications at all (JSON responses only), so every
-        // level is honoured trivially and there is nothing to remember between requests.
-        Ok(())
     }
 }
 
@@ -444,10 +332,7 @@ struct PeerProgress {
 
 impl PeerProgress {
     fn of(params: &CallToolRequestParams, ctx: &RequestContext<RoleServer>) -> Option<Self> {
-        #[allow(
-            deprecated,
-            reason = "log levels are still part of the 2026-07-28 contract"
-        )]
+        #[allow(deprecated, reason = "log levels are still part of the 2026-07-28 contract")]
         let output = is_modern(ctx)
             && ctx.meta.log_level().is_some_and(|level| {
                 use rmcp::model::LoggingLevel::{Debug, Info};
@@ -489,10 +374,7 @@ impl Progress for PeerProgress {
         stream: &'static str,
         text: String,
     ) -> crate::kernel::ports::PortFuture<'_, ()> {
-        #[allow(
-            deprecated,
-            reason = "log lines are still part of the 2026-07-28 contract"
-        )]
+        #[allow(deprecated, reason = "log lines are still part of the 2026-07-28 contract")]
         Box::pin(async move {
             use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
             let mut line =

@@ -308,7 +308,8 @@ async fn notify(sub: &SubscriptionContext, row: &TaskRow) -> Result<(), McpError
         .map_err(|e| McpError::internal_error(format!("listen stream closed: {e}"), None))
 }
 
-/// Runs one listen stream for `who` over `tasks` (see the module documentation). With no
+/// Runs one listen stream for `who` over `tasks`, each read with `read` (see the module
+/// documentation). With no
 /// task to watch (none asked for, or none the caller's) it ends at once: the stream would
 /// carry nothing.
 pub(super) async fn watch(
@@ -316,6 +317,7 @@ pub(super) async fn watch(
     who: &Principal,
     tasks: Option<ListenTasks>,
     sub: &SubscriptionContext,
+    read: super::tasks::Read,
 ) -> Result<(), McpError> {
     let cfg = &state.deps.config;
     let deadline = Instant::now() + cfg.listen_max;
@@ -332,7 +334,7 @@ pub(super) async fn watch(
             .map(|w| state.deps.wake.on_done(w));
         let mut still_open = Vec::with_capacity(open.len());
         for (id, last, work) in open {
-            match super::tasks::observe(state, who, &id).await {
+            match read(state, who, &id).await {
                 Ok(row) => {
                     let now = told(&row);
                     if last.as_ref() != Some(&now) {

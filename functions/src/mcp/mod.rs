@@ -8,21 +8,14 @@
 //! configuration. A caller-supplied `Mcp-Session-Id` never creates or selects any state: no
 //! session manager is configured.
 //!
-//! In the test-only `--conformance-fixtures` mode, `fixtures` adds the tools, prompts,
-//! resources and completions the official MCP conformance suite calls by name
-//! (`tests/suites/30-mcp-conformance.sh`); without it prompts, resources, completion and
-//! logging are method-not-found, as for any server that does not advertise them. The module
-//! exists only in builds with the `conformance-fixtures` feature, which no production artifact
-//! enables.
+//! In the test-only `--conformance-fixtures` mode, [`fixtures`] decorates the handler with
+//! what the official MCP conformance suite calls by name (`tests/suites/30-mcp-conformance.sh`).
 
-#[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
 pub mod guard;
 mod handler;
 pub mod listen;
 pub mod listing;
-#[cfg(feature = "conformance-fixtures")]
-mod task_fixtures;
 pub mod tasks;
 
 use std::sync::Arc;
@@ -30,14 +23,15 @@ use std::sync::Arc;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use axum::routing::MethodRouter;
+use rmcp::ServerHandler;
+
 use crate::AppState;
 pub use handler::WcMcp;
 
-/// The rmcp service serving `/mcp`.
-pub type McpService = StreamableHttpService<WcMcp, NeverSessionManager>;
-
-/// Builds the MCP service over `state`. The tool listings are built lazily, once per scope set.
-pub fn service(state: AppState) -> McpService {
+/// The service serving `/mcp` over `state`: rmcp's, around wc's handler (decorated with the
+/// conformance fixtures in that mode). The tool listings are built lazily, once per scope set.
+pub fn service<S: Clone + Send + Sync + 'static>(state: AppState) -> MethodRouter<S> {
     let cfg = &state.deps.config;
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -48,9 +42,20 @@ pub fn service(state: AppState) -> McpService {
         .enforce_origin_validation()
         .with_max_request_body_bytes(cfg.max_body_bytes);
     let listings = Arc::new(listing::Listings::new(state.runtime.registry().clone()));
-    StreamableHttpService::new(
-        move || Ok(WcMcp::new(state.clone(), listings.clone())),
+    let handler = WcMcp::new(state, listings);
+    fixtures::serve(&handler, &config).unwrap_or_else(|| serve(handler, config))
+}
+
+/// rmcp's stateless service around `handler`: no session manager, so a caller-supplied
+/// `Mcp-Session-Id` never creates or selects any state.
+fn serve<H, S>(handler: H, config: StreamableHttpServerConfig) -> MethodRouter<S>
+where
+    H: ServerHandler + Clone,
+    S: Clone + Send + Sync + 'static,
+{
+    axum::routing::any_service(StreamableHttpService::new(
+        move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
         config,
-    )
+    ))
 }

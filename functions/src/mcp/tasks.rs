@@ -3,11 +3,10 @@
 //! rmcp parses `tasks/get`, `tasks/update` and `tasks/cancel`, checks `Mcp-Name` against the
 //! task id and refuses a request that did not declare the extension (`-32021`); this module
 //! answers them from Postgres ([`wc_store::tasks`]), so any instance serves any task. A tool
-//! call becomes a task in the kernel ([`crate::kernel::task`]); a poll that finds the task's
-//! work ended ends the task — its result and its recording's `tool_call_finished` events in
-//! one transaction, exactly once — and upkeep does the same for tasks nobody polls
-//! ([`end_ended`]). A task of another authority group, an expired task and an unknown id get
-//! the same `-32602`.
+//! call becomes a task in the kernel ([`crate::kernel::task`]) and ends in the transaction
+//! that ends its work, with its result and its recording's `tool_call_finished` events, as
+//! [`WorkEnds`] decides; polls only read. A task of another authority group, an expired task
+//! and an unknown id get the same `-32602`.
 
 use std::sync::Arc;
 
@@ -20,10 +19,14 @@ use rmcp::model::{
 use serde_json::{Value, json};
 use wc_domain::{TaskId, TaskStatus, WorkState};
 use wc_store::ChangeOutcome;
+use wc_store::sessions::NewEvent;
 use wc_store::tasks::{self, Ending, Step, TaskRow};
+use wc_store::work::{EndedWork, WorkEnding, WorkRow};
 
 use crate::AppState;
 use crate::auth::{Principal, ProjectGrants};
+use crate::kernel::CallEnds;
+use crate::kernel::future::PortFuture;
 use crate::kernel::task::TaskOffer;
 use crate::result::ToolResult;
 use crate::workflow::authority;
@@ -154,14 +157,24 @@ pub(super) async fn owned(
     }
 }
 
-/// `who`'s task `raw`, advanced to what its work says now: the row `tasks/get` shows.
+/// `who`'s task `raw` as `tasks/get` shows it: an open task says how its work is doing now
+/// (read, not stored).
 pub(super) async fn observe(
     state: &AppState,
     who: &Principal,
     raw: &str,
 ) -> Result<TaskRow, McpError> {
-    let row = load(state, who, raw).await?;
-    advance(state, row).await
+    let mut row = load(state, who, raw).await?;
+    if let (false, Some(work_id)) = (row.status.is_terminal(), row.work_id) {
+        let client = state.deps.client().await.map_err(store_error)?;
+        if let Some(work) = wc_store::work::get(&client, work_id)
+            .await
+            .map_err(store_error)?
+        {
+            row.status_message = Some(crate::execution::progress_of(&work, Utc::now()).message);
+        }
+    }
+    Ok(row)
 }
 
 /// Applies `step` to the task under its lock; the row as it then is.
@@ -195,64 +208,75 @@ where
     }
 }
 
-/// `step` as it may be stored: its result, error and answers redacted. A text block of the
-/// result that is its structured content as JSON is written again from the redacted content,
-/// so the two still agree and the text stays JSON.
+/// `step` as it may be stored: its result, error and answers redacted ([`redacted_end`]).
 fn redacted(step: Step) -> Step {
-    use crate::redaction::{redact, redact_json};
     match step {
-        Step::End(mut end) => {
-            if let Some(result) = end.result.as_mut() {
-                let structured = result.get("structuredContent").cloned();
-                let mirrors: Vec<bool> = result
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .map(|blocks| {
-                        blocks
-                            .iter()
-                            .map(|b| {
-                                let text = b.get("text").and_then(Value::as_str);
-                                let parsed = text.and_then(|t| serde_json::from_str(t).ok());
-                                structured.is_some() && parsed == structured
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                redact_json(result);
-                let text = result.get("structuredContent").map(Value::to_string);
-                if let (Some(text), Some(blocks)) = (
-                    text,
-                    result.get_mut("content").and_then(Value::as_array_mut),
-                ) {
-                    for (block, mirror) in blocks.iter_mut().zip(mirrors) {
-                        if mirror {
-                            block["text"] = Value::String(text.clone());
-                        }
-                    }
-                }
-            }
-            if let Some(error) = end.error.as_mut() {
-                redact_json(error);
-            }
-            end.status_message = end.status_message.map(|m| redact(&m).into_owned());
-            Step::End(end)
-        }
+        Step::End(end) => Step::End(redacted_end(end)),
         Step::Answer(mut answers) => {
-            redact_json(&mut answers);
+            crate::redaction::redact_json(&mut answers);
             Step::Answer(answers)
         }
         other => other,
     }
 }
 
-/// `tasks/get`: the task, advanced to what its work says now.
-pub(super) async fn get(
-    state: &AppState,
-    who: &Principal,
-    raw: &str,
-) -> Result<GetTaskResult, McpError> {
-    let row = observe(state, who, raw).await?;
-    let mut result = GetTaskResult::new(detailed(&row)?);
+/// `end` as it may be stored: its result, error and message redacted, as every durable copy
+/// of a result is. A text block of the result that is its structured content as JSON is
+/// written again from the redacted content, so the two still agree and the text stays JSON.
+fn redacted_end(mut end: Ending) -> Ending {
+    use crate::redaction::{redact, redact_json};
+    if let Some(result) = end.result.as_mut() {
+        let structured = result.get("structuredContent").cloned();
+        let mirrors: Vec<bool> = result
+            .get("content")
+            .and_then(Value::as_array)
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .map(|b| {
+                        let text = b.get("text").and_then(Value::as_str);
+                        let parsed = text.and_then(|t| serde_json::from_str(t).ok());
+                        structured.is_some() && parsed == structured
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        redact_json(result);
+        let text = result.get("structuredContent").map(Value::to_string);
+        if let (Some(text), Some(blocks)) = (
+            text,
+            result.get_mut("content").and_then(Value::as_array_mut),
+        ) {
+            for (block, mirror) in blocks.iter_mut().zip(mirrors) {
+                if mirror {
+                    block["text"] = Value::String(text.clone());
+                }
+            }
+        }
+    }
+    if let Some(error) = end.error.as_mut() {
+        redact_json(error);
+    }
+    end.status_message = end.status_message.map(|m| redact(&m).into_owned());
+    end
+}
+
+/// How a surface reads a client's task for `tasks/get` and `subscriptions/listen`.
+pub(crate) type Read =
+    for<'a> fn(&'a AppState, &'a Principal, &'a str) -> PortFuture<'a, Result<TaskRow, McpError>>;
+
+/// The [`Read`] of wc's tasks: [`observe`].
+pub(crate) fn read<'a>(
+    state: &'a AppState,
+    who: &'a Principal,
+    raw: &'a str,
+) -> PortFuture<'a, Result<TaskRow, McpError>> {
+    Box::pin(observe(state, who, raw))
+}
+
+/// The `tasks/get` answer showing `row`.
+pub(crate) fn shown(row: &TaskRow) -> Result<GetTaskResult, McpError> {
+    let mut result = GetTaskResult::new(detailed(row)?);
     result.meta = Some(super::handler::server_meta());
     Ok(result)
 }
@@ -265,29 +289,14 @@ pub(super) async fn cancel(state: &AppState, who: &Principal, raw: &str) -> Resu
     if row.status.is_terminal() {
         return Ok(());
     }
-    #[cfg(feature = "conformance-fixtures")]
-    if super::task_fixtures::is_task_fixture(&row) {
-        change(state, &row, |_| {
-            Some(Step::End(Ending {
-                status: TaskStatus::Cancelled,
-                result: None,
-                error: None,
-                status_message: Some("cancelled on request".into()),
-                events: Vec::new(),
-            }))
-        })
-        .await?;
-        return Ok(());
-    }
     let row = change(state, &row, |_| Some(Step::RequestCancel)).await?;
     if let Some(work_id) = row.work_id {
+        // Queued work ends at once, and the task with it.
         let mut client = state.deps.client().await.map_err(store_error)?;
-        wc_store::work::request_cancel(&mut client, work_id, &crate::execution::terminal_evidence)
+        wc_store::work::request_cancel(&mut client, work_id, &*state.deps.work_ends)
             .await
             .map_err(store_error)?;
     }
-    // Work that was still queued ended at once: the task can end now too.
-    advance(state, row).await?;
     Ok(())
 }
 
@@ -310,33 +319,43 @@ pub(super) async fn update(
     Ok(())
 }
 
-/// Moves an open task on from durable state: a task whose work has ended ends now (exactly
-/// once, whichever instance gets there first); fixture tasks follow their plan.
-async fn advance(state: &AppState, row: TaskRow) -> Result<TaskRow, McpError> {
-    if row.status.is_terminal() {
-        return Ok(row);
+/// How work ends beside it, for every surface and path that ends work: its
+/// `execution_finished` evidence ([`crate::execution::terminal_evidence`]) and the end of the
+/// MCP task waiting for it, as the kernel finishes the call ([`CallEnds`]).
+#[derive(Debug)]
+pub struct WorkEnds {
+    calls: CallEnds,
+}
+
+impl WorkEnds {
+    /// The ending of work whose tasks `calls` finishes.
+    pub fn new(calls: CallEnds) -> WorkEnds {
+        WorkEnds { calls }
     }
-    #[cfg(feature = "conformance-fixtures")]
-    if super::task_fixtures::is_task_fixture(&row) {
-        return super::task_fixtures::advance(state, row).await;
+}
+
+impl WorkEnding for WorkEnds {
+    fn evidence(&self, row: &WorkRow, answer: Option<&Value>) -> Option<NewEvent> {
+        crate::execution::terminal_evidence(row, answer)
     }
-    let end = match state
-        .runtime
-        .end_task(&state.deps, &row)
-        .await
-        .map_err(|e| McpError::internal_error(e.message, None))?
-    {
-        Ok(end) => end,
-        Err(work) => {
-            // Still running: the status message says how it is doing now (read, not stored).
-            let mut row = row;
-            row.status_message = Some(crate::execution::progress_of(&work, Utc::now()).message);
-            return Ok(row);
-        }
-    };
-    let work_cancelled = end.work_state == WorkState::Cancelled;
-    let ending = ending(&row, end, work_cancelled);
-    change(state, &row, move |_| Some(Step::End(ending.clone()))).await
+
+    fn head_bytes(&self) -> i64 {
+        crate::execution::SYNC_OUTPUT_BYTES as i64
+    }
+
+    fn task_end(&self, task: &TaskRow, work: &EndedWork<'_>) -> Ending {
+        redacted_end(match self.calls.end(task, work) {
+            Ok(end) => ending(task, end, work.row.state == WorkState::Cancelled),
+            // This build cannot finish the call: the task fails rather than wait forever.
+            Err(e) => Ending {
+                status: TaskStatus::Failed,
+                result: None,
+                error: Some(json!({"code": -32603, "message": e.message})),
+                status_message: Some(format!("{} could not be finished", task.tool)),
+                events: Vec::new(),
+            },
+        })
+    }
 }
 
 /// How a kernel task ends: `cancelled` when its cancellation stopped the work, otherwise
@@ -368,8 +387,6 @@ fn ending(row: &TaskRow, end: crate::kernel::TaskEnd, work_cancelled: bool) -> E
     }
 }
 
-/// A kernel result as the MCP `CallToolResult` a blocking call answers: the JSON text and
-/// the same object as structured content.
 /// The MCP result of `result`, whose one serialization `json` is the text block and whose
 /// value is `structuredContent`.
 pub(super) fn call_tool_result(result: ToolResult, json: String, modern: bool) -> CallToolResult {
@@ -381,27 +398,4 @@ pub(super) fn call_tool_result(result: ToolResult, json: String, modern: bool) -
         out.meta = Some(super::handler::server_meta());
     }
     out
-}
-
-/// Upkeep: ends up to `limit` open tasks whose work has ended, for clients that stopped
-/// polling, so their sessions' evidence lands. Returns how many it ended.
-pub async fn end_ended(state: &AppState, limit: i64) -> Result<u64, wc_store::StoreError> {
-    let open = {
-        let client = state.deps.client().await?;
-        tasks::open_with_ended_work(&client, limit).await?
-    };
-    let mut ended = 0;
-    for (id, owner) in open {
-        let row = {
-            let client = state.deps.client().await?;
-            tasks::get(&client, &id, &owner).await?
-        };
-        let Some(row) = row else { continue };
-        match advance(state, row).await {
-            Ok(r) if r.status.is_terminal() => ended += 1,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(task = %id, error = %e.message, "could not end a task"),
-        }
-    }
-    Ok(ended)
 }

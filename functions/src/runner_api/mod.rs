@@ -29,7 +29,6 @@ use wc_store::runners::{self, Registered, Registration};
 use wc_store::work::{self, Chunk, Claim, LeaseView, Report, WorkRow};
 
 use crate::AppState;
-use crate::execution;
 use crate::http::ApiError;
 pub use auth::RunnerPrincipal;
 
@@ -161,7 +160,7 @@ async fn register(
             projects: &req.projects,
             work_kinds: &work_kinds,
         },
-        &execution::terminal_evidence,
+        &*state.deps.work_ends,
     )
     .await?;
     match got {
@@ -480,7 +479,7 @@ async fn result(
             &outcome,
             answer.as_ref(),
             &chunks,
-            &execution::terminal_evidence,
+            &*state.deps.work_ends,
         )
         .await?,
     )

@@ -1,33 +1,19 @@
 //! `apply_patch`: the advanced edit — a unified diff applied by the project's runner across
 //! its files, all of them or none.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use wc_domain::Text;
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{PatchAnswer, PatchOp};
 
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::EditSurface;
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Files, "apply_patch", "Apply patch")
-        .about("Apply a unified diff across project files, all or nothing: every hunk must match the current files exactly (no fuzz) before any file is written. Prefer apply_text_edits for ordinary edits.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_ledger_facts(facts)
-        .with_edit_surface(EditSurface::Advanced)
-        .with_private_arguments(&["patch"])
-}
-
-/// Arguments of `apply_patch`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -36,7 +22,10 @@ pub struct Args {
     pub patch: Text<1, 524288>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<PatchAnswer>, ToolError> {
+/// Apply a unified diff across project files, all or nothing: every hunk must match the current
+/// files exactly (no fuzz) before any file is written. Prefer apply_text_edits for ordinary edits.
+#[tool(consequential, Files, "Apply patch", session = Works, with_ledger_facts(facts), with_edit_surface(EditSurface::Advanced), with_private_arguments(&["patch"]))]
+async fn apply_patch(ctx: ToolContext, args: Args) -> Result<InProject<PatchAnswer>, ToolError> {
     operation::in_project(
         &ctx,
         &args.at,

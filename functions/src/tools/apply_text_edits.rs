@@ -5,29 +5,17 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use wc_domain::{RelativePath, Sha256Hex, Text};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{TextEdit, TextEditsAnswer, TextEditsOp};
 
 use crate::execution::operation::{self, InProject};
 use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, EditSurface, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::EditSurface;
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Files, "apply_text_edits", "Apply text edits")
-        .about("Edit one project file by exact-text replacement: each old_text must match exactly once (or name its occurrence); all edits apply or none. Pass read_files' sha256 as expected_sha256 so a file changed meanwhile is refused.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_ledger_facts(facts)
-        .with_edit_surface(EditSurface::Canonical)
-        .with_private_arguments(&["edits"])
-}
-
-/// Arguments of `apply_text_edits`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -65,7 +53,14 @@ pub struct EditArg {
     pub occurrence: Option<u32>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<TextEditsAnswer>, ToolError> {
+/// Edit one project file by exact-text replacement: each old_text must match exactly once (or name
+/// its occurrence); all edits apply or none. Pass read_files' sha256 as expected_sha256 so a file
+/// changed meanwhile is refused.
+#[tool(consequential, Files, "Apply text edits", session = Works, with_ledger_facts(facts), with_edit_surface(EditSurface::Canonical), with_private_arguments(&["edits"]))]
+async fn apply_text_edits(
+    ctx: ToolContext,
+    args: Args,
+) -> Result<InProject<TextEditsAnswer>, ToolError> {
     let (_, target) = args.at.resolve(&ctx).await?;
     let create = args.create.unwrap_or(false);
     if let Some(i) = args.edits.iter().position(|e| e.old_text.is_empty())

@@ -1,26 +1,17 @@
 //! `close_session`: close a Workflow Session (active or finished). Idempotent.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 use wc_domain::{EventKind, EventRole, Lifecycle, SessionId};
+use wc_macros::{tool, tool_args};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::mutation;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Session, "close_session", "Close session")
-        .about("Close a Workflow Session; a closed session refuses every further change. Closing a closed session changes nothing.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Manages)
-}
-
-/// Arguments of `close_session`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -37,7 +28,10 @@ pub struct Output {
     pub changed: bool,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Close a Workflow Session; a closed session refuses every further change. Closing a closed
+/// session changes nothing.
+#[tool(consequential, Session, "Close session", session = Manages)]
+async fn close_session(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let invocation_id = ctx.invocation_id;
     let (changed, _) = mutation::mutate(&ctx.deps.pool, &args.session_id, move |row| {
         if row.lifecycle == Lifecycle::Closed {

@@ -2,35 +2,23 @@
 //! at once; idempotent (a shell that has ended answers as it is).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::{SessionId, ShellId};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::ShellOp;
 use wc_store::shells::ShellStep;
 
 use crate::execution;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::BusinessPair;
 use crate::result::{ErrorKind, ToolError};
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::changes(Category::Execution, "close_session_shell", "Close session shell")
-        .about("End a persistent shell and every process it started; idempotent. Its id never addresses another shell.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Manages)
-        // The session's own ledger keeps the shell's end, as it keeps its open and commands.
-        .with_business_pair(BusinessPair::Always)
-        .with_lifecycle_facts(shell::facts)
-}
 
 /// How long a close waits for the runner to confirm the release (the shell has ended either
 /// way).
 const CLOSE_TIMEOUT_MS: u64 = 5_000;
 
-/// Arguments of `close_session_shell`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -49,7 +37,11 @@ pub struct Output {
     pub released: bool,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// End a persistent shell and every process it started; idempotent. Its id never addresses another
+/// shell.
+// The session's own ledger keeps the shell's end, as it keeps its open and commands.
+#[tool(changes, Execution, "Close session shell", session = Manages, with_business_pair(BusinessPair::Always), with_lifecycle_facts(shell::facts))]
+async fn close_session_shell(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let row = shell::load(&ctx, &session, &args.shell_id).await?;
     if row.state.is_terminal() {

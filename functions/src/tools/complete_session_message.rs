@@ -10,9 +10,10 @@
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wc_domain::{Key, MessageId, MessageKind, MessageStatus, Priority, SessionId, Text};
+use wc_macros::{tool, tool_args};
 use wc_store::StoreError;
 use wc_store::board::{self, Completed, Completion, CompletionRequest, NewMessage};
 
@@ -20,19 +21,9 @@ use super::get_session_assignment;
 use super::post_session_message::stored_body;
 use crate::board::{self as b, AssignmentView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Session, "complete_session_message", "Complete session todo")
-        .about("Complete a todo with an answer, given the assignment_fence from get_session_assignment and your own completion_key. A stale fence changes nothing (state_changed false); retrying with the same key is safe.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
-}
-
-/// Arguments of `complete_session_message`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The coordinator's session that holds the todo.
     pub session_id: SessionId,
@@ -93,7 +84,11 @@ fn accepted(session_id: &SessionId, c: Completion) -> Output {
     }
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Complete a todo with an answer, given the assignment_fence from get_session_assignment and your
+/// own completion_key. A stale fence changes nothing (state_changed false); retrying with the same
+/// key is safe.
+#[tool(consequential, Session, "Complete session todo", session = Changes)]
+async fn complete_session_message(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let keys = b::keys(&ctx.deps).await?;
     let expected = keys

@@ -3,26 +3,19 @@
 //! feedback of the finished work.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use wc_domain::{EventKind, EventRole, Lifecycle, ProjectId, SessionId};
+use wc_macros::{tool, tool_args};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::mutation;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Session, "finish_coding_task", "Finish coding task").scopes(&[Scope::ProjectRead, Scope::ProjectWrite])
-        .about("Finish a Workflow Session's task: the session becomes finished and refuses further changes. Returns its handoff brief, continuation feedback and the project's Git state.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
-}
 
 /// Longest closing summary accepted, in characters.
 pub const MAX_SUMMARY_CHARS: usize = 4000;
@@ -30,9 +23,7 @@ pub const MAX_SUMMARY_CHARS: usize = 4000;
 /// characters of a non-Latin script do not fit).
 pub const STORED_SUMMARY_BYTES: usize = 6000;
 
-/// Arguments of `finish_coding_task`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -58,7 +49,10 @@ pub struct Output {
     pub continuation_feedback: Value,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Finish a Workflow Session's task: the session becomes finished and refuses further changes.
+/// Returns its handoff brief, continuation feedback and the project's Git state.
+#[tool(consequential, Session, "Finish coding task", scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), session = Changes)]
+async fn finish_coding_task(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     // The workspace as it is handed over, observed before the session ends.
     let workspace = crate::execution::operation::workspace(&ctx, &session.project).await;

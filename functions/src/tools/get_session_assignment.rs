@@ -4,19 +4,12 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 use wc_domain::{MessageId, MessageKind, SessionId};
+use wc_macros::tool;
 use wc_store::board;
 
 use crate::board::{self as b, AssignmentView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Session, "get_session_assignment", "Get session assignment")
-        .about("Read one todo of a Workflow Session's board with its direct replies in one consistent snapshot, and the assignment_fence that complete_session_message requires.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
-}
 
 /// Arguments: the message, in its session.
 pub type Args = crate::board::OnMessage;
@@ -49,7 +42,10 @@ pub async fn current(
     Ok(b::assignment_view(keys, &snapshot))
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Read one todo of a Workflow Session's board with its direct replies in one consistent snapshot,
+/// and the assignment_fence that complete_session_message requires.
+#[tool(reads, Session, "Get session assignment", session = Reads)]
+async fn get_session_assignment(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let (assignment, assignment_fence) = current(&ctx, &session.id, &args.message_id).await?;
     Ok(Output {

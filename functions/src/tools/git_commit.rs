@@ -1,30 +1,17 @@
 //! `git_commit`: a commit of the project's changes, made by the project's runner as its
 //! configured author.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use wc_domain::{RelativePath, Text};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{GitCommitAnswer, GitCommitOp};
 
 use crate::execution::operation::{self, InProject};
 use crate::execution::{ProjectOrSession, invalid};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Files, "git_commit", "Git commit")
-        .about("Commit the project's changes (all, untracked included, or the named paths) on the current branch as the runner's author; hooks run. Refused typed when nothing changed, conflicts remain or a hook refuses.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_ledger_facts(facts)
-}
-
-/// Arguments of `git_commit`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -36,7 +23,11 @@ pub struct Args {
     pub paths: Option<Vec<RelativePath>>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitCommitAnswer>, ToolError> {
+/// Commit the project's changes (all, untracked included, or the named paths) on the current branch
+/// as the runner's author; hooks run. Refused typed when nothing changed, conflicts remain or a
+/// hook refuses.
+#[tool(consequential, Files, "Git commit", session = Works, with_ledger_facts(facts))]
+async fn git_commit(ctx: ToolContext, args: Args) -> Result<InProject<GitCommitAnswer>, ToolError> {
     let (_, target) = args.at.resolve(&ctx).await?;
     if args.message.trim().is_empty() {
         return Err(invalid(

@@ -1,9 +1,8 @@
 //! `git_diff`: the project's uncommitted changes as a bounded unified diff with per-file line
 //! counts, made by the project's runner.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::RelativePath;
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{
     DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, GitDiffAnswer, GitDiffOp,
 };
@@ -11,19 +10,9 @@ use wc_runner_protocol::{
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Files, "git_diff", "Git diff")
-        .about("The project's uncommitted changes as a unified diff with per-file line counts: unstaged, or staged with staged: true. Untracked files are not in it (see git_status); the text is cut at limit_bytes.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Works)
-}
-
-/// Arguments of `git_diff`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -42,7 +31,11 @@ pub struct Args {
     pub limit_bytes: Option<u32>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitDiffAnswer>, ToolError> {
+/// The project's uncommitted changes as a unified diff with per-file line counts: unstaged, or
+/// staged with staged: true. Untracked files are not in it (see git_status); the text is cut at
+/// limit_bytes.
+#[tool(reads, Files, "Git diff", session = Works)]
+async fn git_diff(ctx: ToolContext, args: Args) -> Result<InProject<GitDiffAnswer>, ToolError> {
     let op = GitDiffOp {
         paths: args.paths.unwrap_or_default(),
         staged: args.staged.unwrap_or(false),

@@ -1,26 +1,15 @@
 //! `git_log`: the latest commits of the project's branch, read by the project's runner.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::RelativePath;
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{DEFAULT_LOG_COMMITS, GitLogAnswer, GitLogOp};
 
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Files, "git_log", "Git log")
-        .about("The latest commits reachable from HEAD, newest first: hash, parents, author, time and subject; optionally only those touching a path.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Works)
-}
-
-/// Arguments of `git_log`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -31,7 +20,10 @@ pub struct Args {
     pub path: Option<RelativePath>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<GitLogAnswer>, ToolError> {
+/// The latest commits reachable from HEAD, newest first: hash, parents, author, time and subject;
+/// optionally only those touching a path.
+#[tool(reads, Files, "Git log", session = Works)]
+async fn git_log(ctx: ToolContext, args: Args) -> Result<InProject<GitLogAnswer>, ToolError> {
     let op = GitLogOp {
         limit: args.limit.unwrap_or(DEFAULT_LOG_COMMITS),
         path: args.path.filter(|p| !p.is_root()),

@@ -3,18 +3,11 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::WorkId;
+use wc_macros::{tool, tool_args};
 
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Execution, "job_log", "Job log")
-        .about("Read a job's kept stdout or stderr by byte range (offset/limit) or its tail. Repeat with next_offset until complete=true.");
-    ToolSpec::new(meta, run)
-}
 
 /// Default bytes returned by one call.
 pub const DEFAULT_LIMIT: u64 = 16 * 1024;
@@ -32,9 +25,7 @@ pub enum Stream {
     Stderr,
 }
 
-/// Arguments of `job_log`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The job id.
     pub job_id: WorkId,
@@ -74,7 +65,10 @@ pub struct Output {
     pub truncated: bool,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Read a job's kept stdout or stderr by byte range (offset/limit) or its tail. Repeat with
+/// next_offset until complete=true.
+#[tool(reads, Execution, "Job log")]
+async fn job_log(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let row = execution::load_job(&ctx, args.job_id).await?;
     let stream = args.stream.unwrap_or_default();
     let name = match stream {

@@ -1,31 +1,22 @@
 //! `list_jobs`: the caller's newest jobs and runs, optionally for one project or session.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::{ProjectId, SessionId, WorkMode};
+use wc_macros::{tool, tool_args};
 
 use crate::auth::ProjectGrants;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::authority;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Execution, "list_jobs", "List jobs")
-        .about("List your newest jobs and runs (state, exit code, expectation match), optionally for one project or Workflow Session.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
-}
 
 /// Default number of jobs listed.
 pub const DEFAULT_LIMIT: u32 = 20;
 /// Most jobs listed.
 pub const MAX_LIMIT: u32 = 100;
 
-/// Arguments of `list_jobs`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// Only this project.
     pub project: Option<ProjectId>,
@@ -49,7 +40,10 @@ pub struct Output {
     pub truncated: bool,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// List your newest jobs and runs (state, exit code, expectation match), optionally for one project
+/// or Workflow Session.
+#[tool(reads, Execution, "List jobs", session = Reads)]
+async fn list_jobs(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let filter = wc_store::work::ListFilter {
         owner_authority_fingerprint: authority::fingerprint(&ctx.principal),

@@ -1,27 +1,16 @@
 //! `list_project_files`: the project's files under a directory, listed by the project's runner
 //! with ripgrep's ignore-aware walker, a page at a time.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::{Glob, RelativePath};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{FileListAnswer, ListFilesOp};
 
 use crate::execution::operation::{self, InProject};
 use crate::execution::{FilePage, ProjectOrSession};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Files, "list_project_files", "List project files")
-        .about("List the project's files under a directory, recursively, in path order, a page at a time. .gitignore'd files are left out, hidden ones unless hidden: true; symlinks are not followed.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Works)
-}
-
-/// Arguments of `list_project_files`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -37,7 +26,13 @@ pub struct Args {
     pub page: FilePage,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<FileListAnswer>, ToolError> {
+/// List the project's files under a directory, recursively, in path order, a page at a time.
+/// .gitignore'd files are left out, hidden ones unless hidden: true; symlinks are not followed.
+#[tool(reads, Files, "List project files", session = Works)]
+async fn list_project_files(
+    ctx: ToolContext,
+    args: Args,
+) -> Result<InProject<FileListAnswer>, ToolError> {
     let op = ListFilesOp {
         path: args.path.filter(|p| !p.is_root()),
         glob: args.glob.map(String::from),

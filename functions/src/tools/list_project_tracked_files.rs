@@ -1,27 +1,16 @@
 //! `list_project_tracked_files`: the files in Git's index under a directory, listed by the
 //! project's runner, a page at a time.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::RelativePath;
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{TrackedFilesAnswer, TrackedFilesOp};
 
 use crate::execution::operation::{self, InProject};
 use crate::execution::{FilePage, ProjectOrSession};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Files, "list_project_tracked_files", "List tracked files")
-        .about("List the files Git tracks (its index) under a project directory, in Git's order, a page at a time.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Works)
-}
-
-/// Arguments of `list_project_tracked_files`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -31,7 +20,13 @@ pub struct Args {
     pub page: FilePage,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<TrackedFilesAnswer>, ToolError> {
+/// List the files Git tracks (its index) under a project directory, in Git's order, a page at a
+/// time.
+#[tool(reads, Files, "List tracked files", session = Works)]
+async fn list_project_tracked_files(
+    ctx: ToolContext,
+    args: Args,
+) -> Result<InProject<TrackedFilesAnswer>, ToolError> {
     let op = TrackedFilesOp {
         path: args.path.filter(|p| !p.is_root()),
         limit: args.page.limit(),

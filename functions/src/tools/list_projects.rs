@@ -2,26 +2,17 @@
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::ProjectId;
+use wc_macros::{tool, tool_args};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Discovery, "list_projects", "List projects")
-        .about("List the projects this caller may work on, with their canonical ids (agent:<client>:<name>) and the runner that serves each.");
-    ToolSpec::new(meta, run)
-}
 
 /// Most projects one call returns.
 pub const MAX_LIMIT: u32 = 500;
 
-/// Arguments of `list_projects`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// Most projects to return (default 100, at most 500).
     #[schemars(range(min = 1, max = 500))]
@@ -52,7 +43,10 @@ pub struct Output {
     pub truncated: bool,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// List the projects this caller may work on, with their canonical ids (agent:<client>:<name>) and
+/// the runner that serves each.
+#[tool(reads, Discovery, "List projects")]
+async fn list_projects(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let limit = args.limit.unwrap_or(100).min(MAX_LIMIT) as usize;
     let client = ctx.deps.client().await?;
     let mut visible: Vec<ListedProject> = wc_store::projects::list(&client)

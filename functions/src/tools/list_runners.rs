@@ -5,20 +5,13 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::ProjectId;
+use wc_macros::tool;
 
 use crate::auth::ProjectGrants;
 use crate::execution;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::authority;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Discovery, "list_runners", "List runners")
-        .about("List the build-host runners serving your projects: connected or not, last heartbeat, projects and work in flight.");
-    ToolSpec::new(meta, run)
-}
 
 /// Most runners listed.
 pub const MAX_RUNNERS: i64 = 100;
@@ -103,7 +96,10 @@ pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
         .collect())
 }
 
-async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
+/// List the build-host runners serving your projects: connected or not, last heartbeat, projects
+/// and work in flight.
+#[tool(reads, Discovery, "List runners")]
+async fn list_runners(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
     let runners = visible(&ctx).await?;
     Ok(Output {
         execution_available: runners.iter().any(|r| r.online),

@@ -1,25 +1,16 @@
 //! `list_session_messages`: a bounded, filtered view of a session's message board.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::{MessageId, MessageKind, MessageStatus, SessionId};
+use wc_macros::{tool, tool_args};
 use wc_store::board::{self, ListFilter};
 
 use crate::board::MessageView;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Session, "list_session_messages", "List session messages")
-        .about("List a Workflow Session's message board, newest first (50 by default, at most 200), filtered by status, kind or reply_to, with the board's counts.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
-}
-
-/// Arguments of `list_session_messages`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -68,7 +59,10 @@ pub struct Counts {
     pub open_ack_required: i64,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// List a Workflow Session's message board, newest first (50 by default, at most 200), filtered by
+/// status, kind or reply_to, with the board's counts.
+#[tool(reads, Session, "List session messages", session = Reads)]
+async fn list_session_messages(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let filter = ListFilter {
         status: args.status,

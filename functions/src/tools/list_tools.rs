@@ -1,22 +1,13 @@
 //! `list_tools`: the tools the caller may use.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use wc_macros::{tool, tool_args};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Discovery, "list_tools", "List tools").scopes(&[])
-        .about("List the runtime tools this caller may use, with their titles, categories, required scopes and whether they change anything.");
-    ToolSpec::new(meta, run)
-}
-
-/// Arguments of `list_tools`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// Only tools of this category.
     #[schemars(length(min = 1, max = 64))]
@@ -49,7 +40,10 @@ pub struct Output {
     pub count: usize,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// List the runtime tools this caller may use, with their titles, categories, required scopes and
+/// whether they change anything.
+#[tool(reads, Discovery, "List tools", scopes(&[]))]
+async fn list_tools(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let tools: Vec<ListedTool> = ctx
         .registry
         .visible(ctx.principal.scopes)

@@ -13,32 +13,23 @@
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::SessionId;
+use wc_macros::{tool, tool_args};
 use wc_store::board;
 
 use crate::auth::Scope;
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::tokens::TokenProblem;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Session, "observe_session_messages", "Observe session messages")
-        .about("Observe a Workflow Session's message board: without a token get a baseline token; with one, the messages changed since, has_more, history_lost and the next token. May wait up to 25 s for a change.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
-}
 
 /// Longest wait a caller may ask for, in milliseconds.
 pub const MAX_WAIT_MS: u32 = 25_000;
 /// Margin kept between the end of a wait and the dispatch deadline.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
 
-/// Arguments of `observe_session_messages`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -73,7 +64,11 @@ pub struct Output {
     pub waited_ms: u64,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Observe a Workflow Session's message board: without a token get a baseline token; with one, the
+/// messages changed since, has_more, history_lost and the next token. May wait up to 25 s for a
+/// change.
+#[tool(reads, Session, "Observe session messages", session = Reads)]
+async fn observe_session_messages(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let keys = b::keys(&ctx.deps).await?;
     let binding = b::binding(&session);

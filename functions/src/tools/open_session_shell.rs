@@ -2,30 +2,17 @@
 //! runner. At most one is open per session: a second open is refused `shell_already_open`,
 //! naming the open one.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::{RelativePath, SessionId, ShellId, ShellState};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{ShellOp, ShellOpenOp};
 use wc_store::shells::{NewShell, ShellStep};
 
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::execution::{self, ProjectOrSession, ShellChoice};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Execution, "open_session_shell", "Open session shell")
-        .about("Start the session's persistent shell (one per session): later session_shell_exec commands keep its cwd, exports, functions and variables.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_lifecycle_facts(shell::facts)
-}
-
-/// Arguments of `open_session_shell`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -35,7 +22,10 @@ pub struct Args {
     pub shell: Option<ShellChoice>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
+/// Start the session's persistent shell (one per session): later session_shell_exec commands keep
+/// its cwd, exports, functions and variables.
+#[tool(consequential, Execution, "Open session shell", session = Works, with_lifecycle_facts(shell::facts))]
+async fn open_session_shell(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
     let execution::Setting {
         session,
         target,

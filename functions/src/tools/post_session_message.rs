@@ -3,20 +3,13 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wc_domain::{MessageId, MessageKind, Priority, SessionId, Text};
+use wc_macros::tool;
 use wc_store::board::{self, NewMessage};
 
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::redaction::redact;
 use crate::result::{ErrorKind, ToolError};
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::changes(Category::Session, "post_session_message", "Post session message")
-        .about("Post a note, question, todo or answer to a Workflow Session's message board (redacted). Pass your own session as recording_session_id to be named as the author.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
-}
 
 fn answer_needs_reply_to(schema: &mut schemars::Schema) {
     schema.insert(
@@ -73,7 +66,10 @@ pub fn stored_body(raw: &str) -> Result<(String, bool), ToolError> {
     Ok((redacted.into_owned(), changed))
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Post a note, question, todo or answer to a Workflow Session's message board (redacted). Pass
+/// your own session as recording_session_id to be named as the author.
+#[tool(changes, Session, "Post session message", session = Changes)]
+async fn post_session_message(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     if args.kind == MessageKind::Answer && args.reply_to.is_none() {
         return Err(ToolError::new(

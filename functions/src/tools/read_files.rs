@@ -5,27 +5,16 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use wc_domain::RelativePath;
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{FileRange, ReadFilesAnswer, ReadFilesOp};
 
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Files, "read_files", "Read files")
-        .about("Read line ranges of 1-8 project files, each with its size, line count and sha256 (for apply_text_edits' expected_sha256). Text is cut at 64 KiB a file and 256 KiB a call (truncated; go on with start_line).");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_ledger_facts(facts)
-}
-
-/// Arguments of `read_files`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -48,7 +37,11 @@ pub struct FileArg {
     pub end_line: Option<u64>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<ReadFilesAnswer>, ToolError> {
+/// Read line ranges of 1-8 project files, each with its size, line count and sha256 (for
+/// apply_text_edits' expected_sha256). Text is cut at 64 KiB a file and 256 KiB a call (truncated;
+/// go on with start_line).
+#[tool(reads, Files, "Read files", session = Works, with_ledger_facts(facts))]
+async fn read_files(ctx: ToolContext, args: Args) -> Result<InProject<ReadFilesAnswer>, ToolError> {
     let (_, target) = args.at.resolve(&ctx).await?;
     for (i, f) in args.files.iter().enumerate() {
         if let (Some(start), Some(end)) = (f.start_line, f.end_line)

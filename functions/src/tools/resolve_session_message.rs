@@ -4,19 +4,12 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 use wc_domain::{MessageId, MessageStatus, SessionId};
+use wc_macros::tool;
 use wc_store::board;
 
 use crate::board::{self as b, MessageView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::changes(Category::Session, "resolve_session_message", "Resolve session message")
-        .about("Mark a message on a Workflow Session's board as processed (resolved). Resolving a closed message changes nothing. A resolved todo can no longer be completed.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
-}
 
 /// Arguments: the message, in its session.
 pub type Args = crate::board::OnMessage;
@@ -36,7 +29,10 @@ pub struct Output {
     pub message: MessageView,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Mark a message on a Workflow Session's board as processed (resolved). Resolving a closed message
+/// changes nothing. A resolved todo can no longer be completed.
+#[tool(changes, Session, "Resolve session message", session = Changes)]
+async fn resolve_session_message(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let actor = ctx.board_actor("resolve_session_message");
     let resolved = board::resolve(&ctx.deps.pool, &session.id, &args.message_id, actor)

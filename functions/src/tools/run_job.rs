@@ -3,24 +3,15 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use wc_domain::WorkMode;
+use wc_macros::tool;
 use wc_runner_protocol::WorkSpec;
 
 use crate::execution::{
-    self, Argv, ExecOptions, ExecOutput, ProjectOrSession, ShellChoice, ShellText,
+    self, Argv, ExecOptions, ExecOutput, ProjectOrSession, RunsWork, ShellChoice, ShellText,
 };
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Execution, "run_job", "Run job")
-        .about("Start shell text (command) or a program (argv) as a background job in a project; returns job_id at once. Follow it with job_status, job_log and stop_job.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_task(TaskWhen::Background, execution::finish_task)
-}
 
 /// Arguments of `run_job`: exactly one of `command` (shell text) and `argv`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -48,7 +39,10 @@ pub struct Args {
     exec: ExecOptions,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
+/// Start shell text (command) or a program (argv) as a background job in a project; returns job_id
+/// at once. Follow it with job_status, job_log and stop_job.
+#[tool(consequential, Execution, "Run job", runs_work(TaskWhen::Background))]
+async fn run_job(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
     let (command, argv, shell) = (args.command, args.argv, args.shell);
     let spec = |defaults: &_| match (command, argv) {
         (Some(command), None) => execution::shell_spec(command, shell, defaults),

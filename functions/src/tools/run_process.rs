@@ -1,29 +1,16 @@
 //! `run_process`: run a program with arguments (no shell) on the project's build host and
 //! wait for its result.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::WorkMode;
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::WorkSpec;
 
-use crate::execution::{self, Argv, ExecOptions, ExecOutput, ProjectOrSession};
+use crate::execution::{self, Argv, ExecOptions, ExecOutput, ProjectOrSession, RunsWork};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Execution, "run_process", "Run process")
-        .about("Run a program with arguments (no shell) in a project. After about 20 s it returns a running job_id.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
-}
-
-/// Arguments of `run_process`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     at: ProjectOrSession,
@@ -33,7 +20,10 @@ pub struct Args {
     exec: ExecOptions,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
+/// Run a program with arguments (no shell) in a project. After about 20 s it returns a running
+/// job_id.
+#[tool(consequential, Execution, "Run process", runs_work(TaskWhen::BackgroundOrLong))]
+async fn run_process(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
     let argv = args.argv.into_inner();
     let spec = |_: &_| Ok(WorkSpec::Process { argv });
     execution::run_tool(&ctx, &args.at, args.exec, WorkMode::Sync, spec).await

@@ -1,29 +1,16 @@
 //! `run_script`: run a script body with an interpreter on the project's build host and wait
 //! for its result. Large program text belongs here rather than in run_shell.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::{ProgramName, Text, WorkMode};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::WorkSpec;
 
-use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession};
+use crate::execution::{self, ExecOptions, ExecOutput, ProjectOrSession, RunsWork};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::kernel::task::TaskWhen;
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Execution, "run_script", "Run script")
-        .about("Run a script body with an interpreter (sh, bash, python3, …) in a project: for programs too long or quote-heavy for run_shell.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_task(TaskWhen::BackgroundOrLong, execution::finish_task)
-}
-
-/// Arguments of `run_script`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     at: ProjectOrSession,
@@ -38,7 +25,10 @@ pub struct Args {
     exec: ExecOptions,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
+/// Run a script body with an interpreter (sh, bash, python3, …) in a project: for programs too long
+/// or quote-heavy for run_shell.
+#[tool(consequential, Execution, "Run script", runs_work(TaskWhen::BackgroundOrLong))]
+async fn run_script(ctx: ToolContext, args: Args) -> Result<ExecOutput, ToolError> {
     let script = WorkSpec::Script {
         interpreter: args.interpreter.map_or_else(|| "sh".into(), String::from),
         script: args.script.into_string(),

@@ -4,17 +4,10 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wc_macros::tool;
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Discovery, "runtime_status", "Runtime status").scopes(&[])
-        .about("Report the server version, whether the database is reachable and at the expected schema level, and how many runner agents serving your projects are online.");
-    ToolSpec::new(meta, run)
-}
 
 /// Arguments of `runtime_status` (none).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -58,7 +51,10 @@ pub struct Output {
     pub tools_visible: usize,
 }
 
-async fn run(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
+/// Report the server version, whether the database is reachable and at the expected schema level,
+/// and how many runner agents serving your projects are online.
+#[tool(reads, Discovery, "Runtime status", scopes(&[]))]
+async fn runtime_status(ctx: ToolContext, _args: Args) -> Result<Output, ToolError> {
     let expected = wc_store::migrate::expected_level();
     let database = match wc_store::health::check(&ctx.deps.pool, Duration::from_secs(3)).await {
         Ok(h) => Database {

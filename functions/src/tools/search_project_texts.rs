@@ -1,32 +1,18 @@
 //! `search_project_texts`: lines matching a pattern across the project, searched by the
 //! project's runner with ripgrep's libraries (ignore-aware walk, stable order, paging).
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 use wc_domain::{Cursor, Glob, RelativePath, Text};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{DEFAULT_SEARCH_MATCHES, SearchAnswer, SearchOp};
 
 use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Files, "search_project_texts", "Search project texts")
-        .about("Search the project's text files for a regex or literal text, like ripgrep (.gitignore'd, hidden and binary files skipped), in path and line order with optional context, a page at a time.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_ledger_facts(facts)
-        .with_private_arguments(&["pattern"])
-}
-
-/// Arguments of `search_project_texts`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
@@ -54,7 +40,13 @@ pub struct Args {
     pub cursor: Option<Cursor>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<InProject<SearchAnswer>, ToolError> {
+/// Search the project's text files for a regex or literal text, like ripgrep (.gitignore'd, hidden
+/// and binary files skipped), in path and line order with optional context, a page at a time.
+#[tool(reads, Files, "Search project texts", session = Works, with_ledger_facts(facts), with_private_arguments(&["pattern"]))]
+async fn search_project_texts(
+    ctx: ToolContext,
+    args: Args,
+) -> Result<InProject<SearchAnswer>, ToolError> {
     let op = SearchOp {
         pattern: args.pattern.into_string(),
         literal: args.literal.unwrap_or(false),

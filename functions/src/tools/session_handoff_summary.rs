@@ -2,30 +2,20 @@
 //! window, agent or person taking the work over.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use wc_domain::{ProjectId, SessionId};
+use wc_macros::{tool, tool_args};
 use wc_store::sessions;
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::BusinessPair;
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::handoff::WorkspaceEvidence;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Session, "session_handoff_summary", "Session handoff summary")
-        .about("Recover a Workflow Session's context: a bounded handoff brief with its instructions, progress, workspace and validation status, attention counts and next actions.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Reads)
-        .with_business_pair(BusinessPair::UnlessRecorded)
-}
-
-/// Arguments of `session_handoff_summary`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -56,7 +46,10 @@ pub struct Output {
     pub diagnostic: Option<Value>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Recover a Workflow Session's context: a bounded handoff brief with its instructions, progress,
+/// workspace and validation status, attention counts and next actions.
+#[tool(reads, Session, "Session handoff summary", session = Reads, with_business_pair(BusinessPair::UnlessRecorded))]
+async fn session_handoff_summary(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     // Snapshot fence: the two mutation dimensions as the kernel saw them before assembly.
     let fence = (

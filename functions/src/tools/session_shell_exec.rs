@@ -1,36 +1,22 @@
 //! `session_shell_exec`: run one command in the session's persistent shell, serialized
 //! (`shell_busy` while another runs), its result the command's own exit status.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::{SessionId, ShellId};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{ShellExecOp, ShellOp, Termination, WorkOutcome};
 use wc_store::shells::ShellStep;
 
 use crate::execution::shell::{self, Answered, ExecView, Operation};
 use crate::execution::{self, ExecState, ResultExpectation, ShellText, Stdin};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Execution, "session_shell_exec", "Session shell exec")
-        .about("Run a command in the session's persistent shell; cd, exports and functions stay. success: exit 0; a timeout interrupts it (timed_out). One command at a time (shell_busy).");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Works)
-        .with_lifecycle_facts(shell::facts)
-        .with_private_arguments(&["command", "stdin"])
-}
 
 /// Longest command time limit: a command's answer must fit one synchronous call (longer work
 /// belongs in run_job).
 pub const MAX_EXEC_TIMEOUT_MS: u64 = 20_000;
 const DEFAULT_EXEC_TIMEOUT_MS: u64 = 10_000;
 
-/// Arguments of `session_shell_exec`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -47,7 +33,10 @@ pub struct Args {
     pub result_expectation: Option<ResultExpectation>,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {
+/// Run a command in the session's persistent shell; cd, exports and functions stay. success: exit
+/// 0; a timeout interrupts it (timed_out). One command at a time (shell_busy).
+#[tool(consequential, Execution, "Session shell exec", session = Works, with_lifecycle_facts(shell::facts), with_private_arguments(&["command", "stdin"]))]
+async fn session_shell_exec(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let command = args.command.check("/command")?;
     let timeout_ms = args.timeout_ms.unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);

@@ -1,33 +1,20 @@
 //! `session_shell_status`: the state of the session's persistent shell, checked with its
 //! runner while it is open (a shell that exited or whose runner is gone says so).
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use wc_domain::{SessionId, ShellId};
+use wc_macros::{tool, tool_args};
 use wc_runner_protocol::ShellOp;
 use wc_store::shells::ShellStep;
 
 use crate::execution;
 use crate::execution::shell::{self, Answered, Operation, ShellView};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Execution, "session_shell_status", "Session shell status")
-        .about("State of a persistent shell: opening, ready, busy, or closed, exited, poisoned, lost (with end_reason). An open one is checked with its runner.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Reads)
-        .with_lifecycle_facts(shell::facts)
-}
 
 /// How long a status check waits for the runner's look at the process.
 const STATUS_TIMEOUT_MS: u64 = 2_000;
 
-/// Arguments of `session_shell_status`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -35,7 +22,10 @@ pub struct Args {
     pub shell_id: ShellId,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
+/// State of a persistent shell: opening, ready, busy, or closed, exited, poisoned, lost (with
+/// end_reason). An open one is checked with its runner.
+#[tool(reads, Execution, "Session shell status", session = Reads, with_lifecycle_facts(shell::facts))]
+async fn session_shell_status(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let row = shell::load(&ctx, &session, &args.shell_id).await?;
     if row.state.is_terminal() || !session.is_active() {

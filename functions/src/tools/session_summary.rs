@@ -4,31 +4,22 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use wc_domain::{EventKind, EventRole, Lifecycle, Mode, ProjectId, SessionId};
+use wc_macros::{tool, tool_args};
 use wc_store::sessions;
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Session, "session_summary", "Session summary")
-        .about("Show a Workflow Session: lifecycle, mode, execution defaults, event counts and its newest events (50 by default, at most 200).");
-    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
-}
 
 /// Default and largest number of events in one summary.
 pub const DEFAULT_LIMIT: u32 = 50;
 /// Largest number of events in one summary.
 pub const MAX_LIMIT: u32 = 200;
 
-/// Arguments of `session_summary`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -96,7 +87,10 @@ pub struct Output {
     pub returned: usize,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Show a Workflow Session: lifecycle, mode, execution defaults, event counts and its newest events
+/// (50 by default, at most 200).
+#[tool(reads, Session, "Session summary", session = Reads)]
+async fn session_summary(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let limit = i64::from(args.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT));
     let client = ctx.deps.client().await?;

@@ -4,26 +4,17 @@
 //! projection (no continuation feedback, workflow guidance or project instructions).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::{Lifecycle, Mode, ProjectId, SessionId};
+use wc_macros::{tool, tool_args};
 
 use super::work_on_project;
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::changes(Category::Session, "start_session", "Start session").scopes(&[Scope::ProjectRead, Scope::ProjectWrite])
-        .about("Create a fresh Workflow Session on a project with a task instruction; returns the id to pass as recording_session_id. Like work_on_project without its guidance and feedback; use work_on_project to resume.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Creates)
-}
-
-/// Arguments of `start_session`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// Project id (`agent:<client>:<name>`).
     pub project: ProjectId,
@@ -51,7 +42,11 @@ pub struct Output {
     pub events_observed: i64,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Create a fresh Workflow Session on a project with a task instruction; returns the id to pass as
+/// recording_session_id. Like work_on_project without its guidance and feedback; use
+/// work_on_project to resume.
+#[tool(changes, Session, "Start session", scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), session = Creates)]
+async fn start_session(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let (payload, event) =
         work_on_project::instruction_event(&ctx, "start_session", &args.instruction);
     let row = work_on_project::create(&ctx, args.project, args.mode, payload, event).await?;

@@ -3,24 +3,15 @@
 //! heartbeat. Stopping an ended job changes nothing.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wc_domain::WorkId;
+use wc_macros::{tool, tool_args};
 
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::consequential(Category::Execution, "stop_job", "Stop job")
-        .about("Stop a job: a queued one is cancelled at once, a running one interrupted (its whole process group) within a heartbeat; an ended one is left as it is.");
-    ToolSpec::new(meta, run)
-}
-
-/// Arguments of `stop_job`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The job id.
     pub job_id: WorkId,
@@ -35,12 +26,15 @@ pub struct Output {
     pub job: ExecOutput,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Stop a job: a queued one is cancelled at once, a running one interrupted (its whole process
+/// group) within a heartbeat; an ended one is left as it is.
+#[tool(consequential, Execution, "Stop job")]
+async fn stop_job(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let row = execution::load_job(&ctx, args.job_id).await?;
     let stop_requested = !row.is_terminal();
     if stop_requested {
         let mut client = ctx.deps.client().await?;
-        wc_store::work::request_cancel(&mut client, row.id, &execution::terminal_evidence).await?;
+        wc_store::work::request_cancel(&mut client, row.id, &*ctx.deps.work_ends).await?;
     }
     let row = execution::load_job(&ctx, args.job_id).await?;
     let job = execution::view(&ctx, &row, false).await?;

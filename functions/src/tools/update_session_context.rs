@@ -6,22 +6,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 use wc_domain::{EventKind, EventRole, SessionId};
+use wc_macros::{tool, tool_args};
 use wc_store::sessions::{Decision, NewEvent, SessionChange};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::exec_context::{
     ExecutionContext, ResourceName, Shell, project_cwd, remote_path, valid_resource,
 };
 use crate::workflow::mutation;
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::changes(Category::Session, "update_session_context", "Update session context")
-        .about("Set or clear a Workflow Session's execution defaults: default_cwd, default_shell (sh or bash) and a named runner resource. null clears a field.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Changes)
-}
 
 /// Present-and-null is `Some(None)`; absent is `None` (with `#[serde(default)]`).
 fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
@@ -32,9 +25,7 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// Arguments of `update_session_context`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -109,7 +100,10 @@ fn desired(current: &ExecutionContext, args: &Args) -> Result<ExecutionContext, 
     Ok(next)
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Set or clear a Workflow Session's execution defaults: default_cwd, default_shell (sh or bash)
+/// and a named runner resource. null clears a field.
+#[tool(changes, Session, "Update session context", session = Changes)]
+async fn update_session_context(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let current: ExecutionContext =
         serde_json::from_value(session.execution_context.clone()).unwrap_or_default();

@@ -342,20 +342,12 @@ async fn run(
 }
 
 /// The final output of a validation task: what the call answers for ended work.
-pub fn finish_task(
-    deps: &crate::deps::Deps,
-    row: wc_store::work::WorkRow,
-    answer: Option<serde_json::Value>,
-) -> crate::kernel::ports::PortFuture<'_, Result<serde_json::Value, ToolError>> {
-    Box::pin(async move {
-        let execution = execution::ended_view(deps, &row).await?;
-        let facts = validation::facts(&row, answer.as_ref());
-        let out = settle(Output {
-            execution,
-            validation: facts,
-        })?;
-        serde_json::to_value(out).map_err(ToolError::internal)
-    })
+pub fn finish_task(work: &wc_store::work::EndedWork<'_>) -> Result<serde_json::Value, ToolError> {
+    let out = settle(Output {
+        execution: execution::ended_view_of(work),
+        validation: validation::facts(work.row, work.answer),
+    })?;
+    serde_json::to_value(out).map_err(ToolError::internal)
 }
 
 /// The answer of a validation call: a failure when the command did not exit 0 (as

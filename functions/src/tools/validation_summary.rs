@@ -3,27 +3,18 @@
 //! the evidence its validation runs left in the ledger ([`crate::workflow::validation`]).
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use wc_domain::{ProjectId, SessionId};
+use wc_macros::{tool, tool_args};
 
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{Category, SessionUse, ToolMeta, ToolSpec};
 use crate::result::ToolError;
 use crate::workflow::evidence::Evidence;
 use crate::workflow::excerpt::BoundedList;
 use crate::workflow::validation::{self, SUMMARY_FAILURES_MAX, Status};
 
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::reads(Category::Session, "validation_summary", "Validation summary")
-        .about("A Workflow Session's validation: status, latest run, unresolved failure identities, and validation_delta against the previous run when comparable (else why not). Runs nothing.");
-    ToolSpec::new(meta, run).with_session(SessionUse::Reads)
-}
-
-/// Arguments of `validation_summary`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[tool_args]
 pub struct Args {
     /// The session.
     pub session_id: SessionId,
@@ -56,7 +47,10 @@ pub struct Output {
     pub runs_retained: usize,
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// A Workflow Session's validation: status, latest run, unresolved failure identities, and
+/// validation_delta against the previous run when comparable (else why not). Runs nothing.
+#[tool(reads, Session, "Validation summary", session = Reads)]
+async fn validation_summary(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let evidence = Evidence::load(&ctx.deps.pool, &session.id).await?;
     let ledger = evidence.ledger(Some(ctx.invocation_id));

@@ -5,27 +5,18 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wc_domain::{EventKind, EventRole, Lifecycle, Mode, ProjectId, SessionId};
+use wc_macros::tool;
 use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, SessionRow};
 
 use crate::auth::Scope;
 use crate::kernel::context::ToolContext;
-use crate::kernel::spec::{BusinessPair, Category, SessionUse, ToolMeta, ToolSpec};
+use crate::kernel::spec::BusinessPair;
 use crate::result::{ErrorKind, ToolError};
 use crate::workflow::evidence::{self, Evidence};
 use crate::workflow::excerpt::{excerpt, shrink_to_bytes};
 use crate::workflow::exec_context::ExecutionContext;
 use crate::workflow::feedback::ExplorationLimit;
 use crate::workflow::{authority, feedback, mutation};
-
-/// The spec.
-pub fn spec() -> ToolSpec {
-    let meta = ToolMeta::changes(Category::Session, "work_on_project", "Work on a project").scopes(&[Scope::ProjectRead, Scope::ProjectWrite])
-        .about("Start a fresh Workflow Session on a project with a task instruction, or resume the one named by session_id. Returns the id to pass as recording_session_id, and feedback about the previous attempt.");
-    ToolSpec::new(meta, run)
-        .with_session(SessionUse::Changes)
-        // Resuming is work in the session: it keeps the call as its own, as it keeps execution.
-        .with_business_pair(BusinessPair::Always)
-}
 
 /// Characters of an instruction kept in the ledger (redacted).
 pub const STORED_INSTRUCTION_CHARS: usize = 2_000;
@@ -142,7 +133,12 @@ pub(crate) async fn create(
     Ok(sessions::create(&ctx.deps.pool, &new, &[event]).await?)
 }
 
-async fn run(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+/// Start a fresh Workflow Session on a project with a task instruction, or resume the one named by
+/// session_id. Returns the id to pass as recording_session_id, and feedback about the previous
+/// attempt.
+// Resuming is work in the session: it keeps the call as its own, as it keeps execution.
+#[tool(changes, Session, "Work on a project", scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), session = Changes, with_business_pair(BusinessPair::Always))]
+async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let (payload, event) = instruction_event(&ctx, "work_on_project", &args.instruction);
     let resumed = match &args.session_id {
         Some(id) => Some(ctx.business_session(id)?),

@@ -110,7 +110,7 @@ async fn a_crashed_runners_work_becomes_lost_and_is_never_run_again() {
     );
     // Reading wrote nothing: the stored lease ends when the reaper runs.
     assert_eq!(work_state(db, &job_id).await, "leased");
-    wc_functions::maintenance::run_once(db.pool(), None, false)
+    wc_functions::maintenance::run_once(db.pool(), None, &*st.deps.work_ends, false)
         .await
         .unwrap();
     assert_eq!(work_state(db, &job_id).await, "lost");

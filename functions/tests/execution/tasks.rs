@@ -218,14 +218,7 @@ async fn a_tasks_recording_finishes_once_when_it_ends_whoever_polls() {
     .await;
     assert_eq!(created["resultType"], "task", "{created}");
     let id = created["taskId"].as_str().unwrap().to_owned();
-    let finished = |ledger: &[LedgerRow]| {
-        ledger
-            .iter()
-            .filter(|e| {
-                e.kind == "tool_call_finished" && e.tool_name.as_deref() == Some("run_shell")
-            })
-            .count()
-    };
+    let finished = |ledger: &[LedgerRow]| finished(ledger, "run_shell");
     let before = ledger(&env.db, &s).await;
     assert!(
         before
@@ -262,7 +255,7 @@ async fn a_tasks_recording_finishes_once_when_it_ends_whoever_polls() {
 }
 
 #[tokio::test]
-async fn upkeep_ends_a_task_nobody_polls() {
+async fn a_task_nobody_polls_ends_with_its_work() {
     let env = start().await;
     let s = session(&env, "start and walk away").await;
     let created = call_as_task(
@@ -273,42 +266,36 @@ async fn upkeep_ends_a_task_nobody_polls() {
     )
     .await;
     let id = created["taskId"].as_str().unwrap().to_owned();
-    eventually("the work ends", async || {
+    // Nobody polls and no upkeep runs: the transaction that ends the work ends the task.
+    let (status, state) = eventually("the work ends", async || {
         let client = env.db.pool().get().await.unwrap();
         let row = client
             .query_one(
-                "SELECT w.state FROM mcp_tasks t JOIN runner_work w ON w.id = t.work_id WHERE t.id = $1",
+                "SELECT t.status, w.state FROM mcp_tasks t JOIN runner_work w ON w.id = t.work_id \
+                 WHERE t.id = $1",
                 &[&id],
             )
             .await
             .unwrap();
-        let state: String = row.get(0);
-        (state != "queued" && state != "leased").then_some(())
+        let (status, state): (String, String) = (row.get(0), row.get(1));
+        (state != "queued" && state != "leased").then_some((status, state))
     })
     .await;
-    let report = wc_functions::maintenance::end_tasks(&env.st).await.unwrap();
-    assert_eq!(report.ended, 1, "{report:?}");
-    let ended = ledger(&env.db, &s).await;
-    assert!(
-        ended
-            .iter()
-            .any(|e| is_call(e, "tool_call_finished", "run_job")),
-        "{ended:#?}"
-    );
-    // Already ended: the next pass and the next poll change nothing.
     assert_eq!(
-        wc_functions::maintenance::end_tasks(&env.st)
-            .await
-            .unwrap()
-            .ended,
-        0
+        (status.as_str(), state.as_str()),
+        ("completed", "succeeded")
     );
+    let ended = ledger(&env.db, &s).await;
+    assert_eq!(finished(&ended, "run_job"), 1, "{ended:#?}");
+    // A poll only reads: the same result, and no second event.
     let t = task_get(&env.st, &env.key, &id).await;
     assert_eq!(t.result()["status"], "completed", "{}", t.text());
     assert_eq!(
         output(&t.result()["result"]["structuredContent"])["stdout"],
         "left\n"
     );
+    task_get(&env.st, &env.key, &id).await;
+    assert_eq!(finished(&ledger(&env.db, &s).await, "run_job"), 1);
 
     // Past its TTL a task is gone: deleted by upkeep, unknown to its owner.
     let client = env.db.pool().get().await.unwrap();
@@ -323,8 +310,10 @@ async fn upkeep_ends_a_task_nobody_polls() {
         task_get(&env.st, &env.key, &id).await.rpc_code(),
         Some(-32602)
     );
-    let report = wc_functions::maintenance::end_tasks(&env.st).await.unwrap();
-    assert_eq!(report.expired, 1, "{report:?}");
+    let expired = wc_functions::maintenance::prune_tasks(&env.st.deps)
+        .await
+        .unwrap();
+    assert_eq!(expired, 1);
 }
 
 #[tokio::test]
@@ -685,4 +674,12 @@ async fn a_call_that_takes_info_lines_hears_its_output_as_it_comes() {
         output(&quiet.result()["structuredContent"])["stdout"],
         "one\n"
     );
+}
+
+/// How many `tool_call_finished` events of `tool` the ledger holds.
+fn finished(ledger: &[LedgerRow], tool: &str) -> usize {
+    ledger
+        .iter()
+        .filter(|e| e.kind == "tool_call_finished" && e.tool_name.as_deref() == Some(tool))
+        .count()
 }

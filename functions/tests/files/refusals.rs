@@ -396,7 +396,7 @@ async fn a_runner_that_does_not_announce_edits_gets_none_queued() {
                 "git".to_owned(),
             ],
         },
-        &wc_store::testing::runner_work::no_evidence,
+        &wc_store::testing::runner_work::NoEvidence,
     )
     .await
     .unwrap();

@@ -350,10 +350,7 @@ pub struct RegisterRequest {
     /// The kinds of work this instance executes. A registration without the field (a runner
     /// older than it) executes [`WorkKind::UNANNOUNCED`]; kinds this build does not know are
     /// dropped on arrival.
-    #[serde(
-        default = "explore::unannounced_kinds",
-        deserialize_with = "explore::known_kinds"
-    )]
+    #[serde(default = "explore::unannounced_kinds", deserialize_with = "explore::known_kinds")]
     pub work_kinds: Vec<WorkKind>,
 }
 

@@ -433,6 +433,7 @@ pub mod runner_work {
 
     use crate::Pool;
     use crate::runners::{self, Registered, Registration};
+    use crate::tasks::Ending;
     use crate::work::{self, Enqueued, NewWork, QueueRoute};
 
     /// Owner fingerprint of fixture work.
@@ -450,27 +451,74 @@ pub mod runner_work {
         register(pool, client_id).await
     }
 
-    /// Evidence of nothing: for transitions whose work has no session to write to.
-    pub fn no_evidence(
-        _: &work::WorkRow,
-        _: Option<&serde_json::Value>,
-    ) -> Option<crate::sessions::NewEvent> {
-        None
+    /// An ending that writes no evidence, for transitions whose work has no session to write
+    /// to; a task waiting for the work completes with the work's state and its stdout head.
+    #[derive(Debug, Clone, Copy)]
+    pub struct NoEvidence;
+
+    impl work::WorkEnding for NoEvidence {
+        fn evidence(
+            &self,
+            _: &work::WorkRow,
+            _: Option<&serde_json::Value>,
+        ) -> Option<crate::sessions::NewEvent> {
+            None
+        }
+
+        fn head_bytes(&self) -> i64 {
+            HEAD_BYTES
+        }
+
+        fn task_end(&self, _: &crate::tasks::TaskRow, work: &work::EndedWork<'_>) -> Ending {
+            ended_with(work)
+        }
     }
 
-    /// A marker `execution_finished` naming the work and the state it ended in.
-    pub fn marker_evidence(
-        row: &work::WorkRow,
-        _: Option<&serde_json::Value>,
-    ) -> Option<crate::sessions::NewEvent> {
-        Some(crate::sessions::NewEvent {
-            kind: wc_domain::EventKind::ExecutionFinished,
-            call_id: Uuid::now_v7(),
-            invocation_id: Uuid::now_v7(),
-            role: EventRole::Business,
-            tool_name: Some(row.tool.clone()),
-            payload: json!({"job_id": row.id, "state": row.state}),
-        })
+    /// How many bytes of each stream the testing endings read.
+    pub const HEAD_BYTES: i64 = 4;
+
+    fn ended_with(work: &work::EndedWork<'_>) -> Ending {
+        Ending {
+            status: wc_domain::TaskStatus::Completed,
+            result: Some(json!({
+                "state": work.row.state,
+                "stdout": String::from_utf8_lossy(&work.stdout),
+                "answered": work.answer.is_some(),
+            })),
+            error: None,
+            status_message: Some("ended with its work".into()),
+            events: Vec::new(),
+        }
+    }
+
+    /// An ending whose `execution_finished` is a marker naming the work and the state it
+    /// ended in; tasks end as [`NoEvidence`] ends them.
+    #[derive(Debug, Clone, Copy)]
+    pub struct MarkerEvidence;
+
+    impl work::WorkEnding for MarkerEvidence {
+        fn evidence(
+            &self,
+            row: &work::WorkRow,
+            _: Option<&serde_json::Value>,
+        ) -> Option<crate::sessions::NewEvent> {
+            Some(crate::sessions::NewEvent {
+                kind: wc_domain::EventKind::ExecutionFinished,
+                call_id: Uuid::now_v7(),
+                invocation_id: Uuid::now_v7(),
+                role: EventRole::Business,
+                tool_name: Some(row.tool.clone()),
+                payload: json!({"job_id": row.id, "state": row.state}),
+            })
+        }
+
+        fn head_bytes(&self) -> i64 {
+            HEAD_BYTES
+        }
+
+        fn task_end(&self, _: &crate::tasks::TaskRow, work: &work::EndedWork<'_>) -> Ending {
+            ended_with(work)
+        }
     }
 
     /// Registers a fresh instance of runner `client_id`.
@@ -491,7 +539,7 @@ pub mod runner_work {
                     "script".to_owned(),
                 ],
             },
-            &no_evidence,
+            &NoEvidence,
         )
         .await
         .expect("register runner");
