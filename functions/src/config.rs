@@ -153,6 +153,10 @@ fn env_list(name: &str) -> Option<Vec<String>> {
     })
 }
 
+/// Whether this build carries the MCP conformance fixtures (the `conformance-fixtures`
+/// feature, which no production artifact enables).
+pub const CONFORMANCE_FIXTURES_BUILT: bool = cfg!(feature = "conformance-fixtures");
+
 fn env_number(name: &str, min: u64, max: u64) -> Result<Option<u64>, ConfigError> {
     match std::env::var(name) {
         Err(_) => Ok(None),
@@ -315,7 +319,7 @@ impl ServerConfig {
     /// without the `conformance-fixtures` feature — every production artifact — refuses, so the
     /// switch never passes silently for a server that cannot serve them.
     pub fn enable_conformance_fixtures(&mut self, source: &str) -> Result<(), ConfigError> {
-        if !crate::mcp::fixtures::BUILT {
+        if !CONFORMANCE_FIXTURES_BUILT {
             return Err(ConfigError(format!(
                 "{source} asks for the MCP conformance fixtures, which this build does not carry; \
                  they are test only, built with `--features wc-functions/conformance-fixtures`"
@@ -397,7 +401,7 @@ mod tests {
         let mut cfg = ServerConfig::default();
         assert!(!cfg.conformance_fixtures);
         let asked = cfg.enable_conformance_fixtures("--conformance-fixtures");
-        if crate::mcp::fixtures::BUILT {
+        if CONFORMANCE_FIXTURES_BUILT {
             asked.unwrap();
             assert!(cfg.conformance_fixtures);
             return;

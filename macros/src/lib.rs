@@ -159,3 +159,46 @@ pub fn tool_args(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
     .into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declaration_reads_its_effect_category_title_session_and_modifiers() {
+        let d: Declaration = syn::parse_str(
+            r#"consequential, Files, "Apply patch", session = Works, with_ledger_facts(facts), scopes(&[])"#,
+        )
+        .unwrap();
+        assert_eq!(d.effect, "consequential");
+        assert_eq!(d.category, "Files");
+        assert_eq!(d.title.value(), "Apply patch");
+        assert_eq!(d.session.unwrap(), "Works");
+        assert_eq!(d.modifiers.len(), 2);
+    }
+
+    #[test]
+    fn a_declaration_refuses_an_unknown_effect_and_a_second_session() {
+        let err = syn::parse_str::<Declaration>(r#"writes, Files, "X""#)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("`reads`, `changes`, `consequential`"), "{err}");
+        let err = syn::parse_str::<Declaration>(r#"reads, Files, "X", session = A, session = B"#)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("`session`"), "{err}");
+    }
+
+    #[test]
+    fn the_description_is_the_doc_comment_as_one_line() {
+        let handler: ItemFn = syn::parse_str(
+            "/// Read files.\n///   Up to 64 of them.\n///\nasync fn read_files() {}",
+        )
+        .unwrap();
+        assert_eq!(description(&handler), "Read files. Up to 64 of them.");
+        let bare: ItemFn = syn::parse_str("async fn bare() {}").unwrap();
+        assert_eq!(description(&bare), "");
+    }
+}

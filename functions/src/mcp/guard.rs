@@ -19,6 +19,7 @@ use std::fmt;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -291,23 +292,30 @@ fn check_call(params: &RawValue) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// The request's parts and its whole body (already buffered by the body limit), or the
+/// JSON-RPC parse error an unreadable body gets.
+pub(super) async fn buffered(req: Request) -> Result<(Parts, Bytes), Response> {
+    let (parts, body) = req.into_parts();
+    match body.collect().await {
+        Ok(c) => Ok((parts, c.to_bytes())),
+        Err(_) => Err(rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            PARSE_ERROR,
+            "parse error: unreadable body",
+            None,
+        )),
+    }
+}
+
 /// Middleware form of [`check`]. The body was already buffered by the body limit.
 pub async fn jsonrpc_guard(req: Request, next: Next) -> Response {
     if req.method() != axum::http::Method::POST {
         return next.run(req).await;
     }
-    let (parts, body) = req.into_parts();
-    let bytes = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => {
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                PARSE_ERROR,
-                "parse error: unreadable body",
-                None,
-            );
-        }
+    let (parts, bytes) = match buffered(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     if let Err(r) = check(&bytes) {
         return rpc_error(r.status(), r.id, r.code, &r.message, None);

@@ -28,7 +28,6 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
-use http_body_util::BodyExt;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ErrorCode, GetMeta, ServerNotification, TaskStatusNotification, TaskStatusNotificationParams,
@@ -38,7 +37,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use wc_store::tasks::TaskRow;
 
-use super::guard::{INVALID_PARAMS, PARSE_ERROR, rpc_error};
+use super::guard::{INVALID_PARAMS, rpc_error};
 use crate::AppState;
 use crate::auth::Principal;
 
@@ -109,15 +108,9 @@ pub async fn prepare(State(state): State<AppState>, req: Request, next: Next) ->
     if !(is_listen && modern) {
         return next.run(req).await;
     }
-    let (mut parts, body) = req.into_parts();
-    let Ok(bytes) = body.collect().await.map(|c| c.to_bytes()) else {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            Value::Null,
-            PARSE_ERROR,
-            "parse error: unreadable body",
-            None,
-        );
+    let (mut parts, bytes) = match super::guard::buffered(req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     let Some(asked) = requested(&bytes) else {
         return next
@@ -376,6 +369,8 @@ pub(super) async fn watch(
 
 #[cfg(test)]
 mod tests {
+    use http_body_util::BodyExt;
+
     use super::*;
 
     #[test]

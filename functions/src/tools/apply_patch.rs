@@ -24,7 +24,10 @@ pub struct Args {
 
 /// Apply a unified diff across project files, all or nothing: every hunk must match the current
 /// files exactly (no fuzz) before any file is written. Prefer apply_text_edits for ordinary edits.
-#[tool(consequential, Files, "Apply patch", session = Works, with_ledger_facts(facts), with_edit_surface(EditSurface::Advanced), with_private_arguments(&["patch"]))]
+#[tool(consequential, Files, "Apply patch", session = Works,
+    with_ledger_facts(facts), with_edit_surface(EditSurface::Advanced),
+    with_private_arguments(&["patch"]),
+)]
 async fn apply_patch(ctx: ToolContext, args: Args) -> Result<InProject<PatchAnswer>, ToolError> {
     operation::in_project(
         &ctx,

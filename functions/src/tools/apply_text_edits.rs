@@ -56,7 +56,10 @@ pub struct EditArg {
 /// Edit one project file by exact-text replacement: each old_text must match exactly once (or name
 /// its occurrence); all edits apply or none. Pass read_files' sha256 as expected_sha256 so a file
 /// changed meanwhile is refused.
-#[tool(consequential, Files, "Apply text edits", session = Works, with_ledger_facts(facts), with_edit_surface(EditSurface::Canonical), with_private_arguments(&["edits"]))]
+#[tool(consequential, Files, "Apply text edits", session = Works,
+    with_ledger_facts(facts), with_edit_surface(EditSurface::Canonical),
+    with_private_arguments(&["edits"]),
+)]
 async fn apply_text_edits(
     ctx: ToolContext,
     args: Args,

@@ -40,7 +40,9 @@ pub struct Output {
 /// End a persistent shell and every process it started; idempotent. Its id never addresses another
 /// shell.
 // The session's own ledger keeps the shell's end, as it keeps its open and commands.
-#[tool(changes, Execution, "Close session shell", session = Manages, with_business_pair(BusinessPair::Always), with_lifecycle_facts(shell::facts))]
+#[tool(changes, Execution, "Close session shell", session = Manages,
+    with_business_pair(BusinessPair::Always), with_lifecycle_facts(shell::facts),
+)]
 async fn close_session_shell(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let row = shell::load(&ctx, &session, &args.shell_id).await?;

@@ -51,7 +51,9 @@ pub struct Output {
 
 /// Finish a Workflow Session's task: the session becomes finished and refuses further changes.
 /// Returns its handoff brief, continuation feedback and the project's Git state.
-#[tool(consequential, Session, "Finish coding task", scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), session = Changes)]
+#[tool(consequential, Session, "Finish coding task", session = Changes,
+    scopes(&[Scope::ProjectRead, Scope::ProjectWrite]),
+)]
 async fn finish_coding_task(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     // The workspace as it is handed over, observed before the session ends.

@@ -24,7 +24,9 @@ pub struct Args {
 
 /// Start the session's persistent shell (one per session): later session_shell_exec commands keep
 /// its cwd, exports, functions and variables.
-#[tool(consequential, Execution, "Open session shell", session = Works, with_lifecycle_facts(shell::facts))]
+#[tool(consequential, Execution, "Open session shell", session = Works,
+    with_lifecycle_facts(shell::facts),
+)]
 async fn open_session_shell(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
     let execution::Setting {
         session,

@@ -42,7 +42,9 @@ pub struct Args {
 
 /// Search the project's text files for a regex or literal text, like ripgrep (.gitignore'd, hidden
 /// and binary files skipped), in path and line order with optional context, a page at a time.
-#[tool(reads, Files, "Search project texts", session = Works, with_ledger_facts(facts), with_private_arguments(&["pattern"]))]
+#[tool(reads, Files, "Search project texts", session = Works,
+    with_ledger_facts(facts), with_private_arguments(&["pattern"]),
+)]
 async fn search_project_texts(
     ctx: ToolContext,
     args: Args,

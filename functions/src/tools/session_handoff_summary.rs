@@ -48,7 +48,9 @@ pub struct Output {
 
 /// Recover a Workflow Session's context: a bounded handoff brief with its instructions, progress,
 /// workspace and validation status, attention counts and next actions.
-#[tool(reads, Session, "Session handoff summary", session = Reads, with_business_pair(BusinessPair::UnlessRecorded))]
+#[tool(reads, Session, "Session handoff summary", session = Reads,
+    with_business_pair(BusinessPair::UnlessRecorded),
+)]
 async fn session_handoff_summary(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     // Snapshot fence: the two mutation dimensions as the kernel saw them before assembly.

@@ -35,7 +35,9 @@ pub struct Args {
 
 /// Run a command in the session's persistent shell; cd, exports and functions stay. success: exit
 /// 0; a timeout interrupts it (timed_out). One command at a time (shell_busy).
-#[tool(consequential, Execution, "Session shell exec", session = Works, with_lifecycle_facts(shell::facts), with_private_arguments(&["command", "stdin"]))]
+#[tool(consequential, Execution, "Session shell exec", session = Works,
+    with_lifecycle_facts(shell::facts), with_private_arguments(&["command", "stdin"]),
+)]
 async fn session_shell_exec(ctx: ToolContext, args: Args) -> Result<ExecView, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let command = args.command.check("/command")?;

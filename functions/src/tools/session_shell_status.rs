@@ -24,7 +24,9 @@ pub struct Args {
 
 /// State of a persistent shell: opening, ready, busy, or closed, exited, poisoned, lost (with
 /// end_reason). An open one is checked with its runner.
-#[tool(reads, Execution, "Session shell status", session = Reads, with_lifecycle_facts(shell::facts))]
+#[tool(reads, Execution, "Session shell status", session = Reads,
+    with_lifecycle_facts(shell::facts),
+)]
 async fn session_shell_status(ctx: ToolContext, args: Args) -> Result<ShellView, ToolError> {
     let session = ctx.business_session(&args.session_id)?;
     let row = shell::load(&ctx, &session, &args.shell_id).await?;

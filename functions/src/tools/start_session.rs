@@ -45,7 +45,9 @@ pub struct Output {
 /// Create a fresh Workflow Session on a project with a task instruction; returns the id to pass as
 /// recording_session_id. Like work_on_project without its guidance and feedback; use
 /// work_on_project to resume.
-#[tool(changes, Session, "Start session", scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), session = Creates)]
+#[tool(changes, Session, "Start session", session = Creates,
+    scopes(&[Scope::ProjectRead, Scope::ProjectWrite]),
+)]
 async fn start_session(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let (payload, event) =
         work_on_project::instruction_event(&ctx, "start_session", &args.instruction);

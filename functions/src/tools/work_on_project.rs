@@ -137,7 +137,9 @@ pub(crate) async fn create(
 /// session_id. Returns the id to pass as recording_session_id, and feedback about the previous
 /// attempt.
 // Resuming is work in the session: it keeps the call as its own, as it keeps execution.
-#[tool(changes, Session, "Work on a project", scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), session = Changes, with_business_pair(BusinessPair::Always))]
+#[tool(changes, Session, "Work on a project", session = Changes,
+    scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), with_business_pair(BusinessPair::Always),
+)]
 async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let (payload, event) = instruction_event(&ctx, "work_on_project", &args.instruction);
     let resumed = match &args.session_id {

@@ -403,7 +403,20 @@ pub(super) struct Facts<'a> {
     pub(super) attempt_boundary_evicted: bool,
 }
 
-impl Facts<'_> {
+impl<'a> Facts<'a> {
+    /// The facts of a brief's input.
+    fn of(input: &BriefInput<'a>) -> Facts<'a> {
+        Facts {
+            lifecycle: input.lifecycle,
+            workspace: input.workspace,
+            validation: input.validation,
+            jobs: input.jobs,
+            collaboration: input.collaboration,
+            open_risks: input.open_risks,
+            attempt_boundary_evicted: input.attempt_boundary_evicted,
+        }
+    }
+
     /// Every blocker present, in [`Blocker`] order.
     fn blockers(&self) -> Vec<Blocker> {
         let mut out = Vec::new();
@@ -693,15 +706,7 @@ impl HandoffBrief {
 ///
 /// The serialized result is always at most [`MAX_BRIEF_BYTES`] bytes.
 pub fn build(input: &BriefInput<'_>) -> HandoffBrief {
-    let facts = Facts {
-        lifecycle: input.lifecycle,
-        workspace: input.workspace,
-        validation: input.validation,
-        jobs: input.jobs,
-        collaboration: input.collaboration,
-        open_risks: input.open_risks,
-        attempt_boundary_evicted: input.attempt_boundary_evicted,
-    };
+    let facts = Facts::of(input);
     let (state, blockers) = facts.progress();
 
     let root = input
@@ -1458,15 +1463,7 @@ mod tests {
         prop_assert_eq!(&v["version"], &json!(1));
         prop_assert_eq!(&v["deterministic"], &json!(true));
         prop_assert_eq!(&v["llm_generated"], &json!(false));
-        let facts = Facts {
-            lifecycle: input.lifecycle,
-            workspace: input.workspace,
-            validation: input.validation,
-            jobs: input.jobs,
-            collaboration: input.collaboration,
-            open_risks: input.open_risks,
-            attempt_boundary_evicted: input.attempt_boundary_evicted,
-        };
+        let facts = Facts::of(input);
         prop_assert_eq!(brief.progress_state(), facts.progress().0);
         prop_assert_eq!(brief.basis.complete, brief.basis.reason_codes.is_empty());
         prop_assert!(brief.basis.reason_codes.windows(2).all(|w| w[0] < w[1]));
