@@ -24,6 +24,7 @@ mod diff;
 mod file;
 mod patch;
 mod text;
+mod write;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,6 +68,7 @@ async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> Wor
     let ended = blocking(root, deadline, cancel, move |root, stop| match &op {
         EditOp::TextEdits(op) => text::run(root, op, stop),
         EditOp::Patch(op) => patch::run(root, op, stop),
+        EditOp::WriteFile(op) => write::run(root, op, stop),
     })
     .await;
     answer::outcome(started, ended)

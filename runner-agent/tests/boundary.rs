@@ -542,6 +542,7 @@ async fn hidden_paths_are_refused_by_every_file_tool_with_one_error() {
                    "edits": [{"old_text": "token", "new_text": "x"}]}),
             json!({"kind": "edit", "op": "patch", "patch": format!(
                 "--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-token = x\n+token = y\n")}),
+            json!({"kind": "edit", "op": "write_file", "path": path, "content": "x"}),
             json!({"kind": "git", "op": "git_diff", "paths": [path]}),
             json!({"kind": "git", "op": "git_commit", "message": "m", "paths": [path]}),
         ] {
@@ -554,13 +555,17 @@ async fn hidden_paths_are_refused_by_every_file_tool_with_one_error() {
     }
     // Nothing is made inside a hidden directory either.
     for path in ["keys/new_key", "vendor/nested/new.rs"] {
-        let spec = json!({"kind": "edit", "op": "text_edits", "path": path, "create": true,
-                          "edits": [{"old_text": "", "new_text": "x"}]});
-        assert_eq!(
-            refused(&site, "web", spec.clone()).await,
-            OpErrorKind::PathHidden,
-            "{spec}"
-        );
+        for spec in [
+            json!({"kind": "edit", "op": "text_edits", "path": path, "create": true,
+                   "edits": [{"old_text": "", "new_text": "x"}]}),
+            json!({"kind": "edit", "op": "write_file", "path": path, "content": "x"}),
+        ] {
+            assert_eq!(
+                refused(&site, "web", spec.clone()).await,
+                OpErrorKind::PathHidden,
+                "{spec}"
+            );
+        }
         assert!(!site.path("web").join(path).exists(), "{path}");
     }
     // A symlink inside the root is judged by where it leads.

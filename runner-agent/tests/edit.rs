@@ -19,6 +19,7 @@ use wc_runner_protocol::{
     EditConflict, EditOp, FileChange, MAX_EDIT_FILE_SIZE, MAX_EDIT_TEXT_BYTES, OpErrorKind,
     PROTOCOL_VERSION, PatchAnswer, PatchOp, PatchedFile, RelativePath, Termination, TextEdit,
     TextEditsAnswer, TextEditsOp, WorkAnswer, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
+    WriteFileAnswer, WriteFileOp,
 };
 
 /// How long an operation may take before the test calls it a hang (a FIFO opened for reading
@@ -119,6 +120,21 @@ fn create(file: &str, content: &str) -> EditOp {
         edits: vec![edit("", content)],
         create: true,
     })
+}
+
+fn write(file: &str, content: &str, expected_sha256: Option<&str>) -> EditOp {
+    EditOp::WriteFile(WriteFileOp {
+        path: path(file),
+        content: content.into(),
+        expected_sha256: expected_sha256.map(str::to_owned),
+    })
+}
+
+async fn written(p: &Project, op: EditOp) -> WriteFileAnswer {
+    match succeeded(run(p, op).await) {
+        WorkAnswer::WriteFile(a) => a,
+        other => panic!("{other:?}"),
+    }
 }
 
 fn patch(text: &str) -> EditOp {
@@ -850,4 +866,88 @@ async fn stopped_edit_work_ends_cancelled_before_it_writes() {
     elsewhere.project = "api".into();
     let r = refusal(run_item(&p.host, &elsewhere).await);
     assert_eq!(r.kind, OpErrorKind::ProjectUnavailable, "{}", r.error);
+}
+
+#[tokio::test]
+async fn write_file_creates_replaces_and_refuses_a_stale_or_missing_expected_content() {
+    let p = project();
+    // Created, with its directories.
+    let made = written(&p, write("docs/new/notes.md", "# Notes\n", None)).await;
+    assert!(made.created && made.changed, "{made:?}");
+    assert_eq!(made.previous_sha256, None);
+    assert_eq!(made.sha256, sha256(b"# Notes\n"));
+    assert_eq!(made.size, 8);
+    assert!(
+        made.diff
+            .starts_with("--- /dev/null\n+++ b/docs/new/notes.md\n"),
+        "{}",
+        made.diff
+    );
+    assert_eq!(read(&p, "docs/new/notes.md"), "# Notes\n");
+
+    // Replaced whole, keeping the file's mode; the previous content's hash is answered.
+    let lib = p.root.join("src/lib.rs");
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let before = sha256(LIB_RS.as_bytes());
+    let new = "pub fn one() -> u32 {\n    1\n}\n";
+    let replaced = written(&p, write("src/lib.rs", new, Some(&before))).await;
+    assert!(!replaced.created && replaced.changed, "{replaced:?}");
+    assert_eq!(replaced.previous_sha256.as_deref(), Some(before.as_str()));
+    assert!(
+        replaced.diff.contains("+pub fn one() -> u32 {"),
+        "{}",
+        replaced.diff
+    );
+    assert_eq!(read(&p, "src/lib.rs"), new);
+    let mode = std::fs::metadata(&lib).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o751);
+
+    // The same content again: nothing is written (the inode stays).
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&lib).unwrap());
+    let same = written(&p, write("src/lib.rs", new, None)).await;
+    assert!(!same.changed && !same.created, "{same:?}");
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&lib).unwrap()),
+        inode
+    );
+
+    // A stale expected content is refused with the current hash, and nothing changes.
+    let r = refused(&p, write("src/lib.rs", "lost\n", Some(&before))).await;
+    assert_eq!(r.kind, OpErrorKind::Sha256Mismatch, "{}", r.error);
+    assert_eq!(r.conflict.current_sha256, Some(sha256(new.as_bytes())));
+    assert_eq!(read(&p, "src/lib.rs"), new);
+    // An expected content of a file that is not there: nothing is created.
+    let r = refused(&p, write("src/absent.rs", "x\n", Some(&before))).await;
+    assert_eq!(r.kind, OpErrorKind::NotFound, "{}", r.error);
+    assert!(!p.root.join("src/absent.rs").exists());
+    assert_no_temp_files(&p);
+}
+
+#[tokio::test]
+async fn write_file_never_writes_through_a_symlink_or_outside_the_root() {
+    let p = project();
+    let outside_before = tree(&p.base.join("outside"));
+    for (target, kind) in [
+        ("link-to-lib", OpErrorKind::Symlink),
+        ("escape-file", OpErrorKind::Symlink),
+        ("escape/new.txt", OpErrorKind::PathOutsideRoot),
+    ] {
+        let r = refused(&p, write(target, "pwned\n", None)).await;
+        assert_eq!(r.kind, kind, "{target}: {}", r.error);
+    }
+    assert_eq!(tree(&p.base.join("outside")), outside_before);
+    assert_eq!(
+        std::fs::read_to_string(p.base.join("outside/secret.txt")).unwrap(),
+        "secret\n"
+    );
+    assert_eq!(read(&p, "src/lib.rs"), LIB_RS);
+    // A binary file is not replaced by a text write.
+    std::fs::write(p.root.join("blob.bin"), b"\0\x01\x02").unwrap();
+    let r = refused(&p, write("blob.bin", "text\n", None)).await;
+    assert_eq!(r.kind, OpErrorKind::NotText, "{}", r.error);
+    assert_eq!(
+        std::fs::read(p.root.join("blob.bin")).unwrap(),
+        b"\0\x01\x02"
+    );
+    assert_no_temp_files(&p);
 }

@@ -3,7 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+
 use wc_domain::{RelativePath, Sha256Hex, Text};
 use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{TextEdit, TextEditsAnswer, TextEditsOp};
@@ -57,7 +57,7 @@ pub struct EditArg {
 /// its occurrence); all edits apply or none. Pass read_files' sha256 as expected_sha256 so a file
 /// changed meanwhile is refused.
 #[tool(consequential, Files, "Apply text edits", session = Works,
-    with_ledger_facts(facts), with_edit_surface(EditSurface::Canonical),
+    with_ledger_facts(evidence::changed_file_facts), with_edit_surface(EditSurface::Canonical),
     with_private_arguments(&["edits"]),
 )]
 async fn apply_text_edits(
@@ -92,10 +92,4 @@ async fn apply_text_edits(
         create,
     };
     operation::answer(&ctx, target, op).await
-}
-
-/// The change evidence of an edit: the file, when it changed.
-fn facts(output: &Value) -> Map<String, Value> {
-    let changed = (output["changed"] == true).then_some(&output["path"]);
-    evidence::path_facts("changed_paths", changed.into_iter())
 }

@@ -42,6 +42,7 @@ mod update_session_context;
 mod validate;
 mod validation_summary;
 mod work_on_project;
+mod write_project_file;
 
 use crate::kernel::spec::ToolSpec;
 
@@ -77,6 +78,7 @@ pub fn all() -> Vec<ToolSpec> {
         search_project_texts::spec(),
         apply_text_edits::spec(),
         apply_patch::spec(),
+        write_project_file::spec(),
         git_status::spec(),
         git_diff::spec(),
         git_log::spec(),

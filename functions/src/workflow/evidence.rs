@@ -181,6 +181,13 @@ pub fn exploration_facts<'a>(paths: impl Iterator<Item = &'a Value>) -> Map<Stri
     path_facts("exploration_paths", paths)
 }
 
+/// The change evidence of a one-file edit's output (`{path, changed}`): the file, when it
+/// changed.
+pub fn changed_file_facts(output: &Value) -> Map<String, Value> {
+    let changed = (output["changed"] == true).then_some(&output["path"]);
+    path_facts("changed_paths", changed.into_iter())
+}
+
 /// Paths as `tool_call_finished` fields: `{key: [...]}` holding the first
 /// [`MAX_PATHS_PER_CALL`] distinct values that are valid project-relative paths and that
 /// redaction leaves as they are (a path that looks like a secret is not evidence). Nothing else

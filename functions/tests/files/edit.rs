@@ -150,3 +150,77 @@ async fn a_read_only_session_reads_but_never_edits_or_commits() {
             .contains("42")
     );
 }
+
+#[tokio::test]
+async fn a_session_writes_whole_files_and_its_ledger_keeps_the_paths_never_the_content() {
+    let env = start().await;
+    let sid = session(&env, "add the changelog").await;
+    let secret_line = "the first entry of a brand-new changelog";
+
+    // A new file, in a new directory.
+    let made = env
+        .mcp_ok(
+            "write_project_file",
+            json!({"session_id": sid, "path": "docs/CHANGELOG.md",
+                   "content": format!("# Changes\n\n- {secret_line}\n")}),
+        )
+        .await;
+    assert_eq!(
+        (made["created"].as_bool(), made["changed"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let path = env.root().join("docs/CHANGELOG.md");
+    let first = std::fs::read(&path).unwrap();
+    assert_eq!(made["sha256"], sha(&first), "{made}");
+
+    // Replaced only while it still holds what was read.
+    std::fs::write(&path, "# Changes (edited meanwhile)\n").unwrap();
+    let r = env
+        .mcp_tool(
+            "write_project_file",
+            json!({"session_id": sid, "path": "docs/CHANGELOG.md", "content": "# Lost\n",
+                   "expected_sha256": sha(&first)}),
+        )
+        .await;
+    assert_eq!(kind(&r), "sha256_mismatch", "{r}");
+    assert_eq!(
+        r["error"]["current_sha256"],
+        sha(b"# Changes (edited meanwhile)\n"),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "# Changes (edited meanwhile)\n"
+    );
+    let replaced = env
+        .mcp_ok(
+            "write_project_file",
+            json!({"session_id": sid, "path": "docs/CHANGELOG.md", "content": "# Changes\n",
+                   "expected_sha256": sha(b"# Changes (edited meanwhile)\n")}),
+        )
+        .await;
+    assert_eq!(replaced["created"], false, "{replaced}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "# Changes\n");
+
+    // Outside the root is refused before anything is written.
+    let r = env
+        .mcp_tool(
+            "write_project_file",
+            json!({"project": P, "path": "/etc/passwd", "content": "x"}),
+        )
+        .await;
+    assert_eq!(kind(&r), "invalid_arguments", "{r}");
+
+    // The session saw the tree change (Git reports the new directory as untracked); its
+    // ledger holds the path written, never the content.
+    let brief = handoff(&env, &sid).await;
+    assert_eq!(brief["workspace"]["dirty"], true, "{brief}");
+    assert_eq!(
+        brief["workspace"]["changed_paths"]["items"],
+        json!(["docs"]),
+        "{brief}"
+    );
+    let stored = stored_payloads(&env, &sid).await;
+    assert!(stored.contains("docs/CHANGELOG.md"), "{stored}");
+    assert!(!stored.contains(secret_line), "{stored}");
+}

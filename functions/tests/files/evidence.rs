@@ -6,13 +6,7 @@ use super::*;
 #[tokio::test]
 async fn reads_searches_and_edits_feed_the_handoff_brief() {
     let env = start().await;
-    let s = env
-        .mcp_ok(
-            "start_session",
-            json!({"project": P, "instruction": "make answer configurable"}),
-        )
-        .await;
-    let sid = s["session_id"].as_str().unwrap().to_owned();
+    let sid = session(&env, "make answer configurable").await;
 
     // A clean tree: nothing changed, nothing explored yet.
     let brief = handoff(&env, &sid).await;
@@ -74,12 +68,7 @@ async fn reads_searches_and_edits_feed_the_handoff_brief() {
     }
     // The ledger holds paths, never the pattern or the text: every stored payload, read from
     // the database. The paths read and searched are there, so the absences can fail.
-    let stored = ledger(&env.db, &sid)
-        .await
-        .iter()
-        .map(|e| e.payload.to_string())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let stored = stored_payloads(&env, &sid).await;
     assert!(
         stored.contains("src/util/mod.rs") && stored.contains("src/lib.rs"),
         "{stored}"
@@ -137,14 +126,6 @@ async fn reads_searches_and_edits_feed_the_handoff_brief() {
     let brief = &output(&done)["handoff_brief"];
     assert_eq!(brief["workspace"]["conflict"], true, "{brief}");
     assert_eq!(brief["progress"]["state"], "closed", "{brief}");
-}
-
-/// The session's handoff brief, its workspace observed.
-async fn handoff(env: &RunnerApp, sid: &str) -> Value {
-    let r = env
-        .rest("session_handoff_summary", json!({"session_id": sid}))
-        .await;
-    output(&r)["handoff_brief"].clone()
 }
 
 #[tokio::test]
@@ -224,10 +205,7 @@ async fn the_context_sidecar_serves_project_instructions_after_the_call() {
 
     // Without an explicit project nothing is inferred (not even from a session), and a
     // caller without project:read is denied the material, not the call.
-    let s = env
-        .mcp_ok("start_session", json!({"project": P, "instruction": "x"}))
-        .await;
-    let sid = s["session_id"].as_str().unwrap().to_owned();
+    let sid = session(&env, "x").await;
     let r = env
         .mcp_tool(
             "git_status",

@@ -59,6 +59,35 @@ fn fixture(root: &Path) {
     git(root, &["commit", "-q", "-m", "initial"]);
 }
 
+/// A new Workflow Session on the project with `instruction`; its id.
+async fn session(env: &RunnerApp, instruction: &str) -> String {
+    let s = env
+        .mcp_ok(
+            "start_session",
+            json!({"project": P, "instruction": instruction}),
+        )
+        .await;
+    s["session_id"].as_str().unwrap().to_owned()
+}
+
+/// Every payload of the session's ledger as stored, read from the database, one a line.
+async fn stored_payloads(env: &RunnerApp, sid: &str) -> String {
+    ledger(&env.db, sid)
+        .await
+        .iter()
+        .map(|e| e.payload.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The session's handoff brief, its workspace observed.
+async fn handoff(env: &RunnerApp, sid: &str) -> Value {
+    let r = env
+        .rest("session_handoff_summary", json!({"session_id": sid}))
+        .await;
+    output(&r)["handoff_brief"].clone()
+}
+
 /// The sha256 of `text`, lowercase hex.
 fn sha(text: &[u8]) -> String {
     use sha2::Digest;

@@ -15,16 +15,6 @@ fn add_tests(root: &Path) {
     git(root, &["commit", "-qam", "tests"]);
 }
 
-async fn session(env: &RunnerApp) -> String {
-    let s = env
-        .mcp_ok(
-            "start_session",
-            json!({"project": P, "instruction": "fix the doubling test"}),
-        )
-        .await;
-    s["session_id"].as_str().unwrap().to_owned()
-}
-
 async fn summary(env: &RunnerApp, sid: &str) -> Value {
     env.mcp_ok("validation_summary", json!({"session_id": sid}))
         .await
@@ -54,7 +44,7 @@ async fn ledger_validations(env: &RunnerApp, sid: &str) -> Vec<Value> {
 async fn a_failing_test_blocks_until_a_fix_passes_and_the_delta_is_signed() {
     let env = start().await;
     add_tests(&env.root());
-    let sid = session(&env).await;
+    let sid = session(&env, "fix the doubling test").await;
     assert_eq!(summary(&env, &sid).await["status"], "not_run");
 
     let r = env.mcp_tool("cargo_test", json!({"session_id": sid})).await;
@@ -186,7 +176,7 @@ async fn diagnostics_formatting_and_a_background_check_land_once() {
         "pub mod util;\n\npub fn answer() -> u32 {\n    let unused = 1;\n    42\n}\nfn  badly( ){}\n",
     )
     .unwrap();
-    let sid = session(&env).await;
+    let sid = session(&env, "fix the doubling test").await;
     // The session's default_cwd does not move validation: it runs in the root.
     env.mcp_ok(
         "update_session_context",
@@ -270,7 +260,7 @@ async fn a_background_check_as_a_task_completes_with_what_its_output_proved() {
         "pub mod util;\n\npub fn answer() -> u32 {\n    let unused = 1;\n    42\n}\n",
     )
     .unwrap();
-    let sid = session(&env).await;
+    let sid = session(&env, "fix the doubling test").await;
     let created = call_as_task(
         &env.st,
         &env.key,

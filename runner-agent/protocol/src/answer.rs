@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     FileListAnswer, GitCommitAnswer, GitDiffAnswer, GitLogAnswer, GitStatusAnswer,
     MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
-    ShellAnswer, TextEditsAnswer, TrackedFilesAnswer, ValidationAnswer, refuse,
+    ShellAnswer, TextEditsAnswer, TrackedFilesAnswer, ValidationAnswer, WriteFileAnswer, refuse,
 };
 
 /// Why an operation on project files was refused: a closed set the functions map to typed tool errors.
@@ -160,6 +160,8 @@ pub enum WorkAnswer {
     TextEdits(TextEditsAnswer),
     /// Answer to [`crate::EditOp::Patch`].
     Patch(PatchAnswer),
+    /// Answer to [`crate::EditOp::WriteFile`].
+    WriteFile(WriteFileAnswer),
     /// Answer to [`crate::GitOp::GitStatus`].
     GitStatus(GitStatusAnswer),
     /// Answer to [`crate::GitOp::GitDiff`].
@@ -215,6 +217,7 @@ operations! {
     crate::SearchOp => |op| crate::WorkSpec::Explore(crate::ExploreOp::Search(op)), Search(SearchAnswer);
     crate::TextEditsOp => |op| crate::WorkSpec::Edit(crate::EditOp::TextEdits(op)), TextEdits(TextEditsAnswer);
     crate::PatchOp => |op| crate::WorkSpec::Edit(crate::EditOp::Patch(op)), Patch(PatchAnswer);
+    crate::WriteFileOp => |op| crate::WorkSpec::Edit(crate::EditOp::WriteFile(op)), WriteFile(WriteFileAnswer);
     crate::GitStatusOp => |op| crate::WorkSpec::Git(crate::GitOp::GitStatus(op)), GitStatus(GitStatusAnswer);
     crate::GitDiffOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiff(op)), GitDiff(GitDiffAnswer);
     crate::GitLogOp => |op| crate::WorkSpec::Git(crate::GitOp::GitLog(op)), GitLog(GitLogAnswer);
@@ -235,6 +238,7 @@ impl WorkAnswer {
             WorkAnswer::Search(_) => "search",
             WorkAnswer::TextEdits(_) => "text_edits",
             WorkAnswer::Patch(_) => "patch",
+            WorkAnswer::WriteFile(_) => "write_file",
             WorkAnswer::GitStatus(_) => "git_status",
             WorkAnswer::GitDiff(_) => "git_diff",
             WorkAnswer::GitLog(_) => "git_log",

@@ -20,6 +20,8 @@ pub enum EditOp {
     TextEdits(TextEditsOp),
     /// A unified diff over one or more files.
     Patch(PatchOp),
+    /// The whole content of one file, created or replaced.
+    WriteFile(WriteFileOp),
 }
 
 /// Exact-text replacements in one file, applied all-or-nothing against its current content.
@@ -54,6 +56,21 @@ pub struct TextEdit {
     pub occurrence: Option<u32>,
 }
 
+/// The whole content of one text file: created (with its parent directories) when nothing is
+/// there, else replaced, keeping the file's mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileOp {
+    /// The file.
+    pub path: RelativePath,
+    /// Its new content (UTF-8 text, no NUL byte, at most [`MAX_EDIT_TEXT_BYTES`]).
+    pub content: String,
+    /// The SHA-256 (64 lowercase hex) the caller last saw: the file must exist with that
+    /// content, else the write is refused (`sha256_mismatch`, or `not_found`).
+    #[serde(default)]
+    pub expected_sha256: Option<String>,
+}
+
 /// A unified diff (as `git diff` or `diff -u` write it) applied all-or-nothing across its files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +85,7 @@ impl EditOp {
         match self {
             EditOp::TextEdits(_) => "text_edits",
             EditOp::Patch(_) => "patch",
+            EditOp::WriteFile(_) => "write_file",
         }
     }
 
@@ -82,6 +100,21 @@ impl EditOp {
                 }
                 if op.patch.contains('\0') {
                     return refuse("patch contains a NUL byte");
+                }
+                Ok(())
+            }
+            EditOp::WriteFile(op) => {
+                if op.path.is_root() {
+                    return refuse("path must name a file, not the project root");
+                }
+                if let Some(sha) = &op.expected_sha256 {
+                    check_sha256("expected_sha256", sha)?;
+                }
+                if op.content.len() > MAX_EDIT_TEXT_BYTES {
+                    return refuse(format!("content is over {MAX_EDIT_TEXT_BYTES} bytes"));
+                }
+                if op.content.contains('\0') {
+                    return refuse("content contains a NUL byte");
                 }
                 Ok(())
             }
@@ -167,6 +200,31 @@ pub struct TextEditsAnswer {
     pub changed: bool,
     /// A unified diff of the change (`--- a/<path>` / `+++ b/<path>`, 3 lines of context),
     /// at most [`crate::MAX_EDIT_DIFF_BYTES`], cut after a whole line.
+    pub diff: String,
+    /// The diff was longer and is cut.
+    pub diff_truncated: bool,
+}
+
+/// Answer to [`EditOp::WriteFile`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileAnswer {
+    /// The file, as requested.
+    pub path: RelativePath,
+    /// The file did not exist and was created.
+    pub created: bool,
+    /// SHA-256 of the content it replaced; `None` when created.
+    pub previous_sha256: Option<String>,
+    /// SHA-256 of the content now.
+    pub sha256: String,
+    /// Size of the content now, in bytes.
+    pub size: u64,
+    /// The content changed. When it did not (the same content was written), the file was left
+    /// untouched.
+    pub changed: bool,
+    /// A unified diff of the change (`--- a/<path>` or `/dev/null`, `+++ b/<path>`), at most
+    /// [`crate::MAX_EDIT_DIFF_BYTES`], cut after a whole line.
     pub diff: String,
     /// The diff was longer and is cut.
     pub diff_truncated: bool,
@@ -344,6 +402,18 @@ mod tests {
         }
     }
 
+    fn write_file_op(content: &str, expected_sha256: Option<String>) -> WriteFileOp {
+        WriteFileOp {
+            path: RelativePath::parse("docs/notes.md").unwrap(),
+            content: content.into(),
+            expected_sha256,
+        }
+    }
+
+    fn write_file(content: &str, expected_sha256: Option<String>) -> EditOp {
+        EditOp::WriteFile(write_file_op(content, expected_sha256))
+    }
+
     #[test]
     fn every_edit_op_round_trips_and_validates() {
         let ops = [
@@ -364,6 +434,7 @@ mod tests {
             EditOp::Patch(PatchOp {
                 patch: "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n".into(),
             }),
+            write_file("", Some("ab".repeat(32))),
         ];
         for op in ops {
             let work = item(op.clone());
@@ -459,6 +530,19 @@ mod tests {
                 }),
                 "NUL",
             ),
+            (
+                EditOp::WriteFile(WriteFileOp {
+                    path: RelativePath::root(),
+                    ..write_file_op("x", None)
+                }),
+                "project root",
+            ),
+            (write_file("a\0", None), "NUL"),
+            (write_file("x", Some("A".repeat(64))), "expected_sha256"),
+            (
+                write_file(&"x".repeat(MAX_EDIT_TEXT_BYTES + 1), None),
+                "content is over",
+            ),
         ];
         for (op, expect) in cases {
             let err = item(op.clone()).validate().unwrap_err().to_string();
@@ -476,6 +560,9 @@ mod tests {
         }))
         .validate()
         .unwrap();
+        item(write_file(&"x".repeat(MAX_EDIT_TEXT_BYTES), None))
+            .validate()
+            .unwrap();
         let with_stdin = WorkItem {
             stdin: Some("x".into()),
             ..item(EditOp::Patch(PatchOp { patch: "x".into() }))

@@ -225,6 +225,38 @@ fn read_text(rel: &RelativePath, file: &File, stop: &Stop) -> Result<(String, St
     Ok((text, sha256))
 }
 
+/// Replaces the locked file's content with `new`, keeping its mode.
+pub(super) fn replace(current: &Current, new: &str) -> io::Result<()> {
+    Staged::write(&current.dir, new.as_bytes(), Some(&current.opened), 0)?.replace(&current.name)
+}
+
+/// Creates the file `rel`, which must not exist, with `content`, making its parent directories.
+/// Another writer creating it meanwhile is refused `already_exists`.
+pub(super) fn create(
+    root: &Root,
+    rel: &RelativePath,
+    content: &str,
+    stop: &Stop,
+) -> Result<(), Failure> {
+    stop.check()?;
+    let (dir_path, name) = split(rel);
+    let dir = root.make_dirs(dir_path).map_err(|e| dir_refusal(rel, e))?;
+    let mut staged = Staged::write(&dir, content.as_bytes(), None, new_file_mode(false))
+        .map_err(|e| unwritable(rel, e))?;
+    match staged.create(name) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
+            Err(Refusal::at(
+                OpErrorKind::AlreadyExists,
+                rel,
+                "was created by another writer meanwhile; read it and edit it instead",
+            )
+            .into())
+        }
+        Err(e) => Err(unwritable(rel, e).into()),
+    }
+}
+
 /// SHA-256 of `bytes`, lowercase hex.
 pub(super) fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

@@ -17,7 +17,7 @@ use wc_runner_protocol::{
 };
 
 use super::diff::BoundedDiff;
-use super::file::{self, Current, Staged};
+use super::file::{self, Current};
 use crate::answer::Refusal;
 use crate::beneath::Root;
 use crate::explore::{Failure, Stop};
@@ -62,7 +62,7 @@ pub(super) fn run(root: &Root, op: &TextEditsOp, stop: &Stop) -> Result<WorkAnsw
     diff.add(&current.text, &new, &name, &format!("b/{}", op.path));
     let sha256 = if changed {
         stop.check()?;
-        write(&current, &new).map_err(|e| file::unwritable(&op.path, e))?;
+        file::replace(&current, &new).map_err(|e| file::unwritable(&op.path, e))?;
         file::sha256(new.as_bytes())
     } else {
         current.sha256.clone()
@@ -81,11 +81,6 @@ pub(super) fn run(root: &Root, op: &TextEditsOp, stop: &Stop) -> Result<WorkAnsw
     }))
 }
 
-/// Replaces the locked file's content with `new`, keeping its mode.
-fn write(current: &Current, new: &str) -> std::io::Result<()> {
-    Staged::write(&current.dir, new.as_bytes(), Some(&current.opened), 0)?.replace(&current.name)
-}
-
 fn create(
     root: &Root,
     op: &TextEditsOp,
@@ -102,25 +97,7 @@ fn create(
         .into());
     }
     let content = op.edits.first().map_or("", |e| e.new_text.as_str());
-    stop.check()?;
-    let (dir_path, name) = file::split(&op.path);
-    let dir = root
-        .make_dirs(dir_path)
-        .map_err(|e| file::dir_refusal(&op.path, e))?;
-    let mut staged = Staged::write(&dir, content.as_bytes(), None, file::new_file_mode(false))
-        .map_err(|e| file::unwritable(&op.path, e))?;
-    match staged.create(name) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
-            return Err(Refusal::at(
-                OpErrorKind::AlreadyExists,
-                &op.path,
-                "was created by another writer meanwhile; read it and edit it instead",
-            )
-            .into());
-        }
-        Err(e) => return Err(file::unwritable(&op.path, e).into()),
-    }
+    file::create(root, &op.path, content, stop)?;
     let mut diff = BoundedDiff::default();
     diff.add("", content, "/dev/null", &format!("b/{}", op.path));
     let (diff, diff_truncated) = diff.finish();
