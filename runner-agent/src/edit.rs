@@ -20,6 +20,7 @@
 //! - a stop or timeout is honoured until the first rename; from then on the edit finishes and
 //!   reports what it wrote.
 
+mod delete;
 mod diff;
 mod file;
 mod patch;
@@ -69,6 +70,7 @@ async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> Wor
         EditOp::TextEdits(op) => text::run(root, op, stop),
         EditOp::Patch(op) => patch::run(root, op, stop),
         EditOp::WriteFile(op) => write::run(root, op, stop),
+        EditOp::DeleteFiles(op) => delete::run(root, op, stop),
     })
     .await;
     answer::outcome(started, ended)

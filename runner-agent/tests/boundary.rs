@@ -543,6 +543,7 @@ async fn hidden_paths_are_refused_by_every_file_tool_with_one_error() {
             json!({"kind": "edit", "op": "patch", "patch": format!(
                 "--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-token = x\n+token = y\n")}),
             json!({"kind": "edit", "op": "write_file", "path": path, "content": "x"}),
+            json!({"kind": "edit", "op": "delete_files", "paths": [path]}),
             json!({"kind": "git", "op": "git_diff", "paths": [path]}),
             json!({"kind": "git", "op": "git_commit", "message": "m", "paths": [path]}),
         ] {

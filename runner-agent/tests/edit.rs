@@ -16,10 +16,10 @@ use wc_runner_agent::edit::execute;
 use wc_runner_agent::exec::Host;
 use wc_runner_agent::sandbox::{Sandbox, SandboxSettings};
 use wc_runner_protocol::{
-    EditConflict, EditOp, FileChange, MAX_EDIT_FILE_SIZE, MAX_EDIT_TEXT_BYTES, OpErrorKind,
-    PROTOCOL_VERSION, PatchAnswer, PatchOp, PatchedFile, RelativePath, Termination, TextEdit,
-    TextEditsAnswer, TextEditsOp, WorkAnswer, WorkItem, WorkLimits, WorkOutcome, WorkSpec,
-    WriteFileAnswer, WriteFileOp,
+    DeleteFilesOp, EditConflict, EditOp, FileChange, MAX_EDIT_FILE_SIZE, MAX_EDIT_TEXT_BYTES,
+    OpErrorKind, PROTOCOL_VERSION, PatchAnswer, PatchOp, PatchedFile, RelativePath, Termination,
+    TextEdit, TextEditsAnswer, TextEditsOp, WorkAnswer, WorkItem, WorkLimits, WorkOutcome,
+    WorkSpec, WriteFileAnswer, WriteFileOp,
 };
 
 /// How long an operation may take before the test calls it a hang (a FIFO opened for reading
@@ -950,4 +950,48 @@ async fn write_file_never_writes_through_a_symlink_or_outside_the_root() {
         b"\0\x01\x02"
     );
     assert_no_temp_files(&p);
+}
+
+fn delete(paths: &[&str]) -> EditOp {
+    EditOp::DeleteFiles(DeleteFilesOp {
+        paths: paths.iter().map(|p| path(p)).collect(),
+    })
+}
+
+#[tokio::test]
+async fn delete_files_removes_every_file_or_none_and_never_a_symlink_target() {
+    let p = project();
+    std::fs::write(p.root.join("src/a.rs"), "a\n").unwrap();
+    std::fs::write(p.root.join("blob.bin"), b"\0\x01").unwrap();
+    // One missing file: nothing is removed.
+    let r = refused(&p, delete(&["src/a.rs", "src/missing.rs"])).await;
+    assert_eq!(r.kind, OpErrorKind::NotFound, "{}", r.error);
+    assert!(p.root.join("src/a.rs").exists());
+    // A symlink, a directory and a path outside the root are refused; their targets stay.
+    for (target, kind) in [
+        ("link-to-lib", OpErrorKind::Symlink),
+        ("src", OpErrorKind::NotAFile),
+        ("escape/secret.txt", OpErrorKind::PathOutsideRoot),
+    ] {
+        let r = refused(&p, delete(&["src/a.rs", target])).await;
+        assert_eq!(r.kind, kind, "{target}: {}", r.error);
+    }
+    assert!(p.root.join("src/a.rs").exists());
+    assert_eq!(read(&p, "src/lib.rs"), LIB_RS);
+    assert!(p.base.join("outside/secret.txt").exists());
+    // Text and binary files go together, answered in the order asked.
+    let answer = match succeeded(run(&p, delete(&["src/a.rs", "blob.bin"])).await) {
+        WorkAnswer::DeleteFiles(a) => a,
+        other => panic!("{other:?}"),
+    };
+    let got: Vec<(String, u64)> = answer
+        .deleted
+        .iter()
+        .map(|d| (d.path.to_string(), d.size))
+        .collect();
+    assert_eq!(
+        got,
+        [("src/a.rs".to_owned(), 2), ("blob.bin".to_owned(), 2)]
+    );
+    assert!(!p.root.join("src/a.rs").exists() && !p.root.join("blob.bin").exists());
 }

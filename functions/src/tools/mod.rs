@@ -5,6 +5,7 @@ mod apply_text_edits;
 mod close_session;
 mod close_session_shell;
 mod complete_session_message;
+mod delete_project_files;
 mod finish_coding_task;
 mod get_session_assignment;
 mod git_commit;
@@ -79,6 +80,7 @@ pub fn all() -> Vec<ToolSpec> {
         apply_text_edits::spec(),
         apply_patch::spec(),
         write_project_file::spec(),
+        delete_project_files::spec(),
         git_status::spec(),
         git_diff::spec(),
         git_log::spec(),

@@ -152,7 +152,7 @@ async fn a_read_only_session_reads_but_never_edits_or_commits() {
 }
 
 #[tokio::test]
-async fn a_session_writes_whole_files_and_its_ledger_keeps_the_paths_never_the_content() {
+async fn a_session_writes_and_deletes_whole_files_and_its_ledger_keeps_paths_never_content() {
     let env = start().await;
     let sid = session(&env, "add the changelog").await;
     let secret_line = "the first entry of a brand-new changelog";
@@ -223,4 +223,26 @@ async fn a_session_writes_whole_files_and_its_ledger_keeps_the_paths_never_the_c
     let stored = stored_payloads(&env, &sid).await;
     assert!(stored.contains("docs/CHANGELOG.md"), "{stored}");
     assert!(!stored.contains(secret_line), "{stored}");
+
+    // Deleted all together or not at all.
+    let r = env
+        .mcp_tool(
+            "delete_project_files",
+            json!({"session_id": sid, "paths": ["docs/CHANGELOG.md", "docs/missing.md"]}),
+        )
+        .await;
+    assert_eq!(kind(&r), "path_not_found", "{r}");
+    assert!(path.exists());
+    let gone = env
+        .mcp_ok(
+            "delete_project_files",
+            json!({"session_id": sid, "paths": ["docs/CHANGELOG.md", "docs/CHANGELOG.md"]}),
+        )
+        .await;
+    assert_eq!(
+        gone["deleted"],
+        json!([{"path": "docs/CHANGELOG.md", "size": 10}]),
+        "{gone}"
+    );
+    assert!(!path.exists());
 }

@@ -4,9 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    FileListAnswer, GitCommitAnswer, GitDiffAnswer, GitLogAnswer, GitStatusAnswer,
-    MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer, SearchAnswer,
-    ShellAnswer, TextEditsAnswer, TrackedFilesAnswer, ValidationAnswer, WriteFileAnswer, refuse,
+    DeleteFilesAnswer, FileListAnswer, GitCommitAnswer, GitDiffAnswer, GitLogAnswer,
+    GitStatusAnswer, MAX_ANSWER_BYTES, OverviewAnswer, PatchAnswer, ProtocolError, ReadFilesAnswer,
+    SearchAnswer, ShellAnswer, TextEditsAnswer, TrackedFilesAnswer, ValidationAnswer,
+    WriteFileAnswer, refuse,
 };
 
 /// Why an operation on project files was refused: a closed set the functions map to typed tool errors.
@@ -162,6 +163,8 @@ pub enum WorkAnswer {
     Patch(PatchAnswer),
     /// Answer to [`crate::EditOp::WriteFile`].
     WriteFile(WriteFileAnswer),
+    /// Answer to [`crate::EditOp::DeleteFiles`].
+    DeleteFiles(DeleteFilesAnswer),
     /// Answer to [`crate::GitOp::GitStatus`].
     GitStatus(GitStatusAnswer),
     /// Answer to [`crate::GitOp::GitDiff`].
@@ -218,6 +221,7 @@ operations! {
     crate::TextEditsOp => |op| crate::WorkSpec::Edit(crate::EditOp::TextEdits(op)), TextEdits(TextEditsAnswer);
     crate::PatchOp => |op| crate::WorkSpec::Edit(crate::EditOp::Patch(op)), Patch(PatchAnswer);
     crate::WriteFileOp => |op| crate::WorkSpec::Edit(crate::EditOp::WriteFile(op)), WriteFile(WriteFileAnswer);
+    crate::DeleteFilesOp => |op| crate::WorkSpec::Edit(crate::EditOp::DeleteFiles(op)), DeleteFiles(DeleteFilesAnswer);
     crate::GitStatusOp => |op| crate::WorkSpec::Git(crate::GitOp::GitStatus(op)), GitStatus(GitStatusAnswer);
     crate::GitDiffOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiff(op)), GitDiff(GitDiffAnswer);
     crate::GitLogOp => |op| crate::WorkSpec::Git(crate::GitOp::GitLog(op)), GitLog(GitLogAnswer);
@@ -239,6 +243,7 @@ impl WorkAnswer {
             WorkAnswer::TextEdits(_) => "text_edits",
             WorkAnswer::Patch(_) => "patch",
             WorkAnswer::WriteFile(_) => "write_file",
+            WorkAnswer::DeleteFiles(_) => "delete_files",
             WorkAnswer::GitStatus(_) => "git_status",
             WorkAnswer::GitDiff(_) => "git_diff",
             WorkAnswer::GitLog(_) => "git_log",

@@ -22,6 +22,8 @@ pub enum EditOp {
     Patch(PatchOp),
     /// The whole content of one file, created or replaced.
     WriteFile(WriteFileOp),
+    /// Regular files removed, all of them or none.
+    DeleteFiles(DeleteFilesOp),
 }
 
 /// Exact-text replacements in one file, applied all-or-nothing against its current content.
@@ -71,6 +73,15 @@ pub struct WriteFileOp {
     pub expected_sha256: Option<String>,
 }
 
+/// Regular files removed, all of them or none: every one is found and locked before the first
+/// is removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteFilesOp {
+    /// The files (1-[`MAX_EDITS`], distinct).
+    pub paths: Vec<RelativePath>,
+}
+
 /// A unified diff (as `git diff` or `diff -u` write it) applied all-or-nothing across its files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,6 +97,7 @@ impl EditOp {
             EditOp::TextEdits(_) => "text_edits",
             EditOp::Patch(_) => "patch",
             EditOp::WriteFile(_) => "write_file",
+            EditOp::DeleteFiles(_) => "delete_files",
         }
     }
 
@@ -115,6 +127,20 @@ impl EditOp {
                 }
                 if op.content.contains('\0') {
                     return refuse("content contains a NUL byte");
+                }
+                Ok(())
+            }
+            EditOp::DeleteFiles(op) => {
+                if op.paths.is_empty() || op.paths.len() > MAX_EDITS {
+                    return refuse(format!("paths must hold 1-{MAX_EDITS} files"));
+                }
+                for (i, path) in op.paths.iter().enumerate() {
+                    if path.is_root() {
+                        return refuse(format!("paths[{i}] names the project root, not a file"));
+                    }
+                    if op.paths[..i].contains(path) {
+                        return refuse(format!("paths[{i}] repeats {path}"));
+                    }
                 }
                 Ok(())
             }
@@ -228,6 +254,26 @@ pub struct WriteFileAnswer {
     pub diff: String,
     /// The diff was longer and is cut.
     pub diff_truncated: bool,
+}
+
+/// Answer to [`EditOp::DeleteFiles`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeleteFilesAnswer {
+    /// The files removed, as requested, with their sizes.
+    pub deleted: Vec<DeletedFile>,
+}
+
+/// A file removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DeletedFile {
+    /// The file.
+    pub path: RelativePath,
+    /// Its size when it was removed, in bytes.
+    pub size: u64,
 }
 
 /// Answer to [`EditOp::Patch`].
@@ -435,6 +481,9 @@ mod tests {
                 patch: "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n".into(),
             }),
             write_file("", Some("ab".repeat(32))),
+            EditOp::DeleteFiles(DeleteFilesOp {
+                paths: vec![RelativePath::parse("a/b.rs").unwrap()],
+            }),
         ];
         for op in ops {
             let work = item(op.clone());
@@ -538,6 +587,22 @@ mod tests {
                 "project root",
             ),
             (write_file("a\0", None), "NUL"),
+            (
+                EditOp::DeleteFiles(DeleteFilesOp { paths: vec![] }),
+                "1-64 files",
+            ),
+            (
+                EditOp::DeleteFiles(DeleteFilesOp {
+                    paths: vec![RelativePath::root()],
+                }),
+                "project root",
+            ),
+            (
+                EditOp::DeleteFiles(DeleteFilesOp {
+                    paths: vec![RelativePath::parse("a").unwrap(); 2],
+                }),
+                "paths[1] repeats a",
+            ),
             (write_file("x", Some("A".repeat(64))), "expected_sha256"),
             (
                 write_file(&"x".repeat(MAX_EDIT_TEXT_BYTES + 1), None),

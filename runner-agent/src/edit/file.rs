@@ -50,6 +50,18 @@ pub(super) fn split(rel: &RelativePath) -> (&str, &str) {
     }
 }
 
+/// A regular file found beneath the root and locked against edits while this is held.
+pub(super) struct Locked {
+    /// Its directory.
+    pub(super) dir: Dir,
+    /// Its name in the directory.
+    pub(super) name: String,
+    /// What it is (its identity, mode, owner and size when it was locked).
+    pub(super) opened: Opened,
+    /// Holds the lock.
+    file: File,
+}
+
 /// Finds, locks and reads the file at `rel`; `None` when nothing is there (perhaps not even
 /// its directory).
 pub(super) fn lock(
@@ -57,6 +69,28 @@ pub(super) fn lock(
     rel: &RelativePath,
     stop: &Stop,
 ) -> Result<Option<Current>, Failure> {
+    let Some(locked) = lock_file(root, rel, stop, Some(MAX_EDIT_FILE_SIZE))? else {
+        return Ok(None);
+    };
+    let (text, sha256) = read_text(rel, &locked.file, stop)?;
+    Ok(Some(Current {
+        dir: locked.dir,
+        name: locked.name,
+        opened: locked.opened,
+        text,
+        sha256,
+        _locked: locked.file,
+    }))
+}
+
+/// Finds and locks the regular file at `rel` (of at most `max_size` bytes, when given) without
+/// reading it; `None` when nothing is there (perhaps not even its directory).
+pub(super) fn lock_file(
+    root: &Root,
+    rel: &RelativePath,
+    stop: &Stop,
+    max_size: Option<u64>,
+) -> Result<Option<Locked>, Failure> {
     let (dir_path, name) = split(rel);
     let dir = match root.open_dir(dir_path) {
         Ok(dir) => dir,
@@ -77,6 +111,11 @@ pub(super) fn lock(
             Err(e) => return Err(Refusal::from_open(rel, e).into()),
         };
         check_kind(root, rel, &opened)?;
+        if let Some(max) = max_size
+            && opened.size() > max
+        {
+            return Err(too_large(rel, opened.size()).into());
+        }
         let file = root.read(&opened).map_err(|e| unreadable(rel, e))?;
         take_lock(&file, rel, stop)?;
         // Locked: the name must still lead to this file, or the lock guards nothing.
@@ -85,19 +124,16 @@ pub(super) fn lock(
             Ok(_) => continue,
             Err(e) => return Err(unreadable(rel, e).into()),
         }
-        let (text, sha256) = read_text(rel, &file, stop)?;
-        return Ok(Some(Current {
+        return Ok(Some(Locked {
             dir,
             name: name.to_owned(),
             opened,
-            text,
-            sha256,
-            _locked: file,
+            file,
         }));
     }
 }
 
-/// Refuses anything but a regular file of at most [`MAX_EDIT_FILE_SIZE`].
+/// Refuses anything but a regular file.
 fn check_kind(root: &Root, rel: &RelativePath, opened: &Opened) -> Result<(), Refusal> {
     match opened.kind() {
         EntryKind::File => {}
@@ -126,9 +162,6 @@ fn check_kind(root: &Root, rel: &RelativePath, opened: &Opened) -> Result<(), Re
                 &format!("is a symbolic link, and edits never write through one: {leads}"),
             ));
         }
-    }
-    if opened.size() > MAX_EDIT_FILE_SIZE {
-        return Err(too_large(rel, opened.size()));
     }
     Ok(())
 }
