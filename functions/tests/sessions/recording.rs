@@ -134,6 +134,16 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
                 Some(c),
             )
         }
+        "write_project_file" | "delete_project_files" => {
+            let c = fresh("write in me").await;
+            let path = format!("w-{}.txt", uuid::Uuid::new_v4().simple());
+            let write = json!({ "session_id": c, "path": path, "content": "x\n" });
+            if tool == "write_project_file" {
+                return (write, Some(c));
+            }
+            output(&call(st, key, "write_project_file", write).await);
+            (json!({ "session_id": c, "paths": [path] }), Some(c))
+        }
         "apply_patch" => {
             let c = fresh("patch in me").await;
             let path = format!("p-{}.txt", uuid::Uuid::new_v4().simple());
@@ -164,7 +174,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 25] = [
+const WORK_IN_THEIR_SESSION: [&str; 27] = [
     "run_shell",
     "open_session_shell",
     "session_shell_exec",
@@ -180,6 +190,8 @@ const WORK_IN_THEIR_SESSION: [&str; 25] = [
     "search_project_texts",
     "apply_text_edits",
     "apply_patch",
+    "write_project_file",
+    "delete_project_files",
     "git_status",
     "git_diff",
     "git_log",
