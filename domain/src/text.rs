@@ -213,6 +213,62 @@ impl Sha256Hex {
 bounded_text!(Sha256Hex);
 bounded_schema!(Sha256Hex, "pattern": Self::PATTERN, "x-problem": Self::PROBLEM);
 
+/// A checkpoint's id as the runner hands it out: `ck-` and 12 lowercase hexadecimal digits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CheckpointId(String);
+
+impl CheckpointId {
+    /// The schema's pattern.
+    pub const PATTERN: &'static str = r"^ck-[0-9a-f]{12}$";
+    /// What a caller reads when a value breaks it.
+    pub const PROBLEM: &'static str = "must be a checkpoint id as create_checkpoint or list_checkpoints gave it: `ck-` and 12 hex digits";
+
+    /// Checks `raw`.
+    pub fn parse(raw: impl Into<String>) -> Result<Self, ParseError> {
+        let raw = raw.into();
+        let ok = raw
+            .strip_prefix("ck-")
+            .is_some_and(|hex| hex.len() == 12 && is_lower_hex(hex));
+        if !ok {
+            return Err(ParseError::new("checkpoint id", Self::PROBLEM));
+        }
+        Ok(CheckpointId(raw))
+    }
+}
+
+bounded_text!(CheckpointId);
+bounded_schema!(CheckpointId, "pattern": Self::PATTERN, "x-problem": Self::PROBLEM);
+
+/// The state of a project's files as checkpoints report it: a Git tree id (40 or 64 lowercase
+/// hexadecimal digits), equal for equal content.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TreeState(String);
+
+impl TreeState {
+    /// The schema's pattern.
+    pub const PATTERN: &'static str = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$";
+    /// What a caller reads when a value breaks it.
+    pub const PROBLEM: &'static str =
+        "must be a state as list_checkpoints reports it (current_state): 40 or 64 hex digits";
+
+    /// Checks `raw`.
+    pub fn parse(raw: impl Into<String>) -> Result<Self, ParseError> {
+        let raw = raw.into();
+        if !matches!(raw.len(), 40 | 64) || !is_lower_hex(&raw) {
+            return Err(ParseError::new("state", Self::PROBLEM));
+        }
+        Ok(TreeState(raw))
+    }
+}
+
+bounded_text!(TreeState);
+bounded_schema!(TreeState, "pattern": Self::PATTERN, "x-problem": Self::PROBLEM);
+
+fn is_lower_hex(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// An opaque page cursor a listing returned as `next_cursor` (URL-safe base64, at most 8,192
 /// characters); passed back to read the next page.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -297,6 +353,19 @@ mod tests {
         assert!(Sha256Hex::parse("0".repeat(64)).is_ok());
         assert!(Sha256Hex::parse("A".repeat(64)).is_err());
         assert!(Sha256Hex::parse("0".repeat(63)).is_err());
+        assert!(CheckpointId::parse("ck-0123456789ab").is_ok());
+        for bad in [
+            "ck-0123456789",
+            "ck-0123456789AB",
+            "cp-0123456789ab",
+            "ck-0123456789abc",
+        ] {
+            assert!(CheckpointId::parse(bad).is_err(), "{bad}");
+        }
+        assert!(TreeState::parse("a".repeat(40)).is_ok());
+        assert!(TreeState::parse("a".repeat(64)).is_ok());
+        assert!(TreeState::parse("a".repeat(50)).is_err());
+        assert!(TreeState::parse("g".repeat(40)).is_err());
         assert!(Cursor::parse("eyJhIjoxfQ-_").is_ok());
         assert!(Cursor::parse("eyJhIjoxfQ==").is_err());
         assert!(ProgramName::parse("python3").is_ok());
@@ -344,6 +413,9 @@ mod schema_tests {
             "ab:cd",
             "AB",
             "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcdef01234567",
+            "ck-0123456789ab",
+            "ck-0123456789ab\n",
         ];
         agree::<Text<0, 4>>(|r| Text::<0, 4>::parse(r).is_ok(), &inputs);
         agree::<Line<1, 4>>(|r| Line::<1, 4>::parse(r).is_ok(), &inputs);
@@ -351,5 +423,7 @@ mod schema_tests {
         agree::<Sha256Hex>(|r| Sha256Hex::parse(r).is_ok(), &inputs);
         agree::<Cursor>(|r| Cursor::parse(r).is_ok(), &inputs);
         agree::<ProgramName>(|r| ProgramName::parse(r).is_ok(), &inputs);
+        agree::<CheckpointId>(|r| CheckpointId::parse(r).is_ok(), &inputs);
+        agree::<TreeState>(|r| TreeState::parse(r).is_ok(), &inputs);
     }
 }

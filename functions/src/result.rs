@@ -164,6 +164,11 @@ pub enum ErrorKind {
     /// A job reached one of its resource bounds on the build host (its processes or its
     /// memory); the message says which. Reported beside how the job ended.
     ResourceLimit,
+    /// No checkpoint of the project has the id; list_checkpoints lists them.
+    CheckpointNotFound,
+    /// The project's files are not in the state `expected_state` names: they changed since.
+    /// Nothing was restored; `current_state` and `changed_paths` say what is there now.
+    StateChanged,
     /// A persistent shell reported an exit status that cannot be proven to be the command's
     /// (the shell's own code, such as a DEBUG trap under `extdebug`, may have reported it):
     /// the outcome is unknown. `output` keeps what the command wrote.
@@ -239,6 +244,8 @@ impl ErrorKind {
             ErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
             ErrorKind::LimitExceeded => "limit_exceeded",
             ErrorKind::ResourceLimit => "resource_limit",
+            ErrorKind::CheckpointNotFound => "checkpoint_not_found",
+            ErrorKind::StateChanged => "state_changed",
             ErrorKind::StatusUnproven => "status_unproven",
         }
     }
@@ -321,6 +328,8 @@ impl ErrorKind {
             ErrorKind::GitMetadataOutsideProject => "invalid_state",
             ErrorKind::LimitExceeded => "limited",
             ErrorKind::ResourceLimit => "limited",
+            ErrorKind::CheckpointNotFound => "not_found",
+            ErrorKind::StateChanged => "conflict",
             ErrorKind::StatusUnproven => "outcome_unknown",
         }
     }
@@ -386,6 +395,8 @@ impl ErrorKind {
             ErrorKind::GitMetadataOutsideProject => "check_target",
             ErrorKind::LimitExceeded => "release_some",
             ErrorKind::ResourceLimit => "read_output",
+            ErrorKind::CheckpointNotFound => "check_target",
+            ErrorKind::StateChanged => "reread_and_retry",
             ErrorKind::StatusUnproven => "check_state",
         }
     }
@@ -458,11 +469,13 @@ impl ErrorKind {
             ErrorKind::GitMetadataOutsideProject => 409,
             ErrorKind::LimitExceeded => 429,
             ErrorKind::ResourceLimit => 422,
+            ErrorKind::CheckpointNotFound => 404,
+            ErrorKind::StateChanged => 409,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 66] = [
+    pub const ALL: [ErrorKind; 68] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -528,6 +541,8 @@ impl ErrorKind {
         ErrorKind::GitMetadataOutsideProject,
         ErrorKind::LimitExceeded,
         ErrorKind::ResourceLimit,
+        ErrorKind::CheckpointNotFound,
+        ErrorKind::StateChanged,
         ErrorKind::StatusUnproven,
     ];
 }

@@ -170,6 +170,11 @@ impl Root {
         &self.proc
     }
 
+    /// The root's canonical path (where jobs see it too).
+    pub(crate) fn path(&self) -> &Path {
+        &self.real
+    }
+
     /// The root directory's own name.
     pub(crate) fn name(&self) -> String {
         self.real

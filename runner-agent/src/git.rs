@@ -21,6 +21,7 @@
 //!   directory inside a larger repository, and only that directory's files are looked at or
 //!   committed.
 
+mod checkpoint;
 mod commit;
 mod diff;
 pub(crate) mod job;
@@ -123,6 +124,11 @@ async fn run(
         GitOp::GitDiff(op) => diff::run(&ctx, op).await,
         GitOp::GitLog(op) => log::run(&ctx, op).await,
         GitOp::GitCommit(op) => commit::run(&ctx, op).await,
+        GitOp::GitCreateCheckpoint(op) => checkpoint::create(&ctx, op).await,
+        GitOp::GitListCheckpoints(op) => checkpoint::list(&ctx, op).await,
+        GitOp::GitDiffCheckpoint(op) => checkpoint::diff(&ctx, op).await,
+        GitOp::GitRestoreCheckpoint(op) => checkpoint::restore(&ctx, op).await,
+        GitOp::GitDeleteCheckpoints(op) => checkpoint::delete(&ctx, op).await,
     };
     answer::outcome(started, ended)
 }
@@ -167,6 +173,19 @@ impl Ctx<'_> {
         }
         Ok(())
     }
+}
+
+/// A repository whose metadata jobs cannot write: in the sandbox only the project root (and
+/// the Git metadata its own `.git` file names) is writable, so a project that is a part of a
+/// larger repository cannot commit to it.
+pub(super) fn read_only(said: &str) -> Refusal {
+    Refusal::new(
+        OpErrorKind::GitUnavailable,
+        format!(
+            "the repository's metadata is read-only to jobs here (it lies outside the project \
+             root, the only place a sandboxed job writes): {said}"
+        ),
+    )
 }
 
 /// The named paths as [`GitJobs::pathspecs`] takes them: the root itself when none is named.

@@ -917,3 +917,63 @@ async fn a_fork_bomb_and_a_memory_hog_stay_in_their_bounds_while_other_projects_
     let (ran, _) = job(&site, "quiet", "true").await;
     assert_eq!(ran.exit_code, Some(0));
 }
+
+#[tokio::test]
+async fn checkpoints_neither_keep_nor_restore_nor_show_hidden_paths() {
+    let site = hiding();
+    let web = site.path("web");
+    write(&web.join("src/main.rs"), "fn main() { checkpointed() }\n");
+    let created = answered(
+        &site,
+        "web",
+        json!({"kind": "git", "op": "git_create_checkpoint", "label": "l",
+               "checkpoint_kind": "manual"}),
+    )
+    .await;
+    let id = created["checkpoint"]["id"].as_str().unwrap().to_owned();
+    // The hidden files change on the host after the checkpoint, beside a visible one.
+    for path in HIDDEN {
+        write(&web.join(path), "token = changed after\n");
+    }
+    write(&web.join("keys/new_key"), "token = new\n");
+    write(&web.join("src/main.rs"), "fn main() { broken() }\n");
+    let refname = format!("refs/worktree/wc/checkpoints/{id}");
+    let kept = git(&web, &["ls-tree", "-r", "--name-only", &refname]);
+    assert!(!kept.contains("keys/new_key"), "{kept}");
+    let diff = answered(
+        &site,
+        "web",
+        json!({"kind": "git", "op": "git_diff_checkpoint", "checkpoint": id,
+               "context_lines": 3, "limit_bytes": 65536}),
+    )
+    .await;
+    assert_eq!(paths_in(&diff["files"]), ["src/main.rs"], "{diff}");
+    assert!(!diff.to_string().contains("token"), "{diff}");
+    for path in HIDDEN {
+        let named = json!({"kind": "git", "op": "git_diff_checkpoint", "checkpoint": id,
+                           "paths": [path], "context_lines": 3, "limit_bytes": 100});
+        assert_eq!(refused(&site, "web", named).await, OpErrorKind::PathHidden);
+    }
+    let listed = answered(
+        &site,
+        "web",
+        json!({"kind": "git", "op": "git_list_checkpoints", "limit": 10}),
+    )
+    .await;
+    let restored = answered(
+        &site,
+        "web",
+        json!({"kind": "git", "op": "git_restore_checkpoint", "checkpoint": id,
+               "expected_state": listed["current_state"]}),
+    )
+    .await;
+    assert_eq!(paths_in(&restored["files"]), ["src/main.rs"], "{restored}");
+    let main = std::fs::read_to_string(web.join("src/main.rs")).unwrap();
+    assert_eq!(main, "fn main() { checkpointed() }\n");
+    // Every hidden file is as the host left it: neither put back nor removed.
+    for path in HIDDEN {
+        let content = std::fs::read_to_string(web.join(path)).unwrap();
+        assert_eq!(content, "token = changed after\n", "{path}");
+    }
+    assert!(web.join("keys/new_key").exists());
+}

@@ -791,3 +791,6 @@ async fn stopped_git_work_ends_cancelled_and_late_work_timed_out() {
     let outcome = run_item(&p, &bad).await;
     assert_eq!(outcome.error_kind, Some(OpErrorKind::InvalidRequest));
 }
+
+#[path = "git/checkpoint.rs"]
+mod checkpoint;

@@ -14,7 +14,8 @@ use serde_json::Value;
 use uuid::Uuid;
 use wc_domain::{ProjectId, WorkMode};
 use wc_runner_protocol::{
-    EditConflict, GitStatusOp, OpErrorKind, Operation, WorkAnswer, WorkOutcome, WorkSpec,
+    CheckpointKind, CreateCheckpointOp, EditConflict, GitStatusOp, OpErrorKind, Operation,
+    WorkAnswer, WorkOutcome, WorkSpec,
 };
 use wc_store::work::{self, WorkRow};
 
@@ -43,17 +44,46 @@ pub async fn in_project<O: Operation>(
     answer(ctx, target, op).await
 }
 
-/// Runs `op` for the calling tool on `target`'s runner, and answers with its project.
+/// Runs `op` for the calling tool on `target`'s runner, and answers with its project. An edit
+/// made in a Workflow Session on its project first makes sure the session has its automatic
+/// checkpoint ([`first_change_checkpoint`]).
 pub async fn answer<O: Operation>(
     ctx: &ToolContext,
     target: Target,
     op: O,
 ) -> Result<InProject<O::Answer>, ToolError> {
-    let answer = run(ctx, &target, ctx.tool, op).await?;
+    let spec: WorkSpec = op.into();
+    if let (WorkSpec::Edit(_), Some(session)) = (&spec, &ctx.business)
+        && session.project == target.project_id
+    {
+        first_change_checkpoint(ctx, &target, session.id.as_str()).await;
+    }
+    let answer = typed::<O>(run_spec(ctx, &target, ctx.tool, spec).await?)?;
     Ok(InProject {
         project: target.project_id,
         answer,
     })
+}
+
+/// Takes the session's automatic checkpoint of the project before its first change: the
+/// runner keeps one per session (`once_per_session`), so every later edit finds it and takes
+/// none, and "undo everything this session did" is one `restore_checkpoint`. A project that
+/// cannot keep one (no Git work tree, metadata jobs cannot write) is still edited: the
+/// checkpoint is a safety net, not a precondition.
+async fn first_change_checkpoint(ctx: &ToolContext, target: &Target, session: &str) {
+    let op = CreateCheckpointOp {
+        label: "before the session's first change".to_owned(),
+        checkpoint_kind: CheckpointKind::Automatic,
+        session_id: Some(session.to_owned()),
+        once_per_session: true,
+    };
+    if let Err(e) = run(ctx, target, ctx.tool, op).await {
+        tracing::info!(
+            kind = e.kind.as_str(),
+            "no automatic checkpoint before an edit: {}",
+            e.message
+        );
+    }
 }
 
 /// Runs `op` on the target's runner and returns its answer. The runner's limit is the
@@ -270,6 +300,9 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::PathHidden => ErrorKind::PathHidden,
         OpErrorKind::GitMetadataOutsideProject => ErrorKind::GitMetadataOutsideProject,
         OpErrorKind::ResourceLimit => ErrorKind::ResourceLimit,
+        OpErrorKind::CheckpointNotFound => ErrorKind::CheckpointNotFound,
+        OpErrorKind::StateChanged => ErrorKind::StateChanged,
+        OpErrorKind::LimitReached => ErrorKind::LimitExceeded,
     };
     ToolError::new(kind, words)
 }
@@ -296,6 +329,13 @@ fn with_conflict(error: ToolError, conflict: Option<&EditConflict>) -> ToolError
     }
     if let Some(line) = c.patch_line {
         error = error.with("patch_line", line);
+    }
+    if let Some(state) = &c.current_state {
+        error = error.with("current_state", state.clone());
+    }
+    if let Some(paths) = &c.changed_paths {
+        let paths: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+        error = error.with("changed_paths", paths);
     }
     error
 }
@@ -341,6 +381,9 @@ mod tests {
             OpErrorKind::PathHidden,
             OpErrorKind::GitMetadataOutsideProject,
             OpErrorKind::ResourceLimit,
+            OpErrorKind::CheckpointNotFound,
+            OpErrorKind::StateChanged,
+            OpErrorKind::LimitReached,
         ];
         for kind in kinds {
             let e = refused(kind, format!("words about {}", kind.as_str()));

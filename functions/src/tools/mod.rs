@@ -5,7 +5,10 @@ mod apply_text_edits;
 mod close_session;
 mod close_session_shell;
 mod complete_session_message;
+mod create_checkpoint;
+mod delete_checkpoint;
 mod delete_project_files;
+mod diff_checkpoint;
 mod finish_coding_task;
 mod get_session_assignment;
 mod git_commit;
@@ -14,6 +17,7 @@ mod git_log;
 mod git_status;
 mod job_log;
 mod job_status;
+mod list_checkpoints;
 mod list_jobs;
 mod list_project_files;
 mod list_project_tracked_files;
@@ -27,6 +31,7 @@ mod post_session_message;
 mod project_overview;
 mod read_files;
 mod resolve_session_message;
+mod restore_checkpoint;
 mod run_job;
 mod run_process;
 mod run_script;
@@ -85,6 +90,11 @@ pub fn all() -> Vec<ToolSpec> {
         git_diff::spec(),
         git_log::spec(),
         git_commit::spec(),
+        create_checkpoint::spec(),
+        list_checkpoints::spec(),
+        diff_checkpoint::spec(),
+        restore_checkpoint::spec(),
+        delete_checkpoint::spec(),
         validate::cargo_check(),
         validate::cargo_test(),
         validate::cargo_fmt(),

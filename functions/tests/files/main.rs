@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod checkpoints;
 mod edit;
 mod evidence;
 mod explore;

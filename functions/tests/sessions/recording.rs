@@ -144,6 +144,26 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             output(&call(st, key, "write_project_file", write).await);
             (json!({ "session_id": c, "paths": [path] }), Some(c))
         }
+        "create_checkpoint" | "list_checkpoints" => {
+            let c = fresh("checkpoint in me").await;
+            (json!({ "session_id": c }), Some(c))
+        }
+        "diff_checkpoint" | "restore_checkpoint" | "delete_checkpoint" => {
+            let c = fresh("restore in me").await;
+            let taken = call(st, key, "create_checkpoint", json!({ "session_id": c })).await;
+            let id = output(&taken)["checkpoint"]["id"].clone();
+            let args = match tool {
+                "diff_checkpoint" => json!({ "session_id": c, "checkpoint": id }),
+                "delete_checkpoint" => json!({ "session_id": c, "checkpoints": [id] }),
+                _ => {
+                    let listed =
+                        call(st, key, "list_checkpoints", json!({ "session_id": c })).await;
+                    let state = output(&listed)["current_state"].clone();
+                    json!({ "session_id": c, "checkpoint": id, "expected_state": state })
+                }
+            };
+            (args, Some(c))
+        }
         "apply_patch" => {
             let c = fresh("patch in me").await;
             let path = format!("p-{}.txt", uuid::Uuid::new_v4().simple());
@@ -174,7 +194,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 27] = [
+const WORK_IN_THEIR_SESSION: [&str; 32] = [
     "run_shell",
     "open_session_shell",
     "session_shell_exec",
@@ -196,6 +216,11 @@ const WORK_IN_THEIR_SESSION: [&str; 27] = [
     "git_diff",
     "git_log",
     "git_commit",
+    "create_checkpoint",
+    "list_checkpoints",
+    "diff_checkpoint",
+    "restore_checkpoint",
+    "delete_checkpoint",
     "cargo_check",
     "cargo_test",
     "cargo_fmt",

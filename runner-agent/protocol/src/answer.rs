@@ -89,6 +89,12 @@ pub enum OpErrorKind {
     /// A job reached one of its resource bounds (processes, memory): what the host refused
     /// it.
     ResourceLimit,
+    /// No checkpoint of this work tree has the id.
+    CheckpointNotFound,
+    /// The working tree is not in the state the caller expected: it changed since.
+    StateChanged,
+    /// A bound on what the runner keeps was reached (checkpoints).
+    LimitReached,
 }
 
 impl OpErrorKind {
@@ -128,6 +134,9 @@ impl OpErrorKind {
             OpErrorKind::PathHidden => "path_hidden",
             OpErrorKind::GitMetadataOutsideProject => "git_metadata_outside_project",
             OpErrorKind::ResourceLimit => "resource_limit",
+            OpErrorKind::CheckpointNotFound => "checkpoint_not_found",
+            OpErrorKind::StateChanged => "state_changed",
+            OpErrorKind::LimitReached => "limit_reached",
         }
     }
 }
@@ -173,6 +182,16 @@ pub enum WorkAnswer {
     GitLog(GitLogAnswer),
     /// Answer to [`crate::GitOp::GitCommit`].
     GitCommit(GitCommitAnswer),
+    /// Answer to [`crate::GitOp::GitCreateCheckpoint`].
+    GitCreateCheckpoint(crate::CreateCheckpointAnswer),
+    /// Answer to [`crate::GitOp::GitListCheckpoints`].
+    GitListCheckpoints(crate::ListCheckpointsAnswer),
+    /// Answer to [`crate::GitOp::GitDiffCheckpoint`]: the diff from the checkpoint to now.
+    GitDiffCheckpoint(GitDiffAnswer),
+    /// Answer to [`crate::GitOp::GitRestoreCheckpoint`].
+    GitRestoreCheckpoint(crate::RestoreCheckpointAnswer),
+    /// Answer to [`crate::GitOp::GitDeleteCheckpoints`].
+    GitDeleteCheckpoints(crate::DeleteCheckpointsAnswer),
     /// Answer to [`crate::ValidateOp`]: given whatever the validation's exit status.
     Validate(ValidationAnswer),
     /// Answer to every [`crate::ShellOp`]: given whatever the command's exit status.
@@ -226,6 +245,11 @@ operations! {
     crate::GitDiffOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiff(op)), GitDiff(GitDiffAnswer);
     crate::GitLogOp => |op| crate::WorkSpec::Git(crate::GitOp::GitLog(op)), GitLog(GitLogAnswer);
     crate::GitCommitOp => |op| crate::WorkSpec::Git(crate::GitOp::GitCommit(op)), GitCommit(GitCommitAnswer);
+    crate::CreateCheckpointOp => |op| crate::WorkSpec::Git(crate::GitOp::GitCreateCheckpoint(op)), GitCreateCheckpoint(crate::CreateCheckpointAnswer);
+    crate::ListCheckpointsOp => |op| crate::WorkSpec::Git(crate::GitOp::GitListCheckpoints(op)), GitListCheckpoints(crate::ListCheckpointsAnswer);
+    crate::DiffCheckpointOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiffCheckpoint(op)), GitDiffCheckpoint(GitDiffAnswer);
+    crate::RestoreCheckpointOp => |op| crate::WorkSpec::Git(crate::GitOp::GitRestoreCheckpoint(op)), GitRestoreCheckpoint(crate::RestoreCheckpointAnswer);
+    crate::DeleteCheckpointsOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDeleteCheckpoints(op)), GitDeleteCheckpoints(crate::DeleteCheckpointsAnswer);
     crate::ValidateOp => crate::WorkSpec::Validate, Validate(ValidationAnswer);
     crate::ShellOp => crate::WorkSpec::PersistentShell, Shell(ShellAnswer);
 }
@@ -248,6 +272,11 @@ impl WorkAnswer {
             WorkAnswer::GitDiff(_) => "git_diff",
             WorkAnswer::GitLog(_) => "git_log",
             WorkAnswer::GitCommit(_) => "git_commit",
+            WorkAnswer::GitCreateCheckpoint(_) => "git_create_checkpoint",
+            WorkAnswer::GitListCheckpoints(_) => "git_list_checkpoints",
+            WorkAnswer::GitDiffCheckpoint(_) => "git_diff_checkpoint",
+            WorkAnswer::GitRestoreCheckpoint(_) => "git_restore_checkpoint",
+            WorkAnswer::GitDeleteCheckpoints(_) => "git_delete_checkpoints",
             WorkAnswer::Validate(_) => "validate",
             WorkAnswer::Shell(_) => "shell",
         }

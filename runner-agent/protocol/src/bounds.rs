@@ -111,6 +111,15 @@ pub const DEFAULT_DIFF_BYTES: u32 = 64 * 1024;
 pub const MAX_DIFF_FILES: usize = 1000;
 /// Commits one `git_log` returns at most (its `limit`).
 pub const MAX_LOG_COMMITS: u32 = 200;
+
+/// Checkpoints one Git work tree keeps at most; past it the oldest automatic ones go.
+pub const MAX_CHECKPOINTS: usize = 100;
+
+/// Bytes of a checkpoint's label at most.
+pub const MAX_CHECKPOINT_LABEL_BYTES: usize = 200;
+
+/// Files a refused restore names as changed since the expected state, at most.
+pub const MAX_CONFLICT_PATHS: usize = 50;
 /// Commits of a `git_log` when the caller names no limit.
 pub const DEFAULT_LOG_COMMITS: u32 = 20;
 /// Files one `git_status` lists.

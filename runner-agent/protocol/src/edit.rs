@@ -343,6 +343,12 @@ pub struct EditConflict {
     /// The line of the patch text (from 1) that could not be read or that the refusal names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch_line: Option<u64>,
+    /// The working tree's current state, when a restore found another than expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_state: Option<String>,
+    /// The files that differ from the expected state (at most [`crate::MAX_CONFLICT_PATHS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_paths: Option<Vec<RelativePath>>,
 }
 
 #[cfg(test)]

@@ -29,6 +29,16 @@ pub enum GitOp {
     GitLog(GitLogOp),
     /// A commit of the project's changes.
     GitCommit(GitCommitOp),
+    /// A checkpoint of the working tree.
+    GitCreateCheckpoint(crate::CreateCheckpointOp),
+    /// The work tree's checkpoints.
+    GitListCheckpoints(crate::ListCheckpointsOp),
+    /// The changes from a checkpoint to the working tree.
+    GitDiffCheckpoint(crate::DiffCheckpointOp),
+    /// The working tree put back to a checkpoint.
+    GitRestoreCheckpoint(crate::RestoreCheckpointOp),
+    /// Checkpoints removed.
+    GitDeleteCheckpoints(crate::DeleteCheckpointsOp),
 }
 
 /// The branch, its upstream and the changed files of the project. No arguments (unknown ones
@@ -124,12 +134,22 @@ impl GitOp {
             GitOp::GitDiff(_) => "git_diff",
             GitOp::GitLog(_) => "git_log",
             GitOp::GitCommit(_) => "git_commit",
+            GitOp::GitCreateCheckpoint(_) => "git_create_checkpoint",
+            GitOp::GitListCheckpoints(_) => "git_list_checkpoints",
+            GitOp::GitDiffCheckpoint(_) => "git_diff_checkpoint",
+            GitOp::GitRestoreCheckpoint(_) => "git_restore_checkpoint",
+            GitOp::GitDeleteCheckpoints(_) => "git_delete_checkpoints",
         }
     }
 
-    /// Whether the operation changes the repository (a commit) rather than only reading it.
+    /// Whether the operation changes the repository or the working tree (a commit, a
+    /// restore) rather than only reading them. Taking, listing and diffing checkpoints write
+    /// only Git's objects and private refs.
     pub fn writes(&self) -> bool {
-        matches!(self, GitOp::GitCommit(_))
+        matches!(
+            self,
+            GitOp::GitCommit(_) | GitOp::GitRestoreCheckpoint(_) | GitOp::GitDeleteCheckpoints(_)
+        )
     }
 
     /// Checks every bound of the operation. Whether paths exist, and stay inside the root, is
@@ -137,16 +157,15 @@ impl GitOp {
     pub fn validate(&self) -> Result<(), ProtocolError> {
         match self {
             GitOp::GitStatus(_) => Ok(()),
-            GitOp::GitDiff(op) => {
-                check_paths(&op.paths)?;
-                if op.context_lines > MAX_DIFF_CONTEXT_LINES {
-                    return refuse(format!("context_lines must be 0-{MAX_DIFF_CONTEXT_LINES}"));
-                }
-                if op.limit_bytes == 0 || op.limit_bytes > MAX_DIFF_BYTES {
-                    return refuse(format!("limit_bytes must be 1-{MAX_DIFF_BYTES}"));
-                }
-                Ok(())
+            GitOp::GitDiff(op) => check_diff(&op.paths, op.context_lines, op.limit_bytes),
+            GitOp::GitDiffCheckpoint(op) => {
+                crate::check_checkpoint_id("checkpoint", &op.checkpoint)?;
+                check_diff(&op.paths, op.context_lines, op.limit_bytes)
             }
+            GitOp::GitCreateCheckpoint(op) => op.validate(),
+            GitOp::GitListCheckpoints(op) => op.validate(),
+            GitOp::GitRestoreCheckpoint(op) => op.validate(),
+            GitOp::GitDeleteCheckpoints(op) => op.validate(),
             GitOp::GitLog(op) => {
                 if op.limit == 0 || op.limit > MAX_LOG_COMMITS {
                     return refuse(format!("limit must be 1-{MAX_LOG_COMMITS}"));
@@ -168,6 +187,21 @@ impl GitOp {
             }
         }
     }
+}
+
+fn check_diff(
+    paths: &[RelativePath],
+    context_lines: u32,
+    limit_bytes: u32,
+) -> Result<(), ProtocolError> {
+    check_paths(paths)?;
+    if context_lines > MAX_DIFF_CONTEXT_LINES {
+        return refuse(format!("context_lines must be 0-{MAX_DIFF_CONTEXT_LINES}"));
+    }
+    if limit_bytes == 0 || limit_bytes > MAX_DIFF_BYTES {
+        return refuse(format!("limit_bytes must be 1-{MAX_DIFF_BYTES}"));
+    }
+    Ok(())
 }
 
 fn check_paths(paths: &[RelativePath]) -> Result<(), ProtocolError> {
@@ -418,6 +452,48 @@ mod tests {
             (
                 serde_json::json!({"kind": "git", "op": "git_commit", "message": "fix: x\n\nwhy"}),
                 commit("fix: x\n\nwhy"),
+            ),
+            (
+                serde_json::json!({"kind": "git", "op": "git_create_checkpoint",
+                    "label": "before", "checkpoint_kind": "automatic",
+                    "session_id": "wc_sess_a", "once_per_session": true}),
+                GitOp::GitCreateCheckpoint(crate::CreateCheckpointOp {
+                    label: "before".into(),
+                    checkpoint_kind: crate::CheckpointKind::Automatic,
+                    session_id: Some("wc_sess_a".into()),
+                    once_per_session: true,
+                }),
+            ),
+            (
+                serde_json::json!({"kind": "git", "op": "git_list_checkpoints", "limit": 5}),
+                GitOp::GitListCheckpoints(crate::ListCheckpointsOp { limit: 5 }),
+            ),
+            (
+                serde_json::json!({"kind": "git", "op": "git_diff_checkpoint",
+                    "checkpoint": "ck-0123456789ab", "paths": ["src"],
+                    "context_lines": 3, "limit_bytes": 100}),
+                GitOp::GitDiffCheckpoint(crate::DiffCheckpointOp {
+                    checkpoint: "ck-0123456789ab".into(),
+                    paths: vec![path("src")],
+                    context_lines: 3,
+                    limit_bytes: 100,
+                }),
+            ),
+            (
+                serde_json::json!({"kind": "git", "op": "git_restore_checkpoint",
+                    "checkpoint": "ck-0123456789ab", "expected_state": "a".repeat(40)}),
+                GitOp::GitRestoreCheckpoint(crate::RestoreCheckpointOp {
+                    checkpoint: "ck-0123456789ab".into(),
+                    expected_state: "a".repeat(40),
+                    session_id: None,
+                }),
+            ),
+            (
+                serde_json::json!({"kind": "git", "op": "git_delete_checkpoints",
+                    "checkpoints": ["ck-0123456789ab"]}),
+                GitOp::GitDeleteCheckpoints(crate::DeleteCheckpointsOp {
+                    checkpoints: vec!["ck-0123456789ab".into()],
+                }),
             ),
         ];
         for (json, op) in cases {

@@ -18,6 +18,8 @@ mod edit;
 pub use edit::*;
 mod git;
 pub use git::*;
+mod checkpoint;
+pub use checkpoint::*;
 mod validate;
 pub use validate::*;
 mod shell;

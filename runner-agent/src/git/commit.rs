@@ -178,24 +178,11 @@ fn add_refusal(added: &Finished) -> Refusal {
         );
     }
     if said.contains("Read-only file system") {
-        return read_only(&said);
+        return super::read_only(&said);
     }
     Refusal::new(
         OpErrorKind::GitUnavailable,
         format!("git add failed: {said}"),
-    )
-}
-
-/// A repository whose metadata jobs cannot write: in the sandbox only the project root (and
-/// the Git metadata its own `.git` file names) is writable, so a project that is a part of a
-/// larger repository cannot commit to it.
-fn read_only(said: &str) -> Refusal {
-    Refusal::new(
-        OpErrorKind::GitUnavailable,
-        format!(
-            "the repository's metadata is read-only to jobs here (it lies outside the project \
-             root, the only place a sandboxed job writes): {said}"
-        ),
     )
 }
 
@@ -226,7 +213,7 @@ fn commit_refusal(committed: &Finished) -> Refusal {
         )
     } else if let Some(fatal) = fatal {
         if fatal.contains("Read-only file system") {
-            return read_only(fatal);
+            return super::read_only(fatal);
         }
         let hint = if fatal.contains("index.lock") {
             "another Git process holds the repository's index lock; wait for it, or remove a \

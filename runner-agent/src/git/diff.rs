@@ -16,7 +16,21 @@ const DIFF_JSON_BYTES: usize = MAX_ANSWER_BYTES / 2 + MAX_ANSWER_BYTES / 4;
 
 pub(super) async fn run(ctx: &Ctx<'_>, op: &GitDiffOp) -> Result<WorkAnswer, Ended> {
     ctx.check_beneath(&op.paths)?;
-    let context = format!("-U{}", op.context_lines);
+    let compared: &[&str] = if op.staged { &["--cached"] } else { &[] };
+    let answer = changes(ctx, compared, &op.paths, op.context_lines, op.limit_bytes).await?;
+    Ok(WorkAnswer::GitDiff(answer))
+}
+
+/// The diff of what `compared` names (nothing: the work tree against the index; `--cached`;
+/// or two trees) for `paths`, its text cut to `limit_bytes`, with every file's line counts.
+pub(super) async fn changes(
+    ctx: &Ctx<'_>,
+    compared: &[&str],
+    paths: &[wc_runner_protocol::RelativePath],
+    context_lines: u32,
+    limit_bytes: u32,
+) -> Result<GitDiffAnswer, Ended> {
+    let context = format!("-U{context_lines}");
     // Options that keep the text Git's own diff whatever the repository configures: no
     // colour, no external diff or text conversion program, the usual prefixes, paths from
     // the project root and only its files.
@@ -27,11 +41,9 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitDiffOp) -> Result<WorkAnswer, End
         "--no-textconv",
         "--relative",
     ];
-    if op.staged {
-        common.push("--cached");
-    }
+    common.extend(compared);
     let jobs = ctx.jobs();
-    let specs = jobs.pathspecs(&super::named(&op.paths));
+    let specs = jobs.pathspecs(&super::named(paths));
     let mut text_args = common.clone();
     text_args.extend(["--src-prefix=a/", "--dst-prefix=b/", &context]);
     text_args.extend(specs.iter().map(String::as_str));
@@ -39,14 +51,14 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitDiffOp) -> Result<WorkAnswer, End
     stat_args.extend(["--numstat", "-z"]);
     stat_args.extend(specs.iter().map(String::as_str));
     let (text, stats) = tokio::join!(
-        jobs.output(&text_args, u64::from(op.limit_bytes)),
+        jobs.output(&text_args, u64::from(limit_bytes)),
         jobs.output(&stat_args, MAX_OUTPUT_BYTES_PER_STREAM),
     );
     let (text, stats) = (text?, stats?);
     let (diff, cut) = cut_text(
         &text.stdout,
         text.stdout_truncated,
-        op.limit_bytes as usize,
+        limit_bytes as usize,
         DIFF_JSON_BYTES,
     );
     let mut budget = Budget::new();
@@ -54,12 +66,12 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &GitDiffOp) -> Result<WorkAnswer, End
         return Err(GitError::Unavailable("the diff text does not fit an answer".into()).into());
     }
     let (files, files_truncated) = numstat(&stats.stdout, stats.stdout_truncated, &mut budget);
-    Ok(WorkAnswer::GitDiff(GitDiffAnswer {
+    Ok(GitDiffAnswer {
         diff,
         truncated: cut,
         files,
         files_truncated,
-    }))
+    })
 }
 
 /// The head of `raw` (Git's output, `more` when it was longer than kept) as text of at most

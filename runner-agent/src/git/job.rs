@@ -24,9 +24,9 @@ const GIT_STDERR_BYTES: usize = 4096;
 /// name). Paths reach Git only through [`GitJobs::pathspecs`].
 const GLOBAL_OPTIONS: [&str; 3] = ["--no-optional-locks", "-c", "core.fsmonitor=false"];
 
-/// The files an edit killed mid-write may leave beside its target ([`crate::beneath::TEMP_PREFIX`]):
-/// never staged.
-const EDIT_LEFTOVERS: &str = ":(exclude,glob)**/.wc-edit-*.tmp";
+/// The files an edit killed mid-write may leave beside its target ([`crate::beneath::TEMP_PREFIX`]),
+/// and a checkpoint's temporary index with its lock: never staged.
+const EDIT_LEFTOVERS: [&str; 2] = [".wc-edit-*.tmp", ".wc-edit-*.tmp.lock"];
 
 /// Where and for how long Git commands of one work item run.
 pub(crate) struct GitJobs<'a> {
@@ -170,7 +170,11 @@ impl GitJobs<'_> {
     /// [`Self::pathspecs`] of what may be staged: also never an edit's leftover file.
     pub(crate) fn stageable(&self, paths: &[&str]) -> Vec<String> {
         let mut specs = self.pathspecs(paths);
-        specs.push(EDIT_LEFTOVERS.to_owned());
+        specs.extend(
+            EDIT_LEFTOVERS
+                .iter()
+                .map(|glob| format!(":(exclude,glob)**/{glob}")),
+        );
         specs
     }
 
@@ -184,7 +188,11 @@ impl GitJobs<'_> {
                 .filter_map(|h| h.to_str())
                 .map(|h| format!(":(literal){h}")),
         );
-        specs.push(":(glob)**/.wc-edit-*.tmp".to_owned());
+        specs.extend(
+            EDIT_LEFTOVERS
+                .iter()
+                .map(|glob| format!(":(glob)**/{glob}")),
+        );
         specs
     }
 
