@@ -357,12 +357,18 @@ impl Dir {
     /// Renames the entry `from` to `to` only if `to` does not exist (`EEXIST` otherwise), in
     /// one step. Where the file system has no `RENAME_NOREPLACE`, a hard link does the same.
     pub(crate) fn rename_new(&self, from: &str, to: &str) -> io::Result<()> {
+        self.move_new(from, self, to)
+    }
+
+    /// Renames the entry `from` of this directory to `to` in the directory `into` (beneath the
+    /// same root), only if `to` does not exist there; as [`Self::rename_new`].
+    pub(crate) fn move_new(&self, from: &str, into: &Dir, to: &str) -> io::Result<()> {
         self.check(from)?;
-        self.check(to)?;
-        match rustix::fs::renameat_with(&self.fd, from, &self.fd, to, RenameFlags::NOREPLACE) {
+        into.check(to)?;
+        match rustix::fs::renameat_with(&self.fd, from, &into.fd, to, RenameFlags::NOREPLACE) {
             Ok(()) => Ok(()),
             Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
-                rustix::fs::linkat(&self.fd, from, &self.fd, to, AtFlags::empty())?;
+                rustix::fs::linkat(&self.fd, from, &into.fd, to, AtFlags::empty())?;
                 self.remove(from)
             }
             Err(e) => Err(e.into()),

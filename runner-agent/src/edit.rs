@@ -23,6 +23,7 @@
 mod delete;
 mod diff;
 mod file;
+mod move_file;
 mod patch;
 mod text;
 mod write;
@@ -71,6 +72,7 @@ async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> Wor
         EditOp::Patch(op) => patch::run(root, op, stop),
         EditOp::WriteFile(op) => write::run(root, op, stop),
         EditOp::DeleteFiles(op) => delete::run(root, op, stop),
+        EditOp::MoveFile(op) => move_file::run(root, op, stop),
     })
     .await;
     answer::outcome(started, ended)

@@ -544,6 +544,7 @@ async fn hidden_paths_are_refused_by_every_file_tool_with_one_error() {
                 "--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-token = x\n+token = y\n")}),
             json!({"kind": "edit", "op": "write_file", "path": path, "content": "x"}),
             json!({"kind": "edit", "op": "delete_files", "paths": [path]}),
+            json!({"kind": "edit", "op": "move_file", "from": path, "to": "src/moved"}),
             json!({"kind": "git", "op": "git_diff", "paths": [path]}),
             json!({"kind": "git", "op": "git_commit", "message": "m", "paths": [path]}),
         ] {
@@ -560,6 +561,7 @@ async fn hidden_paths_are_refused_by_every_file_tool_with_one_error() {
             json!({"kind": "edit", "op": "text_edits", "path": path, "create": true,
                    "edits": [{"old_text": "", "new_text": "x"}]}),
             json!({"kind": "edit", "op": "write_file", "path": path, "content": "x"}),
+            json!({"kind": "edit", "op": "move_file", "from": "src/main.rs", "to": path}),
         ] {
             assert_eq!(
                 refused(&site, "web", spec.clone()).await,
@@ -568,6 +570,7 @@ async fn hidden_paths_are_refused_by_every_file_tool_with_one_error() {
             );
         }
         assert!(!site.path("web").join(path).exists(), "{path}");
+        assert!(site.path("web/src/main.rs").exists());
     }
     // A symlink inside the root is judged by where it leads.
     std::os::unix::fs::symlink("config/secret.env", site.path("web/alias")).unwrap();

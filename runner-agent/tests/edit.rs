@@ -17,9 +17,9 @@ use wc_runner_agent::exec::Host;
 use wc_runner_agent::sandbox::{Sandbox, SandboxSettings};
 use wc_runner_protocol::{
     DeleteFilesOp, EditConflict, EditOp, FileChange, MAX_EDIT_FILE_SIZE, MAX_EDIT_TEXT_BYTES,
-    OpErrorKind, PROTOCOL_VERSION, PatchAnswer, PatchOp, PatchedFile, RelativePath, Termination,
-    TextEdit, TextEditsAnswer, TextEditsOp, WorkAnswer, WorkItem, WorkLimits, WorkOutcome,
-    WorkSpec, WriteFileAnswer, WriteFileOp,
+    MoveFileOp, OpErrorKind, PROTOCOL_VERSION, PatchAnswer, PatchOp, PatchedFile, RelativePath,
+    Termination, TextEdit, TextEditsAnswer, TextEditsOp, WorkAnswer, WorkItem, WorkLimits,
+    WorkOutcome, WorkSpec, WriteFileAnswer, WriteFileOp,
 };
 
 /// How long an operation may take before the test calls it a hang (a FIFO opened for reading
@@ -994,4 +994,59 @@ async fn delete_files_removes_every_file_or_none_and_never_a_symlink_target() {
         [("src/a.rs".to_owned(), 2), ("blob.bin".to_owned(), 2)]
     );
     assert!(!p.root.join("src/a.rs").exists() && !p.root.join("blob.bin").exists());
+}
+
+fn move_file(from: &str, to: &str) -> EditOp {
+    EditOp::MoveFile(MoveFileOp {
+        from: path(from),
+        to: path(to),
+    })
+}
+
+#[tokio::test]
+async fn move_file_renames_into_new_directories_and_never_over_an_entry_or_through_a_link() {
+    let p = project();
+    std::fs::write(p.root.join("src/a.rs"), "a\n").unwrap();
+    std::fs::write(p.root.join("src/b.rs"), "b\n").unwrap();
+    // Into directories that do not exist yet.
+    let answer = match succeeded(run(&p, move_file("src/a.rs", "lib/deep/a2.rs")).await) {
+        WorkAnswer::MoveFile(a) => a,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (answer.from.as_str(), answer.to.as_str(), answer.size),
+        ("src/a.rs", "lib/deep/a2.rs", 2)
+    );
+    assert!(!p.root.join("src/a.rs").exists());
+    assert_eq!(read(&p, "lib/deep/a2.rs"), "a\n");
+    // Never over an existing file (its content stays), nor a missing source.
+    let r = refused(&p, move_file("src/b.rs", "src/lib.rs")).await;
+    assert_eq!(r.kind, OpErrorKind::AlreadyExists, "{}", r.error);
+    assert_eq!(
+        (read(&p, "src/b.rs"), read(&p, "src/lib.rs")),
+        ("b\n".to_owned(), LIB_RS.to_owned())
+    );
+    let r = refused(&p, move_file("src/missing.rs", "src/m.rs")).await;
+    assert_eq!(r.kind, OpErrorKind::NotFound, "{}", r.error);
+    // A symlink, a directory, and paths through a link out of the root are refused, and no
+    // directory is made for a refused move.
+    for (from, to, kind) in [
+        ("link-to-lib", "moved/link", OpErrorKind::Symlink),
+        ("src", "moved/src", OpErrorKind::NotAFile),
+        (
+            "escape/secret.txt",
+            "moved/secret.txt",
+            OpErrorKind::PathOutsideRoot,
+        ),
+        ("src/b.rs", "escape/b.rs", OpErrorKind::PathOutsideRoot),
+        ("src/b.rs", "escape-file", OpErrorKind::AlreadyExists),
+    ] {
+        let r = refused(&p, move_file(from, to)).await;
+        assert_eq!(r.kind, kind, "{from} -> {to}: {}", r.error);
+    }
+    assert!(!p.root.join("moved").exists());
+    assert!(!p.base.join("outside/b.rs").exists());
+    assert_eq!(read(&p, "src/b.rs"), "b\n");
+    assert!(p.root.join("link-to-lib").is_symlink());
+    assert_no_temp_files(&p);
 }

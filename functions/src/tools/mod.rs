@@ -25,6 +25,7 @@ mod list_projects;
 pub mod list_runners;
 mod list_session_messages;
 mod list_tools;
+mod move_project_file;
 mod observe_session_messages;
 mod open_session_shell;
 mod post_session_message;
@@ -86,6 +87,7 @@ pub fn all() -> Vec<ToolSpec> {
         apply_patch::spec(),
         write_project_file::spec(),
         delete_project_files::spec(),
+        move_project_file::spec(),
         git_status::spec(),
         git_diff::spec(),
         git_log::spec(),

@@ -245,4 +245,44 @@ async fn a_session_writes_and_deletes_whole_files_and_its_ledger_keeps_paths_nev
         "{gone}"
     );
     assert!(!path.exists());
+
+    // Moved to a new directory, never over a file, and recorded under both paths.
+    let root = env.root();
+    let moved = env
+        .mcp_ok(
+            "move_project_file",
+            json!({"session_id": sid, "from": "src/util/mod.rs", "to": "src/helpers/mod.rs"}),
+        )
+        .await;
+    assert_eq!(
+        (&moved["from"], &moved["to"]),
+        (&json!("src/util/mod.rs"), &json!("src/helpers/mod.rs")),
+        "{moved}"
+    );
+    assert!(!root.join("src/util/mod.rs").exists());
+    assert!(root.join("src/helpers/mod.rs").exists());
+    let r = env
+        .rest(
+            "move_project_file",
+            json!({"session_id": sid, "from": "src/helpers/mod.rs", "to": "src/lib.rs"}),
+        )
+        .await;
+    assert_eq!(kind(&r), "already_exists", "{r}");
+    let r = env
+        .mcp_tool(
+            "move_project_file",
+            json!({"session_id": sid, "from": "src/lib.rs", "to": "./src/lib.rs"}),
+        )
+        .await;
+    assert_eq!(kind(&r), "invalid_arguments", "{r}");
+    assert_eq!(r["error"]["pointer"], "/to", "{r}");
+    let stored = stored_payloads(&env, &sid).await;
+    let recorded = stored
+        .lines()
+        .find(|l| l.contains("move_project_file") && l.contains("changed_paths"))
+        .unwrap_or_else(|| panic!("no move evidence: {stored}"));
+    assert!(
+        recorded.contains("src/util/mod.rs") && recorded.contains("src/helpers/mod.rs"),
+        "{recorded}"
+    );
 }

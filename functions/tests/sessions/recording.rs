@@ -134,7 +134,7 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
                 Some(c),
             )
         }
-        "write_project_file" | "delete_project_files" => {
+        "write_project_file" | "delete_project_files" | "move_project_file" => {
             let c = fresh("write in me").await;
             let path = format!("w-{}.txt", uuid::Uuid::new_v4().simple());
             let write = json!({ "session_id": c, "path": path, "content": "x\n" });
@@ -142,6 +142,10 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
                 return (write, Some(c));
             }
             output(&call(st, key, "write_project_file", write).await);
+            if tool == "move_project_file" {
+                let to = format!("moved/{path}");
+                return (json!({ "session_id": c, "from": path, "to": to }), Some(c));
+            }
             (json!({ "session_id": c, "paths": [path] }), Some(c))
         }
         "create_checkpoint" | "list_checkpoints" => {
@@ -194,7 +198,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 32] = [
+const WORK_IN_THEIR_SESSION: [&str; 33] = [
     "run_shell",
     "open_session_shell",
     "session_shell_exec",
@@ -212,6 +216,7 @@ const WORK_IN_THEIR_SESSION: [&str; 32] = [
     "apply_patch",
     "write_project_file",
     "delete_project_files",
+    "move_project_file",
     "git_status",
     "git_diff",
     "git_log",

@@ -174,6 +174,8 @@ pub enum WorkAnswer {
     WriteFile(WriteFileAnswer),
     /// Answer to [`crate::EditOp::DeleteFiles`].
     DeleteFiles(DeleteFilesAnswer),
+    /// Answer to [`crate::EditOp::MoveFile`].
+    MoveFile(crate::MoveFileAnswer),
     /// Answer to [`crate::GitOp::GitStatus`].
     GitStatus(GitStatusAnswer),
     /// Answer to [`crate::GitOp::GitDiff`].
@@ -241,6 +243,7 @@ operations! {
     crate::PatchOp => |op| crate::WorkSpec::Edit(crate::EditOp::Patch(op)), Patch(PatchAnswer);
     crate::WriteFileOp => |op| crate::WorkSpec::Edit(crate::EditOp::WriteFile(op)), WriteFile(WriteFileAnswer);
     crate::DeleteFilesOp => |op| crate::WorkSpec::Edit(crate::EditOp::DeleteFiles(op)), DeleteFiles(DeleteFilesAnswer);
+    crate::MoveFileOp => |op| crate::WorkSpec::Edit(crate::EditOp::MoveFile(op)), MoveFile(crate::MoveFileAnswer);
     crate::GitStatusOp => |op| crate::WorkSpec::Git(crate::GitOp::GitStatus(op)), GitStatus(GitStatusAnswer);
     crate::GitDiffOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiff(op)), GitDiff(GitDiffAnswer);
     crate::GitLogOp => |op| crate::WorkSpec::Git(crate::GitOp::GitLog(op)), GitLog(GitLogAnswer);
@@ -268,6 +271,7 @@ impl WorkAnswer {
             WorkAnswer::Patch(_) => "patch",
             WorkAnswer::WriteFile(_) => "write_file",
             WorkAnswer::DeleteFiles(_) => "delete_files",
+            WorkAnswer::MoveFile(_) => "move_file",
             WorkAnswer::GitStatus(_) => "git_status",
             WorkAnswer::GitDiff(_) => "git_diff",
             WorkAnswer::GitLog(_) => "git_log",

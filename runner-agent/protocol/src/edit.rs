@@ -24,6 +24,8 @@ pub enum EditOp {
     WriteFile(WriteFileOp),
     /// Regular files removed, all of them or none.
     DeleteFiles(DeleteFilesOp),
+    /// One regular file moved to a new path.
+    MoveFile(MoveFileOp),
 }
 
 /// Exact-text replacements in one file, applied all-or-nothing against its current content.
@@ -82,6 +84,17 @@ pub struct DeleteFilesOp {
     pub paths: Vec<RelativePath>,
 }
 
+/// One regular file moved (renamed) to a path where nothing is, its directories made; never a
+/// directory or a symbolic link, never over an existing entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoveFileOp {
+    /// The file.
+    pub from: RelativePath,
+    /// Its new path (not `from`).
+    pub to: RelativePath,
+}
+
 /// A unified diff (as `git diff` or `diff -u` write it) applied all-or-nothing across its files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +111,7 @@ impl EditOp {
             EditOp::Patch(_) => "patch",
             EditOp::WriteFile(_) => "write_file",
             EditOp::DeleteFiles(_) => "delete_files",
+            EditOp::MoveFile(_) => "move_file",
         }
     }
 
@@ -127,6 +141,18 @@ impl EditOp {
                 }
                 if op.content.contains('\0') {
                     return refuse("content contains a NUL byte");
+                }
+                Ok(())
+            }
+            EditOp::MoveFile(op) => {
+                if op.from.is_root() || op.to.is_root() {
+                    return refuse("from and to must name files, not the project root");
+                }
+                if op.from == op.to {
+                    return refuse("to is from: a move needs a new path");
+                }
+                if op.to.as_str().starts_with(&format!("{}/", op.from)) {
+                    return refuse("to lies beneath from, which is a file");
                 }
                 Ok(())
             }
@@ -263,6 +289,19 @@ pub struct WriteFileAnswer {
 pub struct DeleteFilesAnswer {
     /// The files removed, as requested, with their sizes.
     pub deleted: Vec<DeletedFile>,
+}
+
+/// Answer to [`EditOp::MoveFile`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MoveFileAnswer {
+    /// Where the file was.
+    pub from: RelativePath,
+    /// Where it is now.
+    pub to: RelativePath,
+    /// Its size, in bytes.
+    pub size: u64,
 }
 
 /// A file removed.
@@ -490,6 +529,10 @@ mod tests {
             EditOp::DeleteFiles(DeleteFilesOp {
                 paths: vec![RelativePath::parse("a/b.rs").unwrap()],
             }),
+            EditOp::MoveFile(MoveFileOp {
+                from: path("a/b.rs"),
+                to: path("c/b.rs"),
+            }),
         ];
         for op in ops {
             let work = item(op.clone());
@@ -610,6 +653,27 @@ mod tests {
                 "paths[1] repeats a",
             ),
             (write_file("x", Some("A".repeat(64))), "expected_sha256"),
+            (
+                EditOp::MoveFile(MoveFileOp {
+                    from: path("a"),
+                    to: path("a"),
+                }),
+                "a new path",
+            ),
+            (
+                EditOp::MoveFile(MoveFileOp {
+                    from: path("a"),
+                    to: path("a/b"),
+                }),
+                "beneath from",
+            ),
+            (
+                EditOp::MoveFile(MoveFileOp {
+                    from: RelativePath::root(),
+                    to: path("a"),
+                }),
+                "project root",
+            ),
             (
                 write_file(&"x".repeat(MAX_EDIT_TEXT_BYTES + 1), None),
                 "content is over",
