@@ -381,6 +381,12 @@ impl Dir {
         Ok(rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?)
     }
 
+    /// Removes the empty directory `name` (`ENOTEMPTY` otherwise).
+    pub(crate) fn remove_dir(&self, name: &str) -> io::Result<()> {
+        self.check(name)?;
+        Ok(rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR)?)
+    }
+
     /// Makes this directory's entries durable (after a rename or removal).
     pub(crate) fn sync(&self) -> io::Result<()> {
         Ok(rustix::fs::fsync(&self.fd)?)

@@ -26,6 +26,7 @@ mod commit;
 mod diff;
 pub(crate) mod job;
 mod log;
+mod restore;
 pub(crate) mod status;
 
 use std::time::{Duration, Instant};
@@ -129,6 +130,8 @@ async fn run(
         GitOp::GitDiffCheckpoint(op) => checkpoint::diff(&ctx, op).await,
         GitOp::GitRestoreCheckpoint(op) => checkpoint::restore(&ctx, op).await,
         GitOp::GitDeleteCheckpoints(op) => checkpoint::delete(&ctx, op).await,
+        GitOp::GitRestorePaths(op) => restore::paths(&ctx, op).await,
+        GitOp::GitDiscardUntracked(op) => restore::untracked(&ctx, op).await,
     };
     answer::outcome(started, ended)
 }

@@ -547,6 +547,8 @@ async fn hidden_paths_are_refused_by_every_file_tool_with_one_error() {
             json!({"kind": "edit", "op": "move_file", "from": path, "to": "src/moved"}),
             json!({"kind": "git", "op": "git_diff", "paths": [path]}),
             json!({"kind": "git", "op": "git_commit", "message": "m", "paths": [path]}),
+            json!({"kind": "git", "op": "git_restore_paths", "paths": [path], "source": "head"}),
+            json!({"kind": "git", "op": "git_discard_untracked", "paths": [path], "dry_run": false}),
         ] {
             assert_eq!(
                 refused(&site, "web", spec.clone()).await,
@@ -979,4 +981,23 @@ async fn checkpoints_neither_keep_nor_restore_nor_show_hidden_paths() {
         assert_eq!(content, "token = changed after\n", "{path}");
     }
     assert!(web.join("keys/new_key").exists());
+}
+
+#[tokio::test]
+async fn discarding_untracked_files_never_lists_or_removes_a_hidden_one() {
+    let site = hiding();
+    let web = site.path("web");
+    write(&web.join("keys/new_key"), "token = new\n");
+    write(&web.join("vendor/nested/untracked.rs"), "// nested\n");
+    write(&web.join("src/scratch.rs"), "// scratch\n");
+    let removed = answered(
+        &site,
+        "web",
+        json!({"kind": "git", "op": "git_discard_untracked", "dry_run": false}),
+    )
+    .await;
+    assert_eq!(removed["files"], json!(["src/scratch.rs"]), "{removed}");
+    assert!(!web.join("src/scratch.rs").exists());
+    assert!(web.join("keys/new_key").exists());
+    assert!(web.join("vendor/nested/untracked.rs").exists());
 }

@@ -794,3 +794,5 @@ async fn stopped_git_work_ends_cancelled_and_late_work_timed_out() {
 
 #[path = "git/checkpoint.rs"]
 mod checkpoint;
+#[path = "git/restore.rs"]
+mod restore;

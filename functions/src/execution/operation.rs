@@ -44,16 +44,22 @@ pub async fn in_project<O: Operation>(
     answer(ctx, target, op).await
 }
 
-/// Runs `op` for the calling tool on `target`'s runner, and answers with its project. An edit
-/// made in a Workflow Session on its project first makes sure the session has its automatic
-/// checkpoint ([`first_change_checkpoint`]).
+/// Runs `op` for the calling tool on `target`'s runner, and answers with its project. A change
+/// to the files (an edit, a restore of paths, a discard) made in a Workflow Session on its
+/// project first makes sure the session has its automatic checkpoint
+/// ([`first_change_checkpoint`]).
 pub async fn answer<O: Operation>(
     ctx: &ToolContext,
     target: Target,
     op: O,
 ) -> Result<InProject<O::Answer>, ToolError> {
     let spec: WorkSpec = op.into();
-    if let (WorkSpec::Edit(_), Some(session)) = (&spec, &ctx.business)
+    let changes_files = match &spec {
+        WorkSpec::Edit(_) => true,
+        WorkSpec::Git(op) => op.changes_files(),
+        _ => false,
+    };
+    if let (true, Some(session)) = (changes_files, &ctx.business)
         && session.project == target.project_id
     {
         first_change_checkpoint(ctx, &target, session.id.as_str()).await;

@@ -9,11 +9,13 @@ mod create_checkpoint;
 mod delete_checkpoint;
 mod delete_project_files;
 mod diff_checkpoint;
+mod discard_untracked;
 mod finish_coding_task;
 mod get_session_assignment;
 mod git_commit;
 mod git_diff;
 mod git_log;
+mod git_restore_paths;
 mod git_status;
 mod job_log;
 mod job_status;
@@ -92,6 +94,8 @@ pub fn all() -> Vec<ToolSpec> {
         git_diff::spec(),
         git_log::spec(),
         git_commit::spec(),
+        git_restore_paths::spec(),
+        discard_untracked::spec(),
         create_checkpoint::spec(),
         list_checkpoints::spec(),
         diff_checkpoint::spec(),

@@ -5,6 +5,7 @@
 mod common;
 
 mod checkpoints;
+mod cleanup;
 mod edit;
 mod evidence;
 mod explore;

@@ -148,6 +148,14 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             }
             (json!({ "session_id": c, "paths": [path] }), Some(c))
         }
+        "git_restore_paths" => {
+            let c = fresh("restore in me").await;
+            (json!({ "session_id": c, "paths": ["a.txt"] }), Some(c))
+        }
+        "discard_untracked" => {
+            let c = fresh("discard in me").await;
+            (json!({ "session_id": c }), Some(c))
+        }
         "create_checkpoint" | "list_checkpoints" => {
             let c = fresh("checkpoint in me").await;
             (json!({ "session_id": c }), Some(c))
@@ -198,7 +206,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 33] = [
+const WORK_IN_THEIR_SESSION: [&str; 35] = [
     "run_shell",
     "open_session_shell",
     "session_shell_exec",
@@ -221,6 +229,8 @@ const WORK_IN_THEIR_SESSION: [&str; 33] = [
     "git_diff",
     "git_log",
     "git_commit",
+    "git_restore_paths",
+    "discard_untracked",
     "create_checkpoint",
     "list_checkpoints",
     "diff_checkpoint",

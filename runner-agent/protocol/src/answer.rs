@@ -194,6 +194,10 @@ pub enum WorkAnswer {
     GitRestoreCheckpoint(crate::RestoreCheckpointAnswer),
     /// Answer to [`crate::GitOp::GitDeleteCheckpoints`].
     GitDeleteCheckpoints(crate::DeleteCheckpointsAnswer),
+    /// Answer to [`crate::GitOp::GitRestorePaths`].
+    GitRestorePaths(crate::RestorePathsAnswer),
+    /// Answer to [`crate::GitOp::GitDiscardUntracked`].
+    GitDiscardUntracked(crate::DiscardUntrackedAnswer),
     /// Answer to [`crate::ValidateOp`]: given whatever the validation's exit status.
     Validate(ValidationAnswer),
     /// Answer to every [`crate::ShellOp`]: given whatever the command's exit status.
@@ -253,6 +257,8 @@ operations! {
     crate::DiffCheckpointOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiffCheckpoint(op)), GitDiffCheckpoint(GitDiffAnswer);
     crate::RestoreCheckpointOp => |op| crate::WorkSpec::Git(crate::GitOp::GitRestoreCheckpoint(op)), GitRestoreCheckpoint(crate::RestoreCheckpointAnswer);
     crate::DeleteCheckpointsOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDeleteCheckpoints(op)), GitDeleteCheckpoints(crate::DeleteCheckpointsAnswer);
+    crate::RestorePathsOp => |op| crate::WorkSpec::Git(crate::GitOp::GitRestorePaths(op)), GitRestorePaths(crate::RestorePathsAnswer);
+    crate::DiscardUntrackedOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiscardUntracked(op)), GitDiscardUntracked(crate::DiscardUntrackedAnswer);
     crate::ValidateOp => crate::WorkSpec::Validate, Validate(ValidationAnswer);
     crate::ShellOp => crate::WorkSpec::PersistentShell, Shell(ShellAnswer);
 }
@@ -281,6 +287,8 @@ impl WorkAnswer {
             WorkAnswer::GitDiffCheckpoint(_) => "git_diff_checkpoint",
             WorkAnswer::GitRestoreCheckpoint(_) => "git_restore_checkpoint",
             WorkAnswer::GitDeleteCheckpoints(_) => "git_delete_checkpoints",
+            WorkAnswer::GitRestorePaths(_) => "git_restore_paths",
+            WorkAnswer::GitDiscardUntracked(_) => "git_discard_untracked",
             WorkAnswer::Validate(_) => "validate",
             WorkAnswer::Shell(_) => "shell",
         }

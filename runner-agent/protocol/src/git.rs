@@ -39,6 +39,10 @@ pub enum GitOp {
     GitRestoreCheckpoint(crate::RestoreCheckpointOp),
     /// Checkpoints removed.
     GitDeleteCheckpoints(crate::DeleteCheckpointsOp),
+    /// Tracked paths put back to HEAD or the index.
+    GitRestorePaths(crate::RestorePathsOp),
+    /// Untracked files removed (or listed).
+    GitDiscardUntracked(crate::DiscardUntrackedOp),
 }
 
 /// The branch, its upstream and the changed files of the project. No arguments (unknown ones
@@ -139,6 +143,8 @@ impl GitOp {
             GitOp::GitDiffCheckpoint(_) => "git_diff_checkpoint",
             GitOp::GitRestoreCheckpoint(_) => "git_restore_checkpoint",
             GitOp::GitDeleteCheckpoints(_) => "git_delete_checkpoints",
+            GitOp::GitRestorePaths(_) => "git_restore_paths",
+            GitOp::GitDiscardUntracked(_) => "git_discard_untracked",
         }
     }
 
@@ -148,8 +154,22 @@ impl GitOp {
     pub fn writes(&self) -> bool {
         matches!(
             self,
-            GitOp::GitCommit(_) | GitOp::GitRestoreCheckpoint(_) | GitOp::GitDeleteCheckpoints(_)
+            GitOp::GitCommit(_)
+                | GitOp::GitRestoreCheckpoint(_)
+                | GitOp::GitDeleteCheckpoints(_)
+                | GitOp::GitRestorePaths(_)
+                | GitOp::GitDiscardUntracked(_)
         )
+    }
+
+    /// Whether the operation changes the project's files as an edit does (so a session takes
+    /// its automatic checkpoint first). A restore of a checkpoint keeps its own.
+    pub fn changes_files(&self) -> bool {
+        match self {
+            GitOp::GitRestorePaths(_) => true,
+            GitOp::GitDiscardUntracked(op) => !op.dry_run,
+            _ => false,
+        }
     }
 
     /// Checks every bound of the operation. Whether paths exist, and stay inside the root, is
@@ -166,6 +186,8 @@ impl GitOp {
             GitOp::GitListCheckpoints(op) => op.validate(),
             GitOp::GitRestoreCheckpoint(op) => op.validate(),
             GitOp::GitDeleteCheckpoints(op) => op.validate(),
+            GitOp::GitRestorePaths(op) => op.validate(),
+            GitOp::GitDiscardUntracked(op) => op.validate(),
             GitOp::GitLog(op) => {
                 if op.limit == 0 || op.limit > MAX_LOG_COMMITS {
                     return refuse(format!("limit must be 1-{MAX_LOG_COMMITS}"));
@@ -204,7 +226,7 @@ fn check_diff(
     Ok(())
 }
 
-fn check_paths(paths: &[RelativePath]) -> Result<(), ProtocolError> {
+pub(crate) fn check_paths(paths: &[RelativePath]) -> Result<(), ProtocolError> {
     if paths.len() > MAX_GIT_PATHS {
         return refuse(format!("paths names more than {MAX_GIT_PATHS} paths"));
     }
@@ -486,6 +508,21 @@ mod tests {
                     checkpoint: "ck-0123456789ab".into(),
                     expected_state: "a".repeat(40),
                     session_id: None,
+                }),
+            ),
+            (
+                serde_json::json!({"kind": "git", "op": "git_restore_paths",
+                    "paths": ["src"], "source": "index"}),
+                GitOp::GitRestorePaths(crate::RestorePathsOp {
+                    paths: vec![path("src")],
+                    source: crate::RestoreSource::Index,
+                }),
+            ),
+            (
+                serde_json::json!({"kind": "git", "op": "git_discard_untracked", "dry_run": true}),
+                GitOp::GitDiscardUntracked(crate::DiscardUntrackedOp {
+                    paths: Vec::new(),
+                    dry_run: true,
                 }),
             ),
             (

@@ -20,6 +20,8 @@ mod git;
 pub use git::*;
 mod checkpoint;
 pub use checkpoint::*;
+mod restore;
+pub use restore::*;
 mod validate;
 pub use validate::*;
 mod shell;
