@@ -30,7 +30,9 @@ pub use project::ProjectId;
 pub use session::{EventKind, EventRole, Lifecycle, Mode};
 pub use shell::ShellState;
 pub use task::TaskStatus;
-pub use text::{CheckpointId, Cursor, Glob, Key, Line, ProgramName, Sha256Hex, Text, TreeState};
+pub use text::{
+    CheckpointId, Cursor, Glob, Key, Line, ProgramName, Revision, Sha256Hex, Text, TreeState,
+};
 pub use work::{EndReason, ResultExpectation, WorkId, WorkMode, WorkQueue, WorkState};
 
 /// The schema of a closed set of strings: one `const` branch per value, with its description.

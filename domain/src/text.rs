@@ -264,6 +264,37 @@ impl TreeState {
 bounded_text!(TreeState);
 bounded_schema!(TreeState, "pattern": Self::PATTERN, "x-problem": Self::PROBLEM);
 
+/// A revision naming a commit as a caller writes it: a branch, tag or commit id, with `~`
+/// and `^` steps (`main`, `origin/main`, `HEAD~2`): 1-200 of letters, digits and `._/~^-`,
+/// never starting with `-` (Git would read an option).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Revision(String);
+
+impl Revision {
+    /// Longest revision, in characters.
+    pub const MAX_CHARS: usize = 200;
+    /// The schema's pattern.
+    pub const PATTERN: &'static str = r"^[A-Za-z0-9._/~^][A-Za-z0-9._/~^-]*$";
+    /// What a caller reads when a value breaks it.
+    pub const PROBLEM: &'static str =
+        "must name a commit: a branch, tag or commit id such as `main`, `origin/main` or `HEAD~2`";
+
+    /// Checks `raw`.
+    pub fn parse(raw: impl Into<String>) -> Result<Self, ParseError> {
+        let raw = raw.into();
+        check_length("revision", &raw, 1, Self::MAX_CHARS)?;
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || b"._/~^-".contains(&b);
+        if raw.starts_with('-') || !raw.bytes().all(allowed) {
+            return Err(ParseError::new("revision", Self::PROBLEM));
+        }
+        Ok(Revision(raw))
+    }
+}
+
+bounded_text!(Revision);
+bounded_schema!(Revision, "minLength": 1, "maxLength": Revision::MAX_CHARS,
+    "pattern": Self::PATTERN, "x-problem": Self::PROBLEM);
+
 fn is_lower_hex(s: &str) -> bool {
     s.bytes()
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -416,6 +447,8 @@ mod schema_tests {
             "0123456789abcdef0123456789abcdef01234567",
             "ck-0123456789ab",
             "ck-0123456789ab\n",
+            "origin/main~2",
+            "--output=x",
         ];
         agree::<Text<0, 4>>(|r| Text::<0, 4>::parse(r).is_ok(), &inputs);
         agree::<Line<1, 4>>(|r| Line::<1, 4>::parse(r).is_ok(), &inputs);
@@ -425,5 +458,6 @@ mod schema_tests {
         agree::<ProgramName>(|r| ProgramName::parse(r).is_ok(), &inputs);
         agree::<CheckpointId>(|r| CheckpointId::parse(r).is_ok(), &inputs);
         agree::<TreeState>(|r| TreeState::parse(r).is_ok(), &inputs);
+        agree::<Revision>(|r| Revision::parse(r).is_ok(), &inputs);
     }
 }

@@ -169,6 +169,8 @@ pub enum ErrorKind {
     /// The project's files are not in the state `expected_state` names: they changed since.
     /// Nothing was restored; `current_state` and `changed_paths` say what is there now.
     StateChanged,
+    /// The revision (`base`) names no commit of the project's repository; git_log lists them.
+    RevisionNotFound,
     /// A persistent shell reported an exit status that cannot be proven to be the command's
     /// (the shell's own code, such as a DEBUG trap under `extdebug`, may have reported it):
     /// the outcome is unknown. `output` keeps what the command wrote.
@@ -246,6 +248,7 @@ impl ErrorKind {
             ErrorKind::ResourceLimit => "resource_limit",
             ErrorKind::CheckpointNotFound => "checkpoint_not_found",
             ErrorKind::StateChanged => "state_changed",
+            ErrorKind::RevisionNotFound => "revision_not_found",
             ErrorKind::StatusUnproven => "status_unproven",
         }
     }
@@ -330,6 +333,7 @@ impl ErrorKind {
             ErrorKind::ResourceLimit => "limited",
             ErrorKind::CheckpointNotFound => "not_found",
             ErrorKind::StateChanged => "conflict",
+            ErrorKind::RevisionNotFound => "not_found",
             ErrorKind::StatusUnproven => "outcome_unknown",
         }
     }
@@ -397,6 +401,7 @@ impl ErrorKind {
             ErrorKind::ResourceLimit => "read_output",
             ErrorKind::CheckpointNotFound => "check_target",
             ErrorKind::StateChanged => "reread_and_retry",
+            ErrorKind::RevisionNotFound => "fix_arguments",
             ErrorKind::StatusUnproven => "check_state",
         }
     }
@@ -471,11 +476,12 @@ impl ErrorKind {
             ErrorKind::ResourceLimit => 422,
             ErrorKind::CheckpointNotFound => 404,
             ErrorKind::StateChanged => 409,
+            ErrorKind::RevisionNotFound => 404,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 68] = [
+    pub const ALL: [ErrorKind; 69] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -543,6 +549,7 @@ impl ErrorKind {
         ErrorKind::ResourceLimit,
         ErrorKind::CheckpointNotFound,
         ErrorKind::StateChanged,
+        ErrorKind::RevisionNotFound,
         ErrorKind::StatusUnproven,
     ];
 }

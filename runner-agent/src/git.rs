@@ -28,6 +28,7 @@ pub(crate) mod job;
 mod log;
 mod restore;
 pub(crate) mod status;
+mod summary;
 
 use std::time::{Duration, Instant};
 
@@ -132,6 +133,7 @@ async fn run(
         GitOp::GitDeleteCheckpoints(op) => checkpoint::delete(&ctx, op).await,
         GitOp::GitRestorePaths(op) => restore::paths(&ctx, op).await,
         GitOp::GitDiscardUntracked(op) => restore::untracked(&ctx, op).await,
+        GitOp::GitDiffSummary(op) => summary::run(&ctx, op).await,
     };
     answer::outcome(started, ended)
 }

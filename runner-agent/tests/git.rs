@@ -796,3 +796,5 @@ async fn stopped_git_work_ends_cancelled_and_late_work_timed_out() {
 mod checkpoint;
 #[path = "git/restore.rs"]
 mod restore;
+#[path = "git/summary.rs"]
+mod summary;

@@ -36,8 +36,8 @@ use wc_store::work::{
 
 pub use classify::{ExpectationView, ResultExpectation, classify};
 pub use options::{
-    AcceptedExitCodes, Argv, ExecOptions, FilePage, Purpose, ShellChoice, ShellText, Stdin,
-    check_shell_text, cwd, shell_spec, timeout,
+    AcceptedExitCodes, Argv, ExecOptions, FilePage, PathFilter, Purpose, ShellChoice, ShellText,
+    Stdin, check_shell_text, cwd, shell_spec, timeout,
 };
 pub use target::{
     ProjectOrSession, Setting, Target, defaults, is_online, refuse_resource, request_project,

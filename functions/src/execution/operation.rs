@@ -309,6 +309,7 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::CheckpointNotFound => ErrorKind::CheckpointNotFound,
         OpErrorKind::StateChanged => ErrorKind::StateChanged,
         OpErrorKind::LimitReached => ErrorKind::LimitExceeded,
+        OpErrorKind::RevisionNotFound => ErrorKind::RevisionNotFound,
     };
     ToolError::new(kind, words)
 }
@@ -390,6 +391,7 @@ mod tests {
             OpErrorKind::CheckpointNotFound,
             OpErrorKind::StateChanged,
             OpErrorKind::LimitReached,
+            OpErrorKind::RevisionNotFound,
         ];
         for kind in kinds {
             let e = refused(kind, format!("words about {}", kind.as_str()));

@@ -16,6 +16,21 @@ use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
 use crate::workflow::exec_context::ExecutionContext;
 
+/// The files or directories a Git tool looks at, flattened into its arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PathFilter {
+    /// Only these files or directories (at most 100); default the whole project.
+    #[schemars(length(max = 100))]
+    paths: Option<Vec<RelativePath>>,
+}
+
+impl PathFilter {
+    /// The paths named; empty is the whole project.
+    pub fn paths(self) -> Vec<RelativePath> {
+        self.paths.unwrap_or_default()
+    }
+}
+
 /// A page of a file listing, flattened into the arguments of the tools that list files.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct FilePage {

@@ -1,13 +1,13 @@
 //! `diff_checkpoint`: what changed in the project's files from a checkpoint to now.
 
-use wc_domain::{CheckpointId, RelativePath};
+use wc_domain::CheckpointId;
 use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{
     DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, DiffCheckpointOp, GitDiffAnswer,
 };
 
-use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
+use crate::execution::{PathFilter, ProjectOrSession};
 use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
 
@@ -17,9 +17,8 @@ pub struct Args {
     pub at: ProjectOrSession,
     /// The checkpoint (`ck-…`).
     pub checkpoint: CheckpointId,
-    /// Only these files or directories (at most 100); default the whole project.
-    #[schemars(length(max = 100))]
-    pub paths: Option<Vec<RelativePath>>,
+    #[serde(flatten)]
+    pub paths: PathFilter,
     /// Lines of context around each change (0-20, default 3).
     #[schemars(range(min = 0, max = 20))]
     pub context_lines: Option<u32>,
@@ -37,7 +36,7 @@ async fn diff_checkpoint(
 ) -> Result<InProject<GitDiffAnswer>, ToolError> {
     let op = DiffCheckpointOp {
         checkpoint: args.checkpoint.into_string(),
-        paths: args.paths.unwrap_or_default(),
+        paths: args.paths.paths(),
         context_lines: args.context_lines.unwrap_or(DEFAULT_DIFF_CONTEXT_LINES),
         limit_bytes: args.limit_bytes.unwrap_or(DEFAULT_DIFF_BYTES),
     };

@@ -2,12 +2,12 @@
 //! when asked, by the project's runner.
 
 use serde_json::{Map, Value};
-use wc_domain::RelativePath;
+
 use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{DiscardUntrackedAnswer, DiscardUntrackedOp};
 
-use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
+use crate::execution::{PathFilter, ProjectOrSession};
 use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
 use crate::workflow::evidence;
@@ -16,9 +16,8 @@ use crate::workflow::evidence;
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
-    /// Only beneath these files or directories (at most 100); default the whole project.
-    #[schemars(length(max = 100))]
-    pub paths: Option<Vec<RelativePath>>,
+    #[serde(flatten)]
+    pub paths: PathFilter,
     /// List what would be removed and remove nothing (default true); false removes them.
     pub dry_run: Option<bool>,
 }
@@ -31,7 +30,7 @@ async fn discard_untracked(
     args: Args,
 ) -> Result<InProject<DiscardUntrackedAnswer>, ToolError> {
     let op = DiscardUntrackedOp {
-        paths: args.paths.unwrap_or_default(),
+        paths: args.paths.paths(),
         dry_run: args.dry_run.unwrap_or(true),
     };
     operation::in_project(&ctx, &args.at, op).await

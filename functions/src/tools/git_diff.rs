@@ -1,14 +1,13 @@
 //! `git_diff`: the project's uncommitted changes as a bounded unified diff with per-file line
 //! counts, made by the project's runner.
 
-use wc_domain::RelativePath;
 use wc_macros::{tool, tool_args};
 use wc_runner_protocol::{
     DEFAULT_DIFF_BYTES, DEFAULT_DIFF_CONTEXT_LINES, GitDiffAnswer, GitDiffOp,
 };
 
-use crate::execution::ProjectOrSession;
 use crate::execution::operation::{self, InProject};
+use crate::execution::{PathFilter, ProjectOrSession};
 use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
 
@@ -16,9 +15,8 @@ use crate::result::ToolError;
 pub struct Args {
     #[serde(flatten)]
     pub at: ProjectOrSession,
-    /// Only these files or directories (at most 100); default the whole project.
-    #[schemars(length(max = 100))]
-    pub paths: Option<Vec<RelativePath>>,
+    #[serde(flatten)]
+    pub paths: PathFilter,
     /// The staged changes (index against HEAD: what a commit records) instead of the unstaged
     /// ones (work tree against the index). Default false.
     pub staged: Option<bool>,
@@ -37,7 +35,7 @@ pub struct Args {
 #[tool(reads, Files, "Git diff", session = Works)]
 async fn git_diff(ctx: ToolContext, args: Args) -> Result<InProject<GitDiffAnswer>, ToolError> {
     let op = GitDiffOp {
-        paths: args.paths.unwrap_or_default(),
+        paths: args.paths.paths(),
         staged: args.staged.unwrap_or(false),
         context_lines: args.context_lines.unwrap_or(DEFAULT_DIFF_CONTEXT_LINES),
         limit_bytes: args.limit_bytes.unwrap_or(DEFAULT_DIFF_BYTES),

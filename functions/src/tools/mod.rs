@@ -14,6 +14,7 @@ mod finish_coding_task;
 mod get_session_assignment;
 mod git_commit;
 mod git_diff;
+mod git_diff_summary;
 mod git_log;
 mod git_restore_paths;
 mod git_status;
@@ -92,6 +93,7 @@ pub fn all() -> Vec<ToolSpec> {
         move_project_file::spec(),
         git_status::spec(),
         git_diff::spec(),
+        git_diff_summary::spec(),
         git_log::spec(),
         git_commit::spec(),
         git_restore_paths::spec(),

@@ -89,3 +89,50 @@ async fn a_session_restores_paths_discards_untracked_files_and_can_undo_both() {
         "pub fn answer() -> u32 { 0 }\n"
     );
 }
+
+#[tokio::test]
+async fn a_diff_summary_reviews_the_changes_on_both_surfaces() {
+    let env = start().await;
+    let root = env.root();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn answer() -> u32 {\n    43\n}\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("NEW.md"), "new\n").unwrap();
+    let r = env
+        .mcp_tool("git_diff_summary", json!({"project": P, "limit": 1}))
+        .await;
+    let page = output(&r);
+    assert_eq!(page["total_files"], 2, "{r}");
+    assert_eq!(
+        page["files"],
+        json!([{"path": "NEW.md", "status": "untracked", "original_path": null,
+                "added": 0, "removed": 0, "binary": false}]),
+        "{r}"
+    );
+    assert_eq!(page["next_offset"], 1, "{r}");
+    let r = env
+        .rest(
+            "git_diff_summary",
+            json!({"project": P, "include_untracked": false}),
+        )
+        .await;
+    let rest = output(&r);
+    assert_eq!(rest["total_files"], 1, "{r}");
+    assert_eq!(rest["files"][0]["path"], "src/lib.rs", "{r}");
+    assert_eq!(
+        (&rest["added"], &rest["removed"]),
+        (&json!(1), &json!(3)),
+        "{r}"
+    );
+    let r = env
+        .mcp_tool("git_diff_summary", json!({"project": P, "base": "-p"}))
+        .await;
+    assert_eq!(kind(&r), "invalid_arguments", "{r}");
+    assert_eq!(r["error"]["pointer"], "/base", "{r}");
+    let r = env
+        .mcp_tool("git_diff_summary", json!({"project": P, "base": "nope"}))
+        .await;
+    assert_eq!(kind(&r), "revision_not_found", "{r}");
+}

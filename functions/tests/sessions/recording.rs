@@ -105,6 +105,7 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
         | "list_project_tracked_files"
         | "git_status"
         | "git_diff"
+        | "git_diff_summary"
         | "git_log" => {
             let c = fresh("look in me").await;
             (json!({ "session_id": c }), Some(c))
@@ -206,7 +207,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 35] = [
+const WORK_IN_THEIR_SESSION: [&str; 36] = [
     "run_shell",
     "open_session_shell",
     "session_shell_exec",
@@ -227,6 +228,7 @@ const WORK_IN_THEIR_SESSION: [&str; 35] = [
     "move_project_file",
     "git_status",
     "git_diff",
+    "git_diff_summary",
     "git_log",
     "git_commit",
     "git_restore_paths",

@@ -95,6 +95,8 @@ pub enum OpErrorKind {
     StateChanged,
     /// A bound on what the runner keeps was reached (checkpoints).
     LimitReached,
+    /// The revision names no commit of the repository.
+    RevisionNotFound,
 }
 
 impl OpErrorKind {
@@ -137,6 +139,7 @@ impl OpErrorKind {
             OpErrorKind::CheckpointNotFound => "checkpoint_not_found",
             OpErrorKind::StateChanged => "state_changed",
             OpErrorKind::LimitReached => "limit_reached",
+            OpErrorKind::RevisionNotFound => "revision_not_found",
         }
     }
 }
@@ -198,6 +201,8 @@ pub enum WorkAnswer {
     GitRestorePaths(crate::RestorePathsAnswer),
     /// Answer to [`crate::GitOp::GitDiscardUntracked`].
     GitDiscardUntracked(crate::DiscardUntrackedAnswer),
+    /// Answer to [`crate::GitOp::GitDiffSummary`].
+    GitDiffSummary(crate::DiffSummaryAnswer),
     /// Answer to [`crate::ValidateOp`]: given whatever the validation's exit status.
     Validate(ValidationAnswer),
     /// Answer to every [`crate::ShellOp`]: given whatever the command's exit status.
@@ -259,6 +264,7 @@ operations! {
     crate::DeleteCheckpointsOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDeleteCheckpoints(op)), GitDeleteCheckpoints(crate::DeleteCheckpointsAnswer);
     crate::RestorePathsOp => |op| crate::WorkSpec::Git(crate::GitOp::GitRestorePaths(op)), GitRestorePaths(crate::RestorePathsAnswer);
     crate::DiscardUntrackedOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiscardUntracked(op)), GitDiscardUntracked(crate::DiscardUntrackedAnswer);
+    crate::DiffSummaryOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiffSummary(op)), GitDiffSummary(crate::DiffSummaryAnswer);
     crate::ValidateOp => crate::WorkSpec::Validate, Validate(ValidationAnswer);
     crate::ShellOp => crate::WorkSpec::PersistentShell, Shell(ShellAnswer);
 }
@@ -289,6 +295,7 @@ impl WorkAnswer {
             WorkAnswer::GitDeleteCheckpoints(_) => "git_delete_checkpoints",
             WorkAnswer::GitRestorePaths(_) => "git_restore_paths",
             WorkAnswer::GitDiscardUntracked(_) => "git_discard_untracked",
+            WorkAnswer::GitDiffSummary(_) => "git_diff_summary",
             WorkAnswer::Validate(_) => "validate",
             WorkAnswer::Shell(_) => "shell",
         }

@@ -43,6 +43,8 @@ pub enum GitOp {
     GitRestorePaths(crate::RestorePathsOp),
     /// Untracked files removed (or listed).
     GitDiscardUntracked(crate::DiscardUntrackedOp),
+    /// The changed files against a base commit, paged.
+    GitDiffSummary(crate::DiffSummaryOp),
 }
 
 /// The branch, its upstream and the changed files of the project. No arguments (unknown ones
@@ -145,6 +147,7 @@ impl GitOp {
             GitOp::GitDeleteCheckpoints(_) => "git_delete_checkpoints",
             GitOp::GitRestorePaths(_) => "git_restore_paths",
             GitOp::GitDiscardUntracked(_) => "git_discard_untracked",
+            GitOp::GitDiffSummary(_) => "git_diff_summary",
         }
     }
 
@@ -188,6 +191,7 @@ impl GitOp {
             GitOp::GitDeleteCheckpoints(op) => op.validate(),
             GitOp::GitRestorePaths(op) => op.validate(),
             GitOp::GitDiscardUntracked(op) => op.validate(),
+            GitOp::GitDiffSummary(op) => op.validate(),
             GitOp::GitLog(op) => {
                 if op.limit == 0 || op.limit > MAX_LOG_COMMITS {
                     return refuse(format!("limit must be 1-{MAX_LOG_COMMITS}"));

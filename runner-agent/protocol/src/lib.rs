@@ -22,6 +22,8 @@ mod checkpoint;
 pub use checkpoint::*;
 mod restore;
 pub use restore::*;
+mod summary;
+pub use summary::*;
 mod validate;
 pub use validate::*;
 mod shell;

@@ -399,9 +399,10 @@ async fn keep(
     } else {
         label
     };
-    let taken_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
+    // Its dates are set here, so the answer says them without asking Git again.
+    let now = chrono::Utc::now();
+    let taken_ms = now.timestamp_millis();
+    let date = format!("@{} +0000", now.timestamp());
     let mut message = format!(
         "{label}\n\n{KIND}{}\n{STATE}{}\n{PREFIX}{}\n{TAKEN}{taken_ms}\n",
         kind.as_str(),
@@ -421,8 +422,10 @@ async fn keep(
         env: vec![
             ("GIT_AUTHOR_NAME", identity.name().to_owned()),
             ("GIT_AUTHOR_EMAIL", identity.email().to_owned()),
+            ("GIT_AUTHOR_DATE", date.clone()),
             ("GIT_COMMITTER_NAME", identity.name().to_owned()),
             ("GIT_COMMITTER_EMAIL", identity.email().to_owned()),
+            ("GIT_COMMITTER_DATE", date),
         ],
         ..Command::new(&args, SMALL)
     };
@@ -434,16 +437,13 @@ async fn keep(
         ..Command::new(&["update-ref", "--stdin"], SMALL)
     };
     ok(jobs.run(update).await?)?;
-    let shown = jobs
-        .output(&["show", "-s", "--format=%cI", commit.as_str()], SMALL)
-        .await?;
     Ok(Checkpoint {
         id,
         label: label.to_owned(),
         kind,
         state: snapshot.state.clone(),
         head: at.head.clone(),
-        created_at: line(shown),
+        created_at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         session_id: session.clone(),
     })
 }

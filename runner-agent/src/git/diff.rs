@@ -118,13 +118,20 @@ fn json_len(c: char) -> usize {
     }
 }
 
+/// One record of `--numstat -z`: the file's (new) path as Git wrote it, and its lines added
+/// and removed (`None` for a binary file).
+pub(super) struct Counted<'a> {
+    pub(super) path: &'a [u8],
+    pub(super) lines: Option<(u64, u64)>,
+}
+
 /// Reads `--numstat -z`: `added TAB removed TAB path NUL`, or for a rename `added TAB removed
-/// TAB NUL from NUL to NUL`; `-` counts mark a binary file. Files whose path no project path
-/// can name are left out, as are files past the bound or the answer's room (flagged).
-fn numstat(raw: &[u8], more: bool, budget: &mut Budget) -> (Vec<DiffFile>, bool) {
+/// TAB NUL from NUL to NUL`; `-` counts mark a binary file. Returns the records and whether
+/// the output ended inside one (cut).
+pub(super) fn numstat_records(raw: &[u8]) -> (Vec<Counted<'_>>, bool) {
     let mut tokens: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
-    let mut truncated = tokens.pop().is_some_and(|last| !last.is_empty()) || more;
-    let mut files = Vec::new();
+    let mut cut = tokens.pop().is_some_and(|last| !last.is_empty());
+    let mut records = Vec::new();
     let mut tokens = tokens.into_iter();
     while let Some(token) = tokens.next() {
         let mut parts = token.splitn(3, |&b| b == b'\t');
@@ -135,26 +142,36 @@ fn numstat(raw: &[u8], more: bool, budget: &mut Budget) -> (Vec<DiffFile>, bool)
         let path = if path.is_empty() {
             // A rename: its origin, then its new path.
             let (Some(_from), Some(to)) = (tokens.next(), tokens.next()) else {
-                truncated = true;
+                cut = true;
                 break;
             };
             to
         } else {
             path
         };
-        let Some(path) = super::status::project_path("", path) else {
+        let count = |n: &[u8]| std::str::from_utf8(n).ok().and_then(|n| n.parse().ok());
+        let lines = count(added).zip(count(removed));
+        records.push(Counted { path, lines });
+    }
+    (records, cut)
+}
+
+/// [`numstat_records`] as diff files. Files whose path no project path can name are left out,
+/// as are files past the bound or the answer's room (flagged).
+fn numstat(raw: &[u8], more: bool, budget: &mut Budget) -> (Vec<DiffFile>, bool) {
+    let (records, cut) = numstat_records(raw);
+    let mut truncated = cut || more;
+    let mut files = Vec::new();
+    for record in records {
+        let Some(path) = super::status::project_path("", record.path) else {
             continue;
         };
-        let count = |n: &[u8]| std::str::from_utf8(n).ok().and_then(|n| n.parse().ok());
-        let (added, removed, binary) = match (count(added), count(removed)) {
-            (Some(a), Some(r)) => (a, r, false),
-            _ => (0, 0, true),
-        };
+        let (added, removed) = record.lines.unwrap_or((0, 0));
         let file = DiffFile {
             path,
             added,
             removed,
-            binary,
+            binary: record.lines.is_none(),
         };
         if files.len() == MAX_DIFF_FILES || !budget.take(&file) {
             truncated = true;

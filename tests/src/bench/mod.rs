@@ -2,6 +2,7 @@
 
 pub mod baseline;
 pub mod board;
+pub mod checkpoint;
 pub mod cold_start;
 pub mod cpu;
 pub mod files;

@@ -231,6 +231,18 @@ async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> an
             emit(&validate::against_direct(base, token, project, &dir, repetitions, edited).await?);
         }
     }
+    if wanted(cli, "checkpoint_vs_git") {
+        // Its own stack: the project root is the tree's repository, with nothing else in it.
+        use wc_e2e::bench::checkpoint;
+        let own = Stack::start(cli).await?;
+        let tree = checkpoint::prepare(&own.root)?;
+        let repetitions = if cli.quick { 5 } else { 11 };
+        let (base, token) = (&own.server.base_url, &own.server.token);
+        emit(
+            &checkpoint::against_git(base, token, &own.project, &own.root, &tree, repetitions)
+                .await?,
+        );
+    }
     if wanted(cli, "shell_exec_true") {
         use wc_e2e::bench::shells;
         for &c in cli.concurrency.iter().filter(|&&c| c <= 8) {
@@ -285,6 +297,7 @@ async fn main() -> anyhow::Result<()> {
         "apply_text_edits_roundtrip",
         "shell_exec_true",
         "tasks_get",
+        "checkpoint_vs_git",
     ];
     let recorded = [
         "mcp_recorded_call",
