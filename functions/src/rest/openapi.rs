@@ -94,48 +94,51 @@ pub fn rest_input_schema(spec: &ToolSpec) -> Value {
     Value::Object(schema)
 }
 
-/// The body of `callRuntimeTool`: any tool name; for each tool without a named operation its
-/// `arguments` must match that tool's input schema (`if`/`then` per tool; an unknown name is
-/// `unknown_tool`), and may be left out only when the tool requires none. Tools with a named
-/// operation are documented there: one `if`/`then` per tool of the whole surface is more than
-/// schema-driven clients and generators handle.
-fn call_schema(runtime: &Registry) -> Value {
-    // The arguments of each tool without an operation of its own; a tool with one is
-    // documented there (and any listed tool may be called here).
-    let per_tool: Vec<Value> = runtime
-        .specs()
-        .iter()
-        .filter(|spec| !is_named(spec.meta.name))
-        .map(|spec| {
-            let input = Value::Object((*spec.input_schema).clone());
-            let requires_something = ["required", "anyOf", "allOf"]
-                .iter()
-                .any(|k| input.get(*k).is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty())));
-            let then = if requires_something {
-                json!({ "type": "object", "properties": { "arguments": input }, "required": ["arguments"] })
-            } else {
-                // Left out or null means {}.
-                json!({ "type": "object", "properties": { "arguments": { "anyOf": [{ "type": "null" }, input] } } })
-            };
-            json!({
-                "type": "object",
-                "if": { "type": "object", "properties": { "tool": { "type": "string", "const": spec.meta.name } }, "required": ["tool"] },
-                "then": then,
-            })
-        })
-        .collect();
+/// The body of `callRuntimeTool`: a tool's name and its arguments, which the tool's own input
+/// schema checks when it is called. That schema is listed by `listRuntimeTools` and, for each
+/// tool without an operation of its own, published as `components.schemas.<tool>Arguments`
+/// ([`argument_schemas`]). The body does not combine them: one branch per tool is more than
+/// generators canonicalize (they give up past 30 branches), and the surface outgrows that.
+fn call_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "tool": { "type": "string", "minLength": 1, "maxLength": 128 },
-            // null is the same as {}.
-            "arguments": { "anyOf": [{ "type": "object" }, { "type": "null" }] },
+            "tool": {
+                "type": "string", "minLength": 1, "maxLength": 128,
+                "description": "A tool listRuntimeTools lists.",
+            },
+            "arguments": {
+                "anyOf": [{ "type": "object" }, { "type": "null" }],
+                "description": "The tool's arguments, as its input schema says (listRuntimeTools; components.schemas.<tool>Arguments). null is {}.",
+            },
             "recording_session_id": wrapper::schema_properties(Surface::Rest)["recording_session_id"].clone(),
         },
         "required": ["tool"],
         "additionalProperties": false,
-        "allOf": per_tool,
     })
+}
+
+/// The input schema of every tool without an operation of its own, by `<camelName>Arguments`.
+fn argument_schemas(runtime: &Registry) -> Map<String, Value> {
+    runtime
+        .specs()
+        .iter()
+        .filter(|spec| !is_named(spec.meta.name))
+        .map(|spec| {
+            let mut schema = (*spec.input_schema).clone();
+            schema.insert(
+                "description".into(),
+                Value::from(format!(
+                    "Arguments of {} (callRuntimeTool).",
+                    spec.meta.name
+                )),
+            );
+            (
+                format!("{}Arguments", camel_case(spec.meta.name)),
+                Value::Object(schema),
+            )
+        })
+        .collect()
 }
 
 fn result_schema(output: Value) -> Value {
@@ -239,7 +242,7 @@ pub fn document(runtime: &Registry, server: Option<&str>) -> Value {
             "Call a runtime tool",
             "Call any runtime tool by name with its arguments (see listRuntimeTools). Returns {success, output, error}.",
             true,
-            call_schema(runtime),
+            call_schema(),
             // Every tool's output is an object; its shape is the tool's (listRuntimeTools).
             result_schema(json!({ "type": "object" })),
         ),
@@ -257,6 +260,35 @@ pub fn document(runtime: &Registry, server: Option<&str>) -> Value {
             ),
         );
     }
+    let mut schemas = argument_schemas(runtime);
+    schemas.insert(
+        "ToolResult".into(),
+        result_schema(json!({ "type": "object" })),
+    );
+    schemas.insert(
+        "SessionAttention".into(),
+        Value::Object(crate::kernel::spec::schema_for::<
+            crate::board::SessionAttention,
+        >()),
+    );
+    schemas.insert(
+        "ErrorBody".into(),
+        json!({
+            "type": "object",
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "properties": {
+                        "kind": { "type": "string" },
+                        "message": { "type": "string" },
+                        "request_id": { "type": "string" },
+                    },
+                    "required": ["kind", "message"],
+                }
+            },
+            "required": ["error"],
+        }),
+    );
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -269,25 +301,7 @@ pub fn document(runtime: &Registry, server: Option<&str>) -> Value {
         "paths": paths,
         "components": {
             "securitySchemes": { "bearerAuth": { "type": "http", "scheme": "bearer" } },
-            "schemas": {
-                "ToolResult": result_schema(json!({ "type": "object" })),
-                "SessionAttention": Value::Object(crate::kernel::spec::schema_for::<crate::board::SessionAttention>()),
-                "ErrorBody": {
-                    "type": "object",
-                    "properties": {
-                        "error": {
-                            "type": "object",
-                            "properties": {
-                                "kind": { "type": "string" },
-                                "message": { "type": "string" },
-                                "request_id": { "type": "string" },
-                            },
-                            "required": ["kind", "message"],
-                        }
-                    },
-                    "required": ["error"],
-                },
-            },
+            "schemas": schemas,
         },
     })
 }
@@ -321,6 +335,33 @@ mod tests {
             let path = format!("/api/actions/{name}");
             assert!(doc["paths"].get(&path).is_some(), "{path}");
         }
+    }
+
+    #[test]
+    fn every_tool_without_an_operation_publishes_its_arguments_beside_a_plain_call_body() {
+        let runtime = Registry::new(crate::tools::all());
+        let doc = document(&runtime, None);
+        let schemas = &doc["components"]["schemas"];
+        for spec in runtime.specs() {
+            let published = &schemas[format!("{}Arguments", camel_case(spec.meta.name))];
+            if is_named(spec.meta.name) {
+                assert!(published.is_null(), "{}", spec.meta.name);
+                continue;
+            }
+            // The schema the tool checks its arguments with, word for word.
+            let mut schema = published.as_object().unwrap().clone();
+            schema.remove("description");
+            assert_eq!(schema, *spec.input_schema, "{}", spec.meta.name);
+        }
+        // The body names a tool and carries an object: the tool's own schema decides the rest.
+        let body = &doc["paths"]["/api/tools/call"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"];
+        let check = jsonschema::validator_for(body).unwrap();
+        assert!(check.is_valid(&json!({"tool": "git_log", "arguments": {"project": "agent:r:p"}})));
+        assert!(check.is_valid(&json!({"tool": "list_runners"})));
+        assert!(!check.is_valid(&json!({"tool": ""})));
+        assert!(!check.is_valid(&json!({"tool": "git_log", "arguments": []})));
+        assert!(!check.is_valid(&json!({"tool": "git_log", "x": 1})));
     }
 
     #[test]
