@@ -14,6 +14,17 @@ use crate::answer::{Budget, Ended};
 /// diff text of escape-heavy bytes is cut shorter than `limit_bytes` to stay within it.
 const DIFF_JSON_BYTES: usize = MAX_ANSWER_BYTES / 2 + MAX_ANSWER_BYTES / 4;
 
+/// `git diff` with the options that keep its output Git's own whatever the repository
+/// configures: no colour, no external diff or text conversion program, paths from the project
+/// root and only its files.
+pub(super) const DIFF: [&str; 5] = [
+    "diff",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--relative",
+];
+
 pub(super) async fn run(ctx: &Ctx<'_>, op: &GitDiffOp) -> Result<WorkAnswer, Ended> {
     ctx.check_beneath(&op.paths)?;
     let compared: &[&str] = if op.staged { &["--cached"] } else { &[] };
@@ -31,16 +42,7 @@ pub(super) async fn changes(
     limit_bytes: u32,
 ) -> Result<GitDiffAnswer, Ended> {
     let context = format!("-U{context_lines}");
-    // Options that keep the text Git's own diff whatever the repository configures: no
-    // colour, no external diff or text conversion program, the usual prefixes, paths from
-    // the project root and only its files.
-    let mut common = vec![
-        "diff",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--relative",
-    ];
+    let mut common = DIFF.to_vec();
     common.extend(compared);
     let jobs = ctx.jobs();
     let specs = jobs.pathspecs(&super::named(paths));

@@ -50,15 +50,8 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &DiffSummaryOp) -> Result<WorkAnswer,
             String::from_utf8_lossy(&out.stdout).trim().to_owned()
         }
     };
-    let mut common = vec![
-        "diff",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--relative",
-        "-M",
-        "-z",
-    ];
+    let mut common = super::diff::DIFF.to_vec();
+    common.extend(["-M", "-z"]);
     if op.staged {
         common.push("--cached");
     }
