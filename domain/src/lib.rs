@@ -26,12 +26,13 @@ pub use error::ParseError;
 pub use ids::{MessageId, SessionId, ShellId, TaskId};
 pub use memory::MemoryKey;
 pub use path::RelativePath;
-pub use project::ProjectId;
+pub use project::{ProjectId, ProjectOrigin};
 pub use session::{EventKind, EventRole, Lifecycle, Mode};
 pub use shell::ShellState;
 pub use task::TaskStatus;
 pub use text::{
-    CheckpointId, Cursor, Glob, Key, Line, ProgramName, Revision, Sha256Hex, Text, TreeState,
+    CheckpointId, Cursor, Glob, HostPath, Key, Line, ProgramName, Revision, Sha256Hex, Text,
+    TreeState,
 };
 pub use work::{EndReason, ResultExpectation, WorkId, WorkMode, WorkQueue, WorkState};
 

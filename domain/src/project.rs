@@ -44,6 +44,19 @@ impl ProjectId {
 
 text_newtype!(ProjectId);
 
+string_enum! {
+    /// How a project came to be served.
+    "project origin"
+    pub enum ProjectOrigin {
+        /// Listed in its runner's configuration.
+        Configured = "configured",
+        /// A checkout a caller opened as itself (`work_on_project` with `path`).
+        Checkout = "checkout",
+        /// A managed worktree its runner made for a caller (`mode=worktree`).
+        Worktree = "worktree",
+    }
+}
+
 string_schema!(ProjectId, "maxLength": ProjectId::MAX_CHARS, "pattern": ProjectId::PATTERN,
     "x-problem": "must not contain control characters");
 

@@ -295,6 +295,36 @@ bounded_text!(Revision);
 bounded_schema!(Revision, "minLength": 1, "maxLength": Revision::MAX_CHARS,
     "pattern": Self::PATTERN, "x-problem": Self::PROBLEM);
 
+/// An absolute path on a build host, as its operator's filesystem policy names directories
+/// (`/home/dev/src/app`): 2-4,096 characters from `/`, no control characters. Only the
+/// runner reads it; the server never builds or interprets one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPath(String);
+
+impl HostPath {
+    /// Longest path, in characters.
+    pub const MAX_CHARS: usize = 4096;
+    /// The schema's pattern.
+    pub const PATTERN: &'static str = r"^/[^\x00-\x1F\x7F]+$";
+    /// What a caller reads when a value breaks it.
+    pub const PROBLEM: &'static str =
+        "must be an absolute path on the runner's host, such as `/home/dev/src/app`";
+
+    /// Checks `raw`.
+    pub fn parse(raw: impl Into<String>) -> Result<Self, ParseError> {
+        let raw = raw.into();
+        check_length("host path", &raw, 2, Self::MAX_CHARS)?;
+        if !raw.starts_with('/') || raw.chars().any(|c| c.is_ascii_control()) {
+            return Err(ParseError::new("host path", Self::PROBLEM));
+        }
+        Ok(HostPath(raw))
+    }
+}
+
+bounded_text!(HostPath);
+bounded_schema!(HostPath, "minLength": 2, "maxLength": HostPath::MAX_CHARS,
+    "pattern": Self::PATTERN, "x-problem": Self::PROBLEM);
+
 fn is_lower_hex(s: &str) -> bool {
     s.bytes()
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -449,6 +479,10 @@ mod schema_tests {
             "ck-0123456789ab\n",
             "origin/main~2",
             "--output=x",
+            "/",
+            "/home/dev/src",
+            "/home/d\tev",
+            "relative/dir",
         ];
         agree::<Text<0, 4>>(|r| Text::<0, 4>::parse(r).is_ok(), &inputs);
         agree::<Line<1, 4>>(|r| Line::<1, 4>::parse(r).is_ok(), &inputs);
@@ -459,5 +493,6 @@ mod schema_tests {
         agree::<CheckpointId>(|r| CheckpointId::parse(r).is_ok(), &inputs);
         agree::<TreeState>(|r| TreeState::parse(r).is_ok(), &inputs);
         agree::<Revision>(|r| Revision::parse(r).is_ok(), &inputs);
+        agree::<HostPath>(|r| HostPath::parse(r).is_ok(), &inputs);
     }
 }

@@ -175,6 +175,15 @@ pub enum ErrorKind {
     /// (the shell's own code, such as a DEBUG trap under `extdebug`, may have reported it):
     /// the outcome is unknown. `output` keeps what the command wrote.
     StatusUnproven,
+    /// The path is outside every directory the runner's operator lets callers open (its
+    /// `[workspaces] open` setting); nothing was opened.
+    PathNotAllowed,
+    /// The managed worktree holds uncommitted files or commits no branch, tag or remote keeps:
+    /// nothing was removed. `unsaved` lists them; commit or push them, or pass `force`.
+    UnsavedWork,
+    /// `base_ref` names another commit than the managed worktree was made at
+    /// (`base_commit` in the details).
+    BaseMismatch,
 }
 
 impl ErrorKind {
@@ -250,6 +259,9 @@ impl ErrorKind {
             ErrorKind::StateChanged => "state_changed",
             ErrorKind::RevisionNotFound => "revision_not_found",
             ErrorKind::StatusUnproven => "status_unproven",
+            ErrorKind::PathNotAllowed => "path_not_allowed",
+            ErrorKind::UnsavedWork => "unsaved_work",
+            ErrorKind::BaseMismatch => "base_mismatch",
         }
     }
 
@@ -335,6 +347,9 @@ impl ErrorKind {
             ErrorKind::StateChanged => "conflict",
             ErrorKind::RevisionNotFound => "not_found",
             ErrorKind::StatusUnproven => "outcome_unknown",
+            ErrorKind::PathNotAllowed => "permission",
+            ErrorKind::UnsavedWork => "invalid_state",
+            ErrorKind::BaseMismatch => "conflict",
         }
     }
 
@@ -403,6 +418,9 @@ impl ErrorKind {
             ErrorKind::StateChanged => "reread_and_retry",
             ErrorKind::RevisionNotFound => "fix_arguments",
             ErrorKind::StatusUnproven => "check_state",
+            ErrorKind::PathNotAllowed => "check_target",
+            ErrorKind::UnsavedWork => "save_or_force",
+            ErrorKind::BaseMismatch => "fix_arguments",
         }
     }
 
@@ -477,11 +495,14 @@ impl ErrorKind {
             ErrorKind::CheckpointNotFound => 404,
             ErrorKind::StateChanged => 409,
             ErrorKind::RevisionNotFound => 404,
+            ErrorKind::PathNotAllowed => 403,
+            ErrorKind::UnsavedWork => 409,
+            ErrorKind::BaseMismatch => 409,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 69] = [
+    pub const ALL: [ErrorKind; 72] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -551,6 +572,9 @@ impl ErrorKind {
         ErrorKind::StateChanged,
         ErrorKind::RevisionNotFound,
         ErrorKind::StatusUnproven,
+        ErrorKind::PathNotAllowed,
+        ErrorKind::UnsavedWork,
+        ErrorKind::BaseMismatch,
     ];
 }
 

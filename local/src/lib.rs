@@ -21,7 +21,7 @@ mod state;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -39,7 +39,7 @@ use wc_functions::config::ServerConfig;
 use wc_functions::wake::Wakeups;
 use wc_functions::{AppState, VERSION, app};
 use wc_runner_agent::agent::{AgentOptions, Stop};
-use wc_runner_agent::config::{Limits, RunnerConfig, Secret};
+use wc_runner_agent::config::{Limits, RunnerConfig, Secret, WorkspaceSettings};
 use wc_runner_agent::sandbox::{SandboxMode, SandboxSettings};
 
 use secrets::{SecretSource, given_database_url, given_token};
@@ -96,6 +96,11 @@ pub struct LocalCli {
     /// directory. Never inside a served project.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// A directory beneath which a caller may open a checkout with work_on_project's
+    /// `client_id` + `path`, as itself or as a managed worktree (repeatable; default none).
+    /// Worktrees go in `<state dir>-worktrees`.
+    #[arg(long = "open", value_name = "DIR")]
+    pub open: Vec<PathBuf>,
     /// A file or directory that jobs and file tools must not see, besides the default
     /// credential paths (repeatable; absolute, or `~/…`).
     #[arg(long = "hide", value_name = "PATH")]
@@ -217,10 +222,19 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
     {
         hide.push(std::path::absolute(own)?.display().to_string());
     }
+    let workspaces = match (&cli.open[..], &state) {
+        ([], _) => WorkspaceSettings::default(),
+        (open, Ok(state)) => WorkspaceSettings {
+            open: open.to_vec(),
+            store: Some(worktree_store(state)),
+        },
+        (_, Err(e)) => bail!("--open needs a state directory for its worktrees: {e}"),
+    };
     let switches = Switches {
         config,
         // A runner with nothing to serve would only displace another wc-local's runner.
-        embedded_runner: !cli.no_runner && !cli.projects.is_empty(),
+        embedded_runner: !cli.no_runner && (!cli.projects.is_empty() || !cli.open.is_empty()),
+        workspaces,
         // What is hidden holds for the file tools also when jobs run unsandboxed.
         sandbox: SandboxSettings {
             mode: cli.no_sandbox.then_some(SandboxMode::Off),
@@ -286,6 +300,8 @@ pub async fn run(cli: LocalCli, out: &mut (impl Write + Send)) -> anyhow::Result
 struct Switches {
     config: ServerConfig,
     embedded_runner: bool,
+    /// What callers may open through the embedded runner.
+    workspaces: WorkspaceSettings,
     /// How the embedded runner's jobs are sandboxed, and what they and its file tools never see.
     sandbox: SandboxSettings,
 }
@@ -357,8 +373,15 @@ async fn serve(
     });
     let (runner, runner_state) = if switches.embedded_runner {
         let before = registered_instance(&pool).await;
-        let (stop, mut joined) =
-            start_runner(&pool, addr, projects, runner_sqs, switches.sandbox).await?;
+        let (stop, mut joined) = start_runner(
+            &pool,
+            addr,
+            projects,
+            runner_sqs,
+            switches.sandbox,
+            &switches.workspaces,
+        )
+        .await?;
         // Ready means ready to execute: the banner waits for the runner to register, or
         // for it to refuse to start (its sandbox cannot run here).
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
@@ -388,7 +411,15 @@ async fn serve(
     } else {
         (None, EmbeddedRunner::None)
     };
-    print_banner(out, addr, projects, &token, &database, &runner_state)?;
+    print_banner(
+        out,
+        addr,
+        projects,
+        &switches.workspaces,
+        &token,
+        &database,
+        &runner_state,
+    )?;
     shutdown_signal().await;
     tracing::info!("shutting down");
     // The runner stops first (cancelling and reporting its work) while the server still answers.
@@ -448,6 +479,7 @@ async fn start_runner(
     projects: &[LocalProject],
     sqs: Option<(String, Option<String>, String)>,
     sandbox: SandboxSettings,
+    workspaces: &WorkspaceSettings,
 ) -> anyhow::Result<(
     tokio::sync::watch::Sender<Stop>,
     tokio::task::JoinHandle<Result<(), wc_runner_agent::agent::AgentError>>,
@@ -480,6 +512,9 @@ async fn start_runner(
         },
         sandbox,
     )?;
+    if let Some(workspaces) = workspaces.policy()? {
+        cfg = cfg.with_workspaces(workspaces);
+    }
     if let Some((queue_url, endpoint_url, region)) = &sqs {
         cfg = cfg.with_sqs(queue_url, endpoint_url.as_deref(), Some(region))?;
     }
@@ -571,6 +606,7 @@ fn print_banner(
     out: &mut impl Write,
     addr: SocketAddr,
     projects: &[LocalProject],
+    workspaces: &WorkspaceSettings,
     token: &AcceptedToken,
     database: &str,
     runner: &EmbeddedRunner,
@@ -586,6 +622,16 @@ fn print_banner(
     }
     for p in projects {
         writeln!(out, "  Project:       {} -> {}", p.id(), p.root.display())?;
+    }
+    for dir in &workspaces.open {
+        writeln!(
+            out,
+            "  Open:          checkouts beneath {} (work_on_project client_id={LOCAL_RUNNER} path=…)",
+            dir.display()
+        )?;
+    }
+    if let (false, Some(store)) = (workspaces.open.is_empty(), &workspaces.store) {
+        writeln!(out, "  Worktrees:     {}", store.display())?;
     }
     match runner {
         EmbeddedRunner::Running => writeln!(
@@ -631,6 +677,14 @@ fn print_banner(
     )?;
     writeln!(out, "Press Ctrl-C to stop.")?;
     out.flush()
+}
+
+/// Where the embedded runner makes managed worktrees: beside the state directory, never in
+/// it (jobs never see the state directory).
+pub fn worktree_store(state: &Path) -> PathBuf {
+    let mut name = state.file_name().unwrap_or_default().to_os_string();
+    name.push("-worktrees");
+    state.with_file_name(name)
 }
 
 #[cfg(test)]

@@ -193,13 +193,17 @@ fn work_kinds() -> Vec<proto::WorkKind> {
         .iter()
         .copied()
         .filter(|k| !matches!(k, proto::WorkKind::Explore | proto::WorkKind::Edit) || confined)
-        .filter(|k| *k != proto::WorkKind::Git || crate::git::supported())
+        .filter(|k| {
+            !matches!(k, proto::WorkKind::Git | proto::WorkKind::Workspace)
+                || crate::git::supported()
+        })
         .collect()
 }
 
 async fn register(
     api: &Api,
     cfg: &RunnerConfig,
+    host: &exec::Host,
     instance_id: Uuid,
     opts: &AgentOptions,
     stop: &mut watch::Receiver<Stop>,
@@ -207,7 +211,7 @@ async fn register(
     let req = RegisterRequest {
         protocol_version: proto::PROTOCOL_VERSION,
         instance_id,
-        projects: cfg.projects.keys().cloned().collect(),
+        projects: host.project_ids(),
         agent_version: env!("CARGO_PKG_VERSION").into(),
         queue: match cfg.queue {
             QueueBackend::ApiPoll => proto::QueueKind::ApiPoll,
@@ -282,19 +286,20 @@ pub async fn run(
     let api = Api::new(&cfg.server_url, cfg.token.clone())
         .map_err(|e| AgentError::Setup(e.to_string()))?;
     let instance_id = Uuid::now_v7();
-    let Some(reg) = register(&api, &cfg, instance_id, &opts, &mut stop).await? else {
+    let host = Arc::new(exec::Host::from_config(&cfg));
+    let Some(reg) = register(&api, &cfg, &host, instance_id, &opts, &mut stop).await? else {
         return Ok(());
     };
     tracing::info!(
         client_id = %reg.client_id, %instance_id, lost_work = reg.lost_work,
-        projects = cfg.projects.len(), "runner registered"
+        projects = host.project_ids().len(), "runner registered"
     );
     let (fatal_tx, mut fatal_rx) = watch::channel(false);
-    let host = Arc::new(exec::Host::from_config(&cfg));
     // Before any work runs: what an earlier runner's edits left half-written goes.
     let sweeping = host.clone();
     let _ = tokio::task::spawn_blocking(move || {
         for project in sweeping.project_ids() {
+            let project = project.as_str();
             match crate::edit::sweep_leftovers(&sweeping, project) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(project, removed = n, "removed edits' leftover files"),
@@ -658,6 +663,10 @@ async fn run_one(shared: Arc<Shared>, lease: Lease) -> bool {
                 WorkSpec::PersistentShell(_) => {
                     drop(out_tx);
                     shells.execute(&item, cancel_rx).await
+                }
+                WorkSpec::Workspace(_) => {
+                    drop(out_tx);
+                    crate::workspace::execute(&item, &host, cancel_rx, &policy).await
                 }
                 _ => exec::execute(&item, &host, cancel_rx, out_tx, &policy).await,
             }

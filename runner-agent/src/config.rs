@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::boundary::Project;
 use crate::cgroup::JobLimitSettings;
+use crate::opened::Workspaces;
 use crate::sandbox::{Sandbox, SandboxSettings};
 
 /// The runner token. Never printed.
@@ -175,6 +176,31 @@ struct RawProjectTable {
     cpu_weight: Option<u64>,
 }
 
+/// The `[workspaces]` table: what callers may open on this host.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceSettings {
+    /// Directories beneath which a caller may open a checkout (empty: none).
+    #[serde(default)]
+    pub open: Vec<PathBuf>,
+    /// Where the runner makes managed worktrees and keeps its manifest of opened projects;
+    /// required when `open` lists a directory.
+    pub store: Option<PathBuf>,
+}
+
+impl WorkspaceSettings {
+    /// The policy these settings describe: `None` when nothing may be opened.
+    pub fn policy(&self) -> anyhow::Result<Option<Workspaces>> {
+        if self.open.is_empty() {
+            return Ok(None);
+        }
+        let Some(store) = &self.store else {
+            bail!("workspaces.store is required when workspaces.open lists a directory");
+        };
+        Workspaces::new(&self.open, store).map(Some)
+    }
+}
+
 /// The file format.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,6 +224,8 @@ struct RawConfig {
     sandbox: SandboxSettings,
     #[serde(default)]
     git: GitSettings,
+    #[serde(default)]
+    workspaces: WorkspaceSettings,
 }
 
 fn default_queue() -> QueueBackend {
@@ -231,6 +259,8 @@ pub struct RunnerConfig {
     pub sandbox: Sandbox,
     /// Who Git work commits as.
     pub git: GitIdentity,
+    /// What callers may open on this host (`None`: nothing).
+    pub workspaces: Option<std::sync::Arc<Workspaces>>,
 }
 
 fn valid_id(s: &str) -> bool {
@@ -308,10 +338,19 @@ impl RunnerConfig {
                 limits,
                 sandbox,
                 git: GitSettings::default(),
+                workspaces: WorkspaceSettings::default(),
             },
             None,
             None,
         )
+    }
+
+    /// The same configuration letting callers open what `workspaces` allows; its manifest is
+    /// hidden from every job.
+    pub fn with_workspaces(mut self, workspaces: Workspaces) -> RunnerConfig {
+        self.sandbox = self.sandbox.also_hiding(workspaces.manifest_path());
+        self.workspaces = Some(std::sync::Arc::new(workspaces));
+        self
     }
 
     /// The same configuration receiving work from the SQS queue `queue_url` (the runner
@@ -451,7 +490,8 @@ impl RunnerConfig {
         }
         let sandbox = Sandbox::from_settings(&raw.sandbox, always_hidden)?;
         let git = GitIdentity::from_settings(&raw.git, &raw.client_id)?;
-        Ok(RunnerConfig {
+        let workspaces = raw.workspaces.policy()?;
+        let cfg = RunnerConfig {
             server_url: raw.server_url.trim_end_matches('/').to_owned(),
             client_id: raw.client_id,
             token,
@@ -463,6 +503,11 @@ impl RunnerConfig {
             limits: raw.limits,
             sandbox,
             git,
+            workspaces: None,
+        };
+        Ok(match workspaces {
+            Some(workspaces) => cfg.with_workspaces(workspaces),
+            None => cfg,
         })
     }
 }

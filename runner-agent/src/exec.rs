@@ -153,7 +153,8 @@ async fn run(
         WorkSpec::Explore(_)
         | WorkSpec::Edit(_)
         | WorkSpec::Validate(_)
-        | WorkSpec::PersistentShell(_) => {
+        | WorkSpec::PersistentShell(_)
+        | WorkSpec::Workspace(_) => {
             return not_started(
                 started,
                 Termination::Rejected,

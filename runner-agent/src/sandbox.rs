@@ -375,6 +375,12 @@ impl Sandbox {
         ))
     }
 
+    /// The same sandbox hiding also `path` from every job.
+    pub fn also_hiding(mut self, path: PathBuf) -> Sandbox {
+        self.hidden.push(absolute(&path));
+        self
+    }
+
     /// The boundary of work in `project`, whose host also serves `others`: the sandbox's
     /// hidden paths and caches, and its private tmps, as they resolve now.
     pub(crate) fn boundary(&self, project: &Project, others: &[&Project]) -> Boundary {

@@ -15,6 +15,7 @@ pub mod shell;
 mod target;
 pub mod validation;
 mod wait;
+pub mod workspace;
 
 use std::sync::Arc;
 

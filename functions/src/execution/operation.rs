@@ -124,6 +124,7 @@ async fn run_spec(
     let writes = match &spec {
         WorkSpec::Edit(_) => true,
         WorkSpec::Git(op) => op.writes(),
+        WorkSpec::Workspace(_) => true,
         _ => false,
     };
     let req = Request {
@@ -200,6 +201,7 @@ fn op_name(spec: &WorkSpec) -> Option<&'static str> {
         WorkSpec::Git(op) => Some(op.name()),
         WorkSpec::Validate(op) => Some(op.name()),
         WorkSpec::PersistentShell(_) => Some("shell"),
+        WorkSpec::Workspace(op) => Some(op.name()),
         WorkSpec::Process { .. } | WorkSpec::Shell { .. } | WorkSpec::Script { .. } => None,
     }
 }
@@ -310,6 +312,7 @@ fn refused(kind: OpErrorKind, words: String) -> ToolError {
         OpErrorKind::StateChanged => ErrorKind::StateChanged,
         OpErrorKind::LimitReached => ErrorKind::LimitExceeded,
         OpErrorKind::RevisionNotFound => ErrorKind::RevisionNotFound,
+        OpErrorKind::PathNotAllowed => ErrorKind::PathNotAllowed,
     };
     ToolError::new(kind, words)
 }
@@ -392,6 +395,7 @@ mod tests {
             OpErrorKind::StateChanged,
             OpErrorKind::LimitReached,
             OpErrorKind::RevisionNotFound,
+            OpErrorKind::PathNotAllowed,
         ];
         for kind in kinds {
             let e = refused(kind, format!("words about {}", kind.as_str()));

@@ -90,7 +90,20 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
     let Some(p) = wc_store::projects::get(&client, project).await? else {
         return Err(unknown_project(project));
     };
-    let runner = wc_store::runners::get(&client, &p.client_id)
+    on_runner(ctx, &client, p.id, &p.client_id, p.name).await
+}
+
+/// Where work for `project_id`, the runner-local project `local` of runner `client_id`, runs,
+/// refusing a runner that is not connected. A project a caller is opening has no row yet:
+/// its work goes to the runner by this target.
+pub async fn on_runner(
+    ctx: &ToolContext,
+    client: &wc_store::Client,
+    project_id: ProjectId,
+    client_id: &str,
+    local: String,
+) -> Result<Target, ToolError> {
+    let runner = wc_store::runners::get(client, client_id)
         .await?
         .filter(|r| is_online(ctx, r));
     let Some(runner) = runner else {
@@ -98,13 +111,13 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
             ErrorKind::RunnerUnavailable,
             "no runner serving this project is connected; nothing was started",
         )
-        .with("project", project.as_str())
-        .with("runner", p.client_id.clone()));
+        .with("project", project_id.as_str())
+        .with("runner", client_id.to_owned()));
     };
     Ok(Target {
-        project_id: p.id,
-        client_id: p.client_id,
-        local: p.name,
+        project_id,
+        client_id: client_id.to_owned(),
+        local,
         work_kinds: announced_kinds(runner.work_kinds.as_deref()),
         // An online runner has registered an instance.
         instance_id: runner.instance_id.unwrap_or_default(),

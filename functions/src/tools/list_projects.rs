@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::Serialize;
-use wc_domain::ProjectId;
+use wc_domain::{ProjectId, ProjectOrigin};
 use wc_macros::{tool, tool_args};
 
 use crate::kernel::context::ToolContext;
@@ -30,6 +30,12 @@ pub struct ListedProject {
     pub client_id: String,
     /// When it was last registered.
     pub registered_at: DateTime<Utc>,
+    /// `configured` on its runner, or opened by a caller: a `checkout`, or a managed
+    /// `worktree`.
+    pub origin: ProjectOrigin,
+    /// Opened: the checkout it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Output of `list_projects`.
@@ -58,6 +64,8 @@ async fn list_projects(ctx: ToolContext, args: Args) -> Result<Output, ToolError
             name: p.name,
             client_id: p.client_id,
             registered_at: p.updated_at,
+            origin: p.origin,
+            source: p.source_path,
         })
         .collect();
     let truncated = visible.len() > limit;

@@ -22,6 +22,7 @@ mod job_log;
 mod job_status;
 mod list_checkpoints;
 mod list_jobs;
+mod list_managed_worktrees;
 mod list_project_files;
 mod list_project_tracked_files;
 mod list_projects;
@@ -34,6 +35,7 @@ mod open_session_shell;
 mod post_session_message;
 mod project_overview;
 mod read_files;
+mod remove_managed_worktree;
 mod resolve_session_message;
 mod restore_checkpoint;
 mod run_job;
@@ -63,6 +65,8 @@ pub fn all() -> Vec<ToolSpec> {
         runtime_status::spec(),
         list_projects::spec(),
         work_on_project::spec(),
+        list_managed_worktrees::spec(),
+        remove_managed_worktree::spec(),
         start_session::spec(),
         session_summary::spec(),
         session_handoff_summary::spec(),

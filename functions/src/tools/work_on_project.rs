@@ -1,14 +1,23 @@
 //! `work_on_project`: start a fresh Workflow Session on a project, or resume exactly the one
 //! named by `session_id`. Never selects a session any other way.
+//!
+//! It also opens a project: `client_id` + `path` open a checkout on that runner's host, as
+//! itself or (`mode=worktree`) as a new managed worktree, before the session is created on
+//! it ([`crate::execution::workspace`]). `mode` carries both seed spellings: the session's
+//! mode (`normal`, `read_only`) or `worktree`, which opens a worktree for a normal session.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wc_domain::{EventKind, EventRole, Lifecycle, Mode, ProjectId, SessionId};
+use wc_domain::{
+    EventKind, EventRole, HostPath, Key, Lifecycle, Mode, ProjectId, Revision, SessionId,
+};
 use wc_macros::tool;
+use wc_runner_protocol::OpenAs;
 use wc_store::sessions::{self, Decision, NewEvent, NewSession, SessionChange, SessionRow};
 
 use crate::auth::Scope;
+use crate::execution::workspace::{self, OpenRequest, Workspace};
 use crate::kernel::context::ToolContext;
 use crate::kernel::spec::BusinessPair;
 use crate::result::{ErrorKind, ToolError};
@@ -30,22 +39,55 @@ pub const STORED_INSTRUCTION_BYTES: usize = 6_000;
 #[schemars(extend("anyOf" = [
     { "required": ["project"], "properties": { "project": { "type": "string" } } },
     { "required": ["session_id"], "properties": { "session_id": { "type": "string" } } },
+    { "required": ["path"], "properties": { "path": { "type": "string" } } },
 ]))]
 pub struct Args {
-    /// Project id (`agent:<client>:<name>`). Required to start; when resuming it must equal the
-    /// session's project.
+    /// Project id (`agent:<client>:<name>`). To start, this or `client_id` + `path`; when
+    /// resuming it must equal the session's project.
     pub project: Option<ProjectId>,
+    /// A runner (list_runners) whose host holds `path`: to start on a checkout that is not a
+    /// project yet.
+    pub client_id: Option<Key<64>>,
+    /// A checkout on that runner's host, opened as a project (with `mode=worktree`, as a new
+    /// managed worktree of it). The runner's operator decides which directories may open.
+    pub path: Option<HostPath>,
+    /// With `mode=worktree`: the branch, tag or commit the worktree starts at (default: the
+    /// checkout's HEAD). On resume: must name the worktree's base commit.
+    pub base_ref: Option<Revision>,
     /// The task, in plain words (at most 16,000 characters).
     #[schemars(length(min = 1, max = 16000))]
     pub instruction: String,
     /// Resume exactly this session; omit to start a fresh one.
     pub session_id: Option<SessionId>,
-    /// `normal` (default) or `read_only`. On resume, changes the session's mode.
-    pub mode: Option<Mode>,
+    /// `normal` (default) or `read_only`: the session's mode (on resume, changes it).
+    /// `worktree`: open `path` as a new managed worktree, or resume one, in a normal session.
+    pub mode: Option<StartMode>,
     /// Include the workflow guidance (default true; false only if you already hold it).
     pub include_workflow_guidance: Option<bool>,
     /// Include the project's instructions (default true; false only if you already hold them).
     pub include_project_instructions: Option<bool>,
+}
+
+/// `work_on_project`'s `mode`: the session's mode, or a managed worktree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StartMode {
+    /// A session that may change the project.
+    Normal,
+    /// A session that only reads.
+    ReadOnly,
+    /// A normal session on a managed worktree: opened from `path`, or resumed.
+    Worktree,
+}
+
+impl StartMode {
+    /// The session mode it asks for.
+    fn session_mode(self) -> Mode {
+        match self {
+            StartMode::ReadOnly => Mode::ReadOnly,
+            StartMode::Normal | StartMode::Worktree => Mode::Normal,
+        }
+    }
 }
 
 /// Output of `work_on_project`.
@@ -65,6 +107,9 @@ pub struct Output {
     pub execution_context: ExecutionContext,
     /// Events ever appended to the session.
     pub events_observed: i64,
+    /// The opened checkout or managed worktree the session works in, as its runner saw it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
     /// Feedback about the previous attempt (`not_applicable` for a fresh session).
     #[schemars(with = "serde_json::Map<String, Value>")]
     pub continuation_feedback: Value,
@@ -141,14 +186,30 @@ pub(crate) async fn create(
     scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), with_business_pair(BusinessPair::Always),
 )]
 async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
+    check_combination(&args)?;
     let (payload, event) = instruction_event(&ctx, "work_on_project", &args.instruction);
     let resumed = match &args.session_id {
         Some(id) => Some(ctx.business_session(id)?),
         None => None,
     };
+    let mut workspace = None;
     let (row, started, continuation_feedback) = match &resumed {
         Some(session) => {
             // Snapshot before the new instruction, so the feedback describes the previous attempt.
+            // The runner looks at an opened project again; a base that does not match
+            // refuses the resume before anything is written.
+            workspace = workspace::observe(&ctx, &session.project, args.base_ref.as_ref()).await?;
+            if args.mode == Some(StartMode::Worktree)
+                && workspace
+                    .as_ref()
+                    .is_none_or(|w| w.origin != wc_domain::ProjectOrigin::Worktree)
+            {
+                return Err(ToolError::new(
+                    ErrorKind::InvalidArguments,
+                    "mode=worktree resumes a session on a managed worktree; this session's project is not one (omit mode)",
+                )
+                .with("pointer", "/mode"));
+            }
             let before = Evidence::load(&ctx.deps.pool, &session.id).await?;
             let (workspace, validation) = (
                 evidence::unobserved_workspace(true),
@@ -160,7 +221,10 @@ async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolErr
                 &validation,
                 ExplorationLimit::Standard,
             );
-            let mode = args.mode;
+            let mode = args
+                .mode
+                .filter(|m| *m != StartMode::Worktree)
+                .map(StartMode::session_mode);
             let ((), row) = mutation::mutate(&ctx.deps.pool, &session.id, move |row| {
                 if !row.is_active() {
                     return Decision::Leave(Err(mutation::closed(row)));
@@ -175,15 +239,34 @@ async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolErr
             (row, "resumed", feedback.to_json())
         }
         None => {
-            let project = args.project.clone().ok_or_else(|| {
-                ToolError::new(
-                    ErrorKind::InvalidArguments,
-                    "project is required to start a session (or give session_id to resume one)",
-                )
-                .with("pointer", "/project")
-                .with("rule", "required")
-            })?;
-            let row = create(&ctx, project, args.mode, payload, event).await?;
+            let project = match (&args.project, &args.client_id, &args.path) {
+                (Some(project), _, _) => project.clone(),
+                (None, Some(client_id), Some(path)) => {
+                    let open_as = match args.mode {
+                        Some(StartMode::Worktree) => OpenAs::Worktree,
+                        _ => OpenAs::Checkout,
+                    };
+                    let request = OpenRequest {
+                        client_id: client_id.as_str(),
+                        path,
+                        open_as,
+                        base_ref: args.base_ref.as_ref(),
+                    };
+                    let (project, opened) = workspace::open(&ctx, request).await?;
+                    workspace = Some(opened);
+                    project
+                }
+                _ => {
+                    return Err(ToolError::new(
+                        ErrorKind::InvalidArguments,
+                        "project is required to start a session (or client_id and path to open a checkout, or session_id to resume one)",
+                    )
+                    .with("pointer", "/project")
+                    .with("rule", "required"));
+                }
+            };
+            let mode = args.mode.map(StartMode::session_mode);
+            let row = create(&ctx, project, mode, payload, event).await?;
             let fresh = feedback::build(&feedback::FeedbackInput {
                 fresh_session: true,
                 events: &[],
@@ -214,6 +297,7 @@ async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolErr
         lifecycle: row.lifecycle,
         execution_context,
         events_observed: row.events_observed,
+        workspace,
         continuation_feedback,
         workflow_guidance: args
             .include_workflow_guidance
@@ -221,4 +305,54 @@ async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolErr
             .then(crate::materials::workflow_guidance),
         project_instructions,
     })
+}
+
+/// Refuses arguments that do not go together, before anything happens: a project is named
+/// one way (a `project`, a `client_id` + `path` to open, or the session's own), and a
+/// revision only for a managed worktree.
+fn check_combination(args: &Args) -> Result<(), ToolError> {
+    let refuse = |pointer: &str, message: &str| {
+        Err(
+            ToolError::new(ErrorKind::InvalidArguments, message.to_owned())
+                .with("pointer", pointer.to_owned()),
+        )
+    };
+    let opening = args.client_id.is_some() || args.path.is_some();
+    if opening && args.session_id.is_some() {
+        return refuse(
+            "/path",
+            "session_id resumes the session's own project; client_id and path open a new one: give one or the other",
+        );
+    }
+    if opening && args.project.is_some() {
+        return refuse(
+            "/path",
+            "give project, or client_id and path to open a checkout, not both",
+        );
+    }
+    if args.client_id.is_some() != args.path.is_some() {
+        let missing = if args.path.is_none() {
+            "/path"
+        } else {
+            "/client_id"
+        };
+        return refuse(
+            missing,
+            "client_id and path go together: the runner, and the checkout on its host",
+        );
+    }
+    let worktree = args.mode == Some(StartMode::Worktree);
+    if worktree && args.session_id.is_none() && !opening {
+        return refuse(
+            "/path",
+            "mode=worktree opens path as a new managed worktree: give client_id and path (or session_id to resume one)",
+        );
+    }
+    if args.base_ref.is_some() && !worktree && args.session_id.is_none() {
+        return refuse(
+            "/base_ref",
+            "base_ref is the commit a managed worktree starts at: give it with mode=worktree",
+        );
+    }
+    Ok(())
 }

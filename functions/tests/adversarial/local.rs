@@ -233,7 +233,7 @@ async fn caller_chosen_text_reaches_the_logs_bounded_and_escaped() {
 /// The query `authenticate` looks a bearer token up with.
 const CREDENTIAL_LOOKUP: &str = "FROM credentials WHERE secret_sha256";
 /// The query `list_projects` reads with.
-const PROJECT_LIST: &str = "FROM projects ORDER BY id";
+const PROJECT_LIST: &str = "FROM projects WHERE removed_at IS NULL ORDER BY id";
 
 /// A REST `tools/call` of `list_projects`.
 async fn list_projects_rest(state: &AppState, key: &str) -> Reply {

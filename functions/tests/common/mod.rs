@@ -595,7 +595,23 @@ impl TestRunner {
         client_id: &str,
         projects: &[(&str, &std::path::Path)],
     ) -> TestRunner {
-        Self::launch(db, base_url, client_id, projects, None).await
+        Self::launch(db, base_url, client_id, projects, None, None).await
+    }
+
+    /// A runner serving `projects` that also lets callers open checkouts beneath `open`,
+    /// making worktrees in `store`.
+    pub async fn start_opening(
+        db: &TestDatabase,
+        state: &AppState,
+        client_id: &str,
+        projects: &[(&str, &std::path::Path)],
+        open: &std::path::Path,
+        store: &std::path::Path,
+    ) -> TestRunner {
+        let base_url = serve(state.clone()).await;
+        let workspaces =
+            wc_runner_agent::opened::Workspaces::new(&[open.to_path_buf()], store).unwrap();
+        Self::launch(db, &base_url, client_id, projects, None, Some(workspaces)).await
     }
 
     /// Creates the runner's token, starts the agent (receiving from `sqs` when given:
@@ -606,6 +622,7 @@ impl TestRunner {
         client_id: &str,
         projects: &[(&str, &std::path::Path)],
         sqs: Option<(&wc_store::testing::sqs::LocalSqs, &str, std::time::Duration)>,
+        workspaces: Option<wc_runner_agent::opened::Workspaces>,
     ) -> TestRunner {
         let token = runner_token(db, client_id).await;
         let mut cfg = wc_runner_agent::config::RunnerConfig::embedded(
@@ -620,6 +637,9 @@ impl TestRunner {
             Default::default(),
         )
         .unwrap();
+        if let Some(workspaces) = workspaces {
+            cfg = cfg.with_workspaces(workspaces);
+        }
         let mut opts = wc_runner_agent::agent::AgentOptions {
             stop_policy: wc_runner_agent::exec::StopPolicy {
                 interrupt_grace: std::time::Duration::from_millis(300),
@@ -687,6 +707,7 @@ impl TestRunner {
             client_id,
             projects,
             Some((sqs, queue_url, visibility)),
+            None,
         )
         .await
     }

@@ -13,6 +13,7 @@ mod instances;
 mod refusals;
 mod telemetry;
 mod validation;
+mod worktrees;
 
 use std::path::Path;
 use std::process::Command;

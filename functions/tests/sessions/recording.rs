@@ -4,10 +4,18 @@ use super::*;
 
 /// Arguments that make `tool` succeed, creating (unrecorded) whatever session it targets, and
 /// that business session.
-async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<String>) {
+/// `root` is project P's checkout on the runner's host.
+async fn working_args(
+    st: &AppState,
+    key: &str,
+    tool: &str,
+    root: &std::path::Path,
+) -> (Value, Option<String>) {
     let fresh = |i: &'static str| start(st, key, P, i);
     match tool {
-        "list_tools" | "runtime_status" | "list_projects" => (json!({}), None),
+        "list_tools" | "runtime_status" | "list_projects" | "list_managed_worktrees" => {
+            (json!({}), None)
+        }
         "work_on_project" | "start_session" => (
             json!({ "project": P, "instruction": "recorded start" }),
             None,
@@ -177,6 +185,21 @@ async fn working_args(st: &AppState, key: &str, tool: &str) -> (Value, Option<St
             };
             (args, Some(c))
         }
+        "remove_managed_worktree" => {
+            // A session on a new managed worktree of the project's checkout.
+            let root = root.canonicalize().unwrap().display().to_string();
+            let opened = call(
+                st,
+                key,
+                "work_on_project",
+                json!({ "client_id": "local", "path": root, "mode": "worktree",
+                        "instruction": "remove me" }),
+            )
+            .await;
+            let c = output(&opened)["session_id"].as_str().unwrap().to_owned();
+            let project = output(&opened)["project"].clone();
+            (json!({ "session_id": c, "project": project }), Some(c))
+        }
         "apply_patch" => {
             let c = fresh("patch in me").await;
             let path = format!("p-{}.txt", uuid::Uuid::new_v4().simple());
@@ -207,7 +230,7 @@ async fn listed(st: &AppState, via: Via, key: &str) -> Vec<String> {
 
 /// The tools whose calls land in the session their `session_id` names (they act on the
 /// project in it); for every other tool `session_id` is a target.
-const WORK_IN_THEIR_SESSION: [&str; 36] = [
+const WORK_IN_THEIR_SESSION: [&str; 37] = [
     "run_shell",
     "open_session_shell",
     "session_shell_exec",
@@ -238,6 +261,7 @@ const WORK_IN_THEIR_SESSION: [&str; 36] = [
     "diff_checkpoint",
     "restore_checkpoint",
     "delete_checkpoint",
+    "remove_managed_worktree",
     "cargo_check",
     "cargo_test",
     "cargo_fmt",
@@ -312,7 +336,16 @@ async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() 
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    let _runner = TestRunner::start(&db, &st, "local", &[("alpha", root.path())]).await;
+    let store = tempfile::tempdir().unwrap();
+    let _runner = TestRunner::start_opening(
+        &db,
+        &st,
+        "local",
+        &[("alpha", root.path())],
+        root.path(),
+        store.path(),
+    )
+    .await;
     for via in SURFACES {
         let w = start(&st, &key, P, "the recording session").await;
         let names = listed(&st, via, &key).await;
@@ -325,7 +358,13 @@ async fn every_listed_tool_records_exactly_one_recorder_pair_on_every_surface() 
             assert!(names.iter().any(|n| n == required), "{via:?}: {names:?}");
         }
         for tool in &names {
-            let (args, business) = working_args(&st, &key, tool).await;
+            let (args, business) = working_args(&st, &key, tool, root.path()).await;
+            // A tool working on another project than P (a managed worktree) is recorded by a
+            // session of that project: the recorder's project fence.
+            let w = match args.get("project").and_then(Value::as_str) {
+                Some(other) if other != P => start(&st, &key, other, "the recording session").await,
+                _ => w.clone(),
+            };
             let w_before = last_seq(&db, &w).await;
             let b_before = match &business {
                 Some(c) => last_seq(&db, c).await,

@@ -97,6 +97,8 @@ pub enum OpErrorKind {
     LimitReached,
     /// The revision names no commit of the repository.
     RevisionNotFound,
+    /// The path is outside every directory the runner's filesystem policy lets a caller open.
+    PathNotAllowed,
 }
 
 impl OpErrorKind {
@@ -140,6 +142,7 @@ impl OpErrorKind {
             OpErrorKind::StateChanged => "state_changed",
             OpErrorKind::LimitReached => "limit_reached",
             OpErrorKind::RevisionNotFound => "revision_not_found",
+            OpErrorKind::PathNotAllowed => "path_not_allowed",
         }
     }
 }
@@ -207,6 +210,12 @@ pub enum WorkAnswer {
     Validate(ValidationAnswer),
     /// Answer to every [`crate::ShellOp`]: given whatever the command's exit status.
     Shell(ShellAnswer),
+    /// Answer to [`crate::WorkspaceOp::OpenProject`].
+    OpenProject(crate::OpenedProject),
+    /// Answer to [`crate::WorkspaceOp::ObserveProject`].
+    ObserveProject(crate::OpenedProject),
+    /// Answer to [`crate::WorkspaceOp::RemoveWorktree`].
+    RemoveWorktree(crate::RemovedWorktree),
 }
 
 /// An operation the runner executes itself, and the one answer it gets: what a tool asks for
@@ -267,6 +276,9 @@ operations! {
     crate::DiffSummaryOp => |op| crate::WorkSpec::Git(crate::GitOp::GitDiffSummary(op)), GitDiffSummary(crate::DiffSummaryAnswer);
     crate::ValidateOp => crate::WorkSpec::Validate, Validate(ValidationAnswer);
     crate::ShellOp => crate::WorkSpec::PersistentShell, Shell(ShellAnswer);
+    crate::OpenProjectOp => |op| crate::WorkSpec::Workspace(crate::WorkspaceOp::OpenProject(op)), OpenProject(crate::OpenedProject);
+    crate::ObserveProjectOp => |op| crate::WorkSpec::Workspace(crate::WorkspaceOp::ObserveProject(op)), ObserveProject(crate::OpenedProject);
+    crate::RemoveWorktreeOp => |op| crate::WorkSpec::Workspace(crate::WorkspaceOp::RemoveWorktree(op)), RemoveWorktree(crate::RemovedWorktree);
 }
 
 impl WorkAnswer {
@@ -298,6 +310,9 @@ impl WorkAnswer {
             WorkAnswer::GitDiffSummary(_) => "git_diff_summary",
             WorkAnswer::Validate(_) => "validate",
             WorkAnswer::Shell(_) => "shell",
+            WorkAnswer::OpenProject(_) => "open_project",
+            WorkAnswer::ObserveProject(_) => "observe_project",
+            WorkAnswer::RemoveWorktree(_) => "remove_worktree",
         }
     }
 

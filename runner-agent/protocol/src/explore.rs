@@ -504,6 +504,8 @@ pub enum WorkKind {
     Validate,
     /// [`crate::WorkSpec::PersistentShell`].
     PersistentShell,
+    /// [`crate::WorkSpec::Workspace`].
+    Workspace,
 }
 
 impl WorkKind {
@@ -517,6 +519,7 @@ impl WorkKind {
         WorkKind::Git,
         WorkKind::Validate,
         WorkKind::PersistentShell,
+        WorkKind::Workspace,
     ];
 
     /// What a runner that announces no kinds executes: the kinds that existed before runners
@@ -535,6 +538,7 @@ impl WorkKind {
             WorkKind::Git => "git",
             WorkKind::Validate => "validate",
             WorkKind::PersistentShell => "persistent_shell",
+            WorkKind::Workspace => "workspace",
         }
     }
 

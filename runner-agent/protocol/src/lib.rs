@@ -28,6 +28,8 @@ mod validate;
 pub use validate::*;
 mod shell;
 pub use shell::*;
+mod workspace;
+pub use workspace::*;
 
 /// Version of the runner protocol spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -114,6 +116,10 @@ pub enum WorkSpec {
     /// owns it ([`WorkOutcome::answer`] whatever the command's exit status); only runners
     /// that announce [`WorkKind::PersistentShell`] receive it.
     PersistentShell(ShellOp),
+    /// A project opened on this host, or a managed worktree made or removed, by the runner
+    /// itself ([`WorkOutcome::answer`]); only runners that announce [`WorkKind::Workspace`]
+    /// receive it.
+    Workspace(WorkspaceOp),
 }
 
 impl WorkSpec {
@@ -128,6 +134,7 @@ impl WorkSpec {
             WorkSpec::Git(_) => WorkKind::Git,
             WorkSpec::Validate(_) => WorkKind::Validate,
             WorkSpec::PersistentShell(_) => WorkKind::PersistentShell,
+            WorkSpec::Workspace(_) => WorkKind::Workspace,
         }
     }
 }
@@ -268,6 +275,13 @@ impl WorkItem {
                 if let ShellOp::ShellExec(exec) = op {
                     wire += exec.command.len();
                 }
+            }
+            WorkSpec::Workspace(op) => {
+                // The runner decides where everything goes; the caller adds nothing.
+                if self.cwd.is_some() || self.stdin.is_some() || !self.env.is_empty() {
+                    return refuse("workspace work takes no cwd, stdin or env");
+                }
+                op.validate()?;
             }
         }
         // Scripts and edits are bounded by their own limits, not by the command envelope.
@@ -1341,7 +1355,8 @@ mod tests {
                 "edit",
                 "git",
                 "validate",
-                "persistent_shell"
+                "persistent_shell",
+                "workspace"
             ])
         );
         json.as_object_mut().unwrap().remove("work_kinds");

@@ -29,7 +29,8 @@ pub(crate) fn child_env(
     item: &WorkItem,
     sandboxed: bool,
 ) -> Vec<(OsString, OsString)> {
-    let pass = host.project(&item.project).map(Project::env_pass);
+    let project = host.project(&item.project);
+    let pass = project.as_ref().map(Project::env_pass);
     let passed = |name: &str| {
         base_env(name) || pass.is_some_and(|names| names.iter().any(|n| n.as_str() == name))
     };
