@@ -21,7 +21,7 @@ use super::{median, round};
 use crate::client::Client;
 
 /// Files changed before every restore.
-const CHANGED_FILES: usize = 10;
+pub(crate) const CHANGED_FILES: usize = 10;
 
 /// Makes the tree under `root` and commits it as `root`'s repository.
 pub fn prepare(root: &Path) -> anyhow::Result<super::search::Tree> {
@@ -47,7 +47,8 @@ pub fn prepare(root: &Path) -> anyhow::Result<super::search::Tree> {
     Ok(tree)
 }
 
-fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String> {
+/// Runs `git args` in `dir` with `env`; what it printed, trimmed.
+pub(crate) fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String> {
     let out = std::process::Command::new("git")
         .args(args)
         .envs(env.iter().copied())
@@ -64,7 +65,7 @@ fn git(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<String
 
 /// Rewrites [`CHANGED_FILES`] text files of the tree, the first `.rs` file of as many crates
 /// (a new line at their end, naming `mark`).
-fn change(tree: &super::search::Tree, mark: usize) -> anyhow::Result<()> {
+pub(crate) fn change(tree: &super::search::Tree, mark: usize) -> anyhow::Result<()> {
     for k in 0..CHANGED_FILES {
         let dir = tree.root.join(format!("crate{k:02}/src/mod00"));
         let mut files: Vec<_> = std::fs::read_dir(&dir)?
@@ -83,7 +84,8 @@ fn change(tree: &super::search::Tree, mark: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn call(
+/// `tools/call` of `tool` over MCP, which must succeed; its output.
+pub(crate) async fn call(
     client: &Client,
     url: &str,
     token: &str,

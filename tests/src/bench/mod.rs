@@ -7,12 +7,14 @@ pub mod cold_start;
 pub mod cpu;
 pub mod files;
 pub mod mcp;
+pub mod review;
 pub mod runner;
 pub mod search;
 pub mod sessions;
 pub mod shells;
 pub mod tasks;
 pub mod validate;
+pub mod worktree;
 
 use std::future::Future;
 use std::pin::Pin;

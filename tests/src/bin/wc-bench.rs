@@ -97,6 +97,18 @@ impl Stack {
         Self::start_with(cli, Vec::new()).await
     }
 
+    /// A stack whose runner also lets callers open checkouts beneath `sources/`, beside the
+    /// project root.
+    async fn start_opening(cli: &Cli) -> anyhow::Result<Stack> {
+        Self::spawn_with(
+            &wc_local(cli)?,
+            TestDatabase::new().await,
+            &cli.server_log,
+            Vec::new(),
+            true,
+        )
+    }
+
     /// A stack whose wc-local also gets `env`.
     async fn start_with(cli: &Cli, env: Vec<(String, String)>) -> anyhow::Result<Stack> {
         Self::spawn(
@@ -115,6 +127,18 @@ impl Stack {
         log: &str,
         env: Vec<(String, String)>,
     ) -> anyhow::Result<Stack> {
+        Self::spawn_with(bin, db, log, env, false)
+    }
+
+    /// [`Stack::spawn`], its runner letting callers open checkouts beneath `sources/` when
+    /// `open`.
+    fn spawn_with(
+        bin: &Path,
+        db: TestDatabase,
+        log: &str,
+        env: Vec<(String, String)>,
+        open: bool,
+    ) -> anyhow::Result<Stack> {
         let dir = std::env::temp_dir().join(format!("wc-bench-{}", uuid::Uuid::new_v4().simple()));
         let root = dir.join("bench");
         std::fs::create_dir_all(&root)?;
@@ -126,6 +150,12 @@ impl Stack {
             opts.state_dir = None;
         }
         opts.args = vec!["--project".into(), format!("bench={}", root.display())];
+        if open {
+            let sources = dir.join("sources");
+            std::fs::create_dir_all(&sources)?;
+            opts.args
+                .extend(["--open".into(), sources.display().to_string()]);
+        }
         opts.env.push(("RUST_LOG".into(), log.into()));
         opts.env.extend(env);
         let server = LocalServer::spawn(bin, &opts)
@@ -243,6 +273,38 @@ async fn file_tool_scenarios(cli: &Cli, stack: &Stack, duration: Duration) -> an
                 .await?,
         );
     }
+    if wanted(cli, "diff_summary_vs_git") {
+        // Its own stack: the project root is the tree's repository, with nothing else in it.
+        use wc_e2e::bench::{checkpoint, review};
+        let own = Stack::start(cli).await?;
+        let tree = checkpoint::prepare(&own.root)?;
+        let repetitions = if cli.quick { 5 } else { 11 };
+        let (base, token) = (&own.server.base_url, &own.server.token);
+        emit(&review::against_git(base, token, &own.project, &own.root, &tree, repetitions).await?);
+    }
+    if wanted(cli, "worktree_vs_git") {
+        // Its own stack, whose runner may open checkouts beneath `sources/`.
+        use wc_e2e::bench::{checkpoint, worktree};
+        let own = Stack::start_opening(cli).await?;
+        let sources = own.root.with_file_name("sources");
+        let tree = checkpoint::prepare(&sources.join("app"))?;
+        let scratch = own.root.with_file_name("floor-worktrees");
+        std::fs::create_dir_all(&scratch)?;
+        let repetitions = if cli.quick { 5 } else { 11 };
+        let (base, token) = (&own.server.base_url, &own.server.token);
+        let files = tree.text_files + tree.binary_files;
+        emit(
+            &worktree::against_git(
+                base,
+                token,
+                &sources.join("app"),
+                &scratch,
+                files,
+                repetitions,
+            )
+            .await?,
+        );
+    }
     if wanted(cli, "shell_exec_true") {
         use wc_e2e::bench::shells;
         for &c in cli.concurrency.iter().filter(|&&c| c <= 8) {
@@ -298,6 +360,8 @@ async fn main() -> anyhow::Result<()> {
         "shell_exec_true",
         "tasks_get",
         "checkpoint_vs_git",
+        "worktree_vs_git",
+        "diff_summary_vs_git",
     ];
     let recorded = [
         "mcp_recorded_call",
