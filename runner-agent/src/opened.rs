@@ -45,6 +45,9 @@ pub(crate) struct Entry {
     pub(crate) dir: Option<PathBuf>,
     /// The worktree's administrative directory in the source repository.
     pub(crate) admin: Option<PathBuf>,
+    /// The Git metadata outside the root registered when it was opened: a restart serves it
+    /// only while its `.git` still leads exactly there (a job can rewrite `.git`).
+    pub(crate) git_dirs: Vec<PathBuf>,
 }
 
 impl Workspaces {
@@ -163,11 +166,15 @@ impl Workspaces {
                 continue;
             }
             match Project::register(&entry.root, Vec::new()) {
-                Ok(project) if project.root() == entry.root => {
-                    served.push((entry.project, project));
+                Ok(project) if project.root() != entry.root => {
+                    tracing::warn!(project = entry.project, root = %entry.root.display(), "an opened project's root moved; not served")
                 }
-                _ => {
-                    tracing::warn!(project = entry.project, root = %entry.root.display(), "an opened project's root is gone or moved; not served")
+                Ok(project) if project.git_dirs() != entry.git_dirs => {
+                    tracing::warn!(project = entry.project, root = %entry.root.display(), "an opened project's .git leads to other Git metadata than it was opened with; not served")
+                }
+                Ok(project) => served.push((entry.project, project)),
+                Err(_) => {
+                    tracing::warn!(project = entry.project, root = %entry.root.display(), "an opened project's root is gone; not served")
                 }
             }
         }

@@ -241,6 +241,7 @@ async fn open(
                 base_commit: None,
                 dir: None,
                 admin: None,
+                git_dirs: project.git_dirs().to_vec(),
             };
             let scratch = host.with_project(id, project.clone());
             let head = head(&ctx.jobs(&scratch, &[])).await?;
@@ -381,6 +382,7 @@ async fn worktree(
             base_commit: Some(base_commit.clone()),
             dir: Some(dir),
             admin: Some(admin),
+            git_dirs: project.git_dirs().to_vec(),
         },
     )?;
     let root = project.root().display().to_string();

@@ -339,6 +339,16 @@ async fn a_restarted_runner_serves_what_was_opened_and_no_job_reads_its_manifest
     assert_eq!(outcome.termination, Termination::Exited, "{outcome:?}");
     assert!(out.contains("two"), "{out}");
     assert!(!out.contains("wt-a"), "the manifest's content: {out}");
+    // A `.git` a job rewrote to lead elsewhere is not followed after a restart.
+    let other = s.base.join("outside/other/.git");
+    std::fs::write(
+        PathBuf::from(&wt.root).join(".git"),
+        format!("gitdir: {}\n", other.display()),
+    )
+    .unwrap();
+    let again = Workspaces::new(&[s.base.join("allowed")], &s.store).unwrap();
+    let again = Host::new([], sandbox(&[])).with_workspaces(Arc::new(again));
+    assert!(again.project_ids().is_empty(), "{:?}", again.project_ids());
     // A policy that no longer allows the source serves none of it.
     let narrowed = Workspaces::new(&[s.base.join("outside")], &s.store).unwrap();
     let narrowed = Host::new([], sandbox(&[])).with_workspaces(Arc::new(narrowed));
