@@ -522,6 +522,44 @@ mod tests {
     }
 
     #[test]
+    fn nothing_opens_without_a_listed_directory_and_a_store() {
+        let head = "server_url = \"http://x\"\nclient_id = \"a\"\ntoken = \"t\"\n";
+        assert!(parse(head).unwrap().workspaces.is_none());
+        let tmp = tempfile::tempdir().unwrap();
+        let (open, store) = (tmp.path().join("src"), tmp.path().join("trees"));
+        std::fs::create_dir_all(&open).unwrap();
+        let err = parse(&format!(
+            "{head}[workspaces]\nopen = [\"{}\"]\n",
+            open.display()
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("workspaces.store is required"), "{err}");
+        let cfg = parse(&format!(
+            "{head}[workspaces]\nopen = [\"{}\"]\nstore = \"{}\"\n",
+            open.display(),
+            store.display()
+        ))
+        .unwrap();
+        let workspaces = cfg.workspaces.expect("a policy");
+        assert_eq!(workspaces.open(), [open.canonicalize().unwrap()]);
+        assert!(
+            workspaces.manifest_path().exists(),
+            "the manifest is made at start"
+        );
+        let nested = parse(&format!(
+            "{head}[workspaces]\nopen = [\"{}\"]\nstore = \"{}\"\n",
+            tmp.path().display(),
+            store.display()
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(nested.contains("must not contain one another"), "{nested}");
+        let unknown = parse(&format!("{head}[workspaces]\nallow = []\n"));
+        assert!(unknown.is_err());
+    }
+
+    #[test]
     fn a_complete_config_validates_and_canonicalizes_roots() {
         let tmp = std::env::temp_dir();
         let cfg = parse(&format!(
