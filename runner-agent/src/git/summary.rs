@@ -1,7 +1,7 @@
 //! `git_diff_summary`: every changed file of the project against a base commit (HEAD unless
-//! named), with its status and rename origin (`--name-status -M`), line counts and binary flag
-//! (`--numstat -M`), and optionally the untracked files (`ls-files --others`), in path order,
-//! one page at a time; totals count every file.
+//! named), with its status and rename origin, line counts and binary flag (one
+//! `--raw --numstat -M` pass over the work tree), and optionally the untracked files
+//! (`ls-files --others`), in path order, one page at a time; totals count every file.
 
 use std::collections::HashMap;
 
@@ -22,14 +22,45 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &DiffSummaryOp) -> Result<WorkAnswer,
     let jobs = ctx.jobs();
     let named = op.base.as_deref().unwrap_or("HEAD");
     let rev = format!("{named}^{{commit}}");
-    let found = jobs
-        .run(Command::new(&["rev-parse", "-q", "--verify", &rev], SMALL))
-        .await?;
+    let specs = jobs.pathspecs(&super::named(&op.paths));
+    // One pass of Git over the work tree gives statuses and counts alike.
+    let diff_args = |against: &str| -> Vec<String> {
+        let mut args: Vec<String> = super::diff::DIFF.iter().map(|a| a.to_string()).collect();
+        args.extend(["-M", "-z", "--raw", "--numstat"].map(str::to_owned));
+        if op.staged {
+            args.push("--cached".to_owned());
+        }
+        args.push(against.to_owned());
+        args.extend(specs.iter().cloned());
+        args
+    };
+    let first = diff_args(&rev);
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let stageable = jobs.stageable(&super::named(&op.paths));
+    let mut untracked_args = vec!["ls-files", "--others", "--exclude-standard", "-z"];
+    untracked_args.extend(stageable.iter().map(String::as_str));
+    let untracked = async {
+        if op.include_untracked && !op.staged {
+            jobs.output(&untracked_args, MAX_OUTPUT_BYTES_PER_STREAM)
+                .await
+                .map(|o| Some(o.stdout))
+        } else {
+            Ok(None)
+        }
+    };
+    // The base's commit is asked beside the diff; only a base that names none costs a turn.
+    let (found, diffed, untracked) = tokio::join!(
+        jobs.run(Command::new(&["rev-parse", "-q", "--verify", &rev], SMALL)),
+        jobs.run(Command::new(&first, MAX_OUTPUT_BYTES_PER_STREAM)),
+        untracked,
+    );
+    let (found, diffed, untracked) = (found?, diffed?, untracked?);
     let base = found
         .succeeded()
         .then(|| String::from_utf8_lossy(&found.stdout).trim().to_owned());
-    let compared = match (&base, &op.base) {
-        (Some(commit), _) => commit.clone(),
+    let diffed = match (&base, &op.base) {
+        (Some(_), _) if diffed.succeeded() => diffed,
+        (Some(_), _) => return Err(diffed.error().into()),
         (None, Some(name)) => {
             return Err(Refusal::new(
                 OpErrorKind::RevisionNotFound,
@@ -47,41 +78,13 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &DiffSummaryOp) -> Result<WorkAnswer,
             if !out.succeeded() {
                 return Err(out.error().into());
             }
-            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+            let tree = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            let args = diff_args(&tree);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            jobs.output(&args, MAX_OUTPUT_BYTES_PER_STREAM).await?
         }
     };
-    let mut common = super::diff::DIFF.to_vec();
-    common.extend(["-M", "-z"]);
-    if op.staged {
-        common.push("--cached");
-    }
-    common.push(&compared);
-    let specs = jobs.pathspecs(&super::named(&op.paths));
-    let mut status_args = common.clone();
-    status_args.push("--name-status");
-    status_args.extend(specs.iter().map(String::as_str));
-    let mut count_args = common;
-    count_args.push("--numstat");
-    count_args.extend(specs.iter().map(String::as_str));
-    let stageable = jobs.stageable(&super::named(&op.paths));
-    let mut untracked_args = vec!["ls-files", "--others", "--exclude-standard", "-z"];
-    untracked_args.extend(stageable.iter().map(String::as_str));
-    let untracked = async {
-        if op.include_untracked && !op.staged {
-            jobs.output(&untracked_args, MAX_OUTPUT_BYTES_PER_STREAM)
-                .await
-                .map(|o| Some(o.stdout))
-        } else {
-            Ok(None)
-        }
-    };
-    let (statuses, counts, untracked) = tokio::join!(
-        jobs.output(&status_args, MAX_OUTPUT_BYTES_PER_STREAM),
-        jobs.output(&count_args, MAX_OUTPUT_BYTES_PER_STREAM),
-        untracked,
-    );
-    let (statuses, counts, untracked) = (statuses?, counts?, untracked?);
-    let mut files = changed(&statuses.stdout, &counts.stdout);
+    let mut files = changed(&diffed.stdout);
     if let Some(raw) = untracked {
         files.extend(
             raw.split(|&b| b == 0)
@@ -120,14 +123,21 @@ pub(super) async fn run(ctx: &Ctx<'_>, op: &DiffSummaryOp) -> Result<WorkAnswer,
     }))
 }
 
-/// The files of `--name-status -z` (`STATUS NUL path NUL`, or for a rename or copy `R100 NUL
-/// from NUL to NUL`), with the counts `--numstat -z` gives their new paths. Files whose path
-/// no project path can name are left out.
-fn changed(statuses: &[u8], counts: &[u8]) -> Vec<SummaryFile> {
-    let counted = numstat(counts);
-    let mut tokens = statuses.split(|&b| b == 0).filter(|t| !t.is_empty());
-    let mut files = Vec::new();
-    while let Some(status) = tokens.next() {
+/// The files of `--raw --numstat -z`: first a raw record a file (`:MODES SHAS STATUS NUL path
+/// NUL`, or for a rename or copy `... R100 NUL from NUL to NUL`), then the counts of each by
+/// its new path. Files whose path no project path can name are left out.
+fn changed(out: &[u8]) -> Vec<SummaryFile> {
+    let mut raw = Vec::new();
+    let mut at = 0;
+    let token = |at: &mut usize| -> Option<&[u8]> {
+        let rest = out.get(*at..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        *at += end + 1;
+        Some(&rest[..end])
+    };
+    while out.get(at) == Some(&b':') {
+        let Some(header) = token(&mut at) else { break };
+        let status = header.rsplit(|&b| b == b' ').next().unwrap_or_default();
         let kind = match status.first() {
             Some(b'A') => ChangeKind::Added,
             Some(b'D') => ChangeKind::Deleted,
@@ -138,15 +148,20 @@ fn changed(statuses: &[u8], counts: &[u8]) -> Vec<SummaryFile> {
             _ => ChangeKind::Modified,
         };
         let original = if matches!(kind, ChangeKind::Renamed | ChangeKind::Copied) {
-            tokens.next()
+            token(&mut at)
         } else {
             None
         };
-        let Some(raw) = tokens.next() else { break };
-        let Some(path) = super::status::project_path("", raw) else {
+        let Some(path) = token(&mut at) else { break };
+        raw.push((kind, original, path));
+    }
+    let counted = numstat(&out[at.min(out.len())..]);
+    let mut files = Vec::new();
+    for (kind, original, raw_path) in raw {
+        let Some(path) = super::status::project_path("", raw_path) else {
             continue;
         };
-        let (added, removed, binary) = match counted.get(raw) {
+        let (added, removed, binary) = match counted.get(raw_path) {
             Some(Some((added, removed))) => (*added, *removed, false),
             Some(None) => (0, 0, true),
             None => (0, 0, false),
@@ -177,16 +192,18 @@ mod tests {
 
     #[test]
     fn statuses_and_counts_meet_by_new_path_renames_included() {
-        let statuses = b"M\0src/a.rs\0R087\0old.txt\0new.txt\0A\0img.png\0D\0gone.txt\0";
-        let counts = b"3\t1\tsrc/a.rs\0" as &[u8];
-        let counts = [
-            counts,
+        let out = [
+            b":100644 100644 0fdf397 0000000 M\0src/a.rs\0" as &[u8],
+            b":100644 100644 587be6b 587be6b R087\0old.txt\0new.txt\0",
+            b":000000 100644 0000000 8ba3a16 A\0img.png\0",
+            b":100644 000000 01058d8 0000000 D\0gone.txt\0",
+            b"3\t1\tsrc/a.rs\0",
             b"1\t1\t\0old.txt\0new.txt\0",
             b"-\t-\timg.png\0",
             b"0\t2\tgone.txt\0",
         ]
         .concat();
-        let files = changed(statuses, &counts);
+        let files = changed(&out);
         type Row<'a> = (&'a str, ChangeKind, Option<&'a str>, u64, u64, bool);
         let got: Vec<Row<'_>> = files
             .iter()

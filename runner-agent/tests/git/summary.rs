@@ -95,3 +95,22 @@ async fn a_summary_names_every_change_with_counts_renames_and_pages() {
     let (kind, _) = refused(&p, op(Some("--output=/tmp/x"), false, 0, 10)).await;
     assert_eq!(kind, OpErrorKind::InvalidRequest);
 }
+
+#[tokio::test]
+async fn before_the_first_commit_everything_staged_is_new() {
+    let p = project_at("", None);
+    git(&p.repo, &["init", "-q", "-b", "main"]);
+    write(&p.root, "first.txt", b"one\ntwo\n");
+    git(&p.repo, &["add", "first.txt"]);
+    write(&p.root, "later.txt", b"not staged\n");
+    let s = summary(&p, op(None, true, 0, 100)).await;
+    assert_eq!(s.base, None, "there is no commit to name");
+    assert_eq!(
+        rows(&s),
+        [("first.txt", ChangeKind::Added, None, 2, 0, false)]
+    );
+    // The work tree also lists what is untracked.
+    let s = summary(&p, op(None, false, 0, 100)).await;
+    let paths: Vec<&str> = s.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["first.txt", "later.txt"]);
+}
