@@ -282,10 +282,19 @@ async fn a_worktree_that_cannot_be_made_leaves_nothing_behind() {
     )
     .await;
     assert_eq!(kind, OpErrorKind::RevisionNotFound, "{words}");
-    let plain = s.base.join("allowed/plain");
+    // A directory in no repository: under /tmp, wherever the build directory is.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let plain = elsewhere.path().canonicalize().unwrap().join("plain");
     std::fs::create_dir_all(&plain).unwrap();
-    let (kind, _) = refused(&s.host, "wt-y", open_op(&plain, OpenAs::Worktree, None)).await;
+    let policy = Workspaces::new(
+        std::slice::from_ref(&plain),
+        &elsewhere.path().join("store"),
+    );
+    let host = Host::new([], sandbox(&[])).with_workspaces(Arc::new(policy.unwrap()));
+    let (kind, _) = refused(&host, "wt-y", open_op(&plain, OpenAs::Worktree, None)).await;
     assert_eq!(kind, OpErrorKind::NotARepository);
+    assert!(host.project_ids().is_empty());
+    assert_eq!(std::fs::read_dir(&plain).unwrap().count(), 0);
     let left: Vec<_> = std::fs::read_dir(&s.store)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
