@@ -184,6 +184,8 @@ pub enum ErrorKind {
     /// `base_ref` names another commit than the managed worktree was made at
     /// (`base_commit` in the details).
     BaseMismatch,
+    /// No runner has this client id; list_runners names them. Nothing was started.
+    UnknownRunner,
 }
 
 impl ErrorKind {
@@ -262,6 +264,7 @@ impl ErrorKind {
             ErrorKind::PathNotAllowed => "path_not_allowed",
             ErrorKind::UnsavedWork => "unsaved_work",
             ErrorKind::BaseMismatch => "base_mismatch",
+            ErrorKind::UnknownRunner => "unknown_runner",
         }
     }
 
@@ -350,6 +353,7 @@ impl ErrorKind {
             ErrorKind::PathNotAllowed => "permission",
             ErrorKind::UnsavedWork => "invalid_state",
             ErrorKind::BaseMismatch => "conflict",
+            ErrorKind::UnknownRunner => "not_found",
         }
     }
 
@@ -421,6 +425,7 @@ impl ErrorKind {
             ErrorKind::PathNotAllowed => "check_target",
             ErrorKind::UnsavedWork => "save_or_force",
             ErrorKind::BaseMismatch => "fix_arguments",
+            ErrorKind::UnknownRunner => "check_target",
         }
     }
 
@@ -498,11 +503,12 @@ impl ErrorKind {
             ErrorKind::PathNotAllowed => 403,
             ErrorKind::UnsavedWork => 409,
             ErrorKind::BaseMismatch => 409,
+            ErrorKind::UnknownRunner => 404,
         }
     }
 
     /// Every kind, for documentation and tests.
-    pub const ALL: [ErrorKind; 72] = [
+    pub const ALL: [ErrorKind; 73] = [
         ErrorKind::InvalidArguments,
         ErrorKind::UnknownTool,
         ErrorKind::InsufficientScope,
@@ -575,6 +581,7 @@ impl ErrorKind {
         ErrorKind::PathNotAllowed,
         ErrorKind::UnsavedWork,
         ErrorKind::BaseMismatch,
+        ErrorKind::UnknownRunner,
     ];
 }
 

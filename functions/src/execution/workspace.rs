@@ -74,6 +74,16 @@ pub async fn open(
         ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("pointer", "/client_id")
     })?;
     let client = ctx.deps.client().await?;
+    if wc_store::runners::get(&client, req.client_id)
+        .await?
+        .is_none()
+    {
+        return Err(ToolError::new(
+            ErrorKind::UnknownRunner,
+            "no runner has this client id (list_runners names them); nothing was opened",
+        )
+        .with("client_id", req.client_id.to_owned()));
+    }
     let target = on_runner(ctx, &client, asked, req.client_id, local).await?;
     drop(client);
     let op = OpenProjectOp {

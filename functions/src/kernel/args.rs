@@ -269,8 +269,9 @@ fn nullable_branch<'s>(schema: &'s Value, schema_path: &str) -> Option<&'s Value
     }
 }
 
-/// The names of an `anyOf` whose branches each require one (non-null) argument:
-/// `{"type": "object", "required": [name], "properties": {name: …}}` (`type` optional).
+/// The names of an `anyOf` whose branches each require arguments:
+/// `{"type": "object", "required": [name, …], "properties": {…}}` (`type` optional); a branch
+/// that requires several names them joined with `+` (`client_id+path`).
 fn required_alternatives(schema: &Value, schema_path: &str) -> Option<Vec<String>> {
     let branches = schema.pointer(schema_path)?.as_array()?;
     branches
@@ -281,7 +282,8 @@ fn required_alternatives(schema: &Value, schema_path: &str) -> Option<Vec<String
             let only_that = obj.iter().all(|(k, v)| {
                 k == "required" || k == "properties" || (k == "type" && v == "object")
             });
-            (only_that && req.len() == 1).then(|| req[0].as_str().map(str::to_owned))?
+            let names: Option<Vec<&str>> = req.iter().map(Value::as_str).collect();
+            (only_that && !req.is_empty()).then(|| names.map(|n| n.join("+")))?
         })
         .collect()
 }

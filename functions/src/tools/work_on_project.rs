@@ -39,7 +39,21 @@ pub const STORED_INSTRUCTION_BYTES: usize = 6_000;
 #[schemars(extend("anyOf" = [
     { "required": ["project"], "properties": { "project": { "type": "string" } } },
     { "required": ["session_id"], "properties": { "session_id": { "type": "string" } } },
-    { "required": ["path"], "properties": { "path": { "type": "string" } } },
+    { "required": ["client_id", "path"],
+      "properties": { "client_id": { "type": "string" }, "path": { "type": "string" } } },
+]))]
+#[schemars(extend("allOf" = [
+    { "not": { "anyOf": [ { "required": ["session_id", "path"] }, { "required": ["session_id", "client_id"] } ] },
+      "x-problem": "session_id resumes the session's own project; client_id and path open a new one: give one or the other" },
+    { "not": { "anyOf": [ { "required": ["project", "path"] }, { "required": ["project", "client_id"] } ] },
+      "x-problem": "give project, or client_id and path to open a checkout, not both" },
+    { "not": { "required": ["base_ref"],
+               "not": { "anyOf": [ { "required": ["session_id"] },
+                                   { "required": ["mode"], "properties": { "mode": { "const": "worktree" } } } ] } },
+      "x-problem": "base_ref is the commit a managed worktree starts at: give it with mode=worktree (or session_id to check a worktree's base)" },
+    { "not": { "required": ["mode"], "properties": { "mode": { "const": "worktree" } },
+               "not": { "anyOf": [ { "required": ["path"] }, { "required": ["session_id"] } ] } },
+      "x-problem": "mode=worktree opens path as a new managed worktree: give client_id and path (or session_id to resume one)" },
 ]))]
 pub struct Args {
     /// Project id (`agent:<client>:<name>`). To start, this or `client_id` + `path`; when
@@ -186,7 +200,6 @@ pub(crate) async fn create(
     scopes(&[Scope::ProjectRead, Scope::ProjectWrite]), with_business_pair(BusinessPair::Always),
 )]
 async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
-    check_combination(&args)?;
     let (payload, event) = instruction_event(&ctx, "work_on_project", &args.instruction);
     let resumed = match &args.session_id {
         Some(id) => Some(ctx.business_session(id)?),
@@ -305,54 +318,4 @@ async fn work_on_project(ctx: ToolContext, args: Args) -> Result<Output, ToolErr
             .then(crate::materials::workflow_guidance),
         project_instructions,
     })
-}
-
-/// Refuses arguments that do not go together, before anything happens: a project is named
-/// one way (a `project`, a `client_id` + `path` to open, or the session's own), and a
-/// revision only for a managed worktree.
-fn check_combination(args: &Args) -> Result<(), ToolError> {
-    let refuse = |pointer: &str, message: &str| {
-        Err(
-            ToolError::new(ErrorKind::InvalidArguments, message.to_owned())
-                .with("pointer", pointer.to_owned()),
-        )
-    };
-    let opening = args.client_id.is_some() || args.path.is_some();
-    if opening && args.session_id.is_some() {
-        return refuse(
-            "/path",
-            "session_id resumes the session's own project; client_id and path open a new one: give one or the other",
-        );
-    }
-    if opening && args.project.is_some() {
-        return refuse(
-            "/path",
-            "give project, or client_id and path to open a checkout, not both",
-        );
-    }
-    if args.client_id.is_some() != args.path.is_some() {
-        let missing = if args.path.is_none() {
-            "/path"
-        } else {
-            "/client_id"
-        };
-        return refuse(
-            missing,
-            "client_id and path go together: the runner, and the checkout on its host",
-        );
-    }
-    let worktree = args.mode == Some(StartMode::Worktree);
-    if worktree && args.session_id.is_none() && !opening {
-        return refuse(
-            "/path",
-            "mode=worktree opens path as a new managed worktree: give client_id and path (or session_id to resume one)",
-        );
-    }
-    if args.base_ref.is_some() && !worktree && args.session_id.is_none() {
-        return refuse(
-            "/base_ref",
-            "base_ref is the commit a managed worktree starts at: give it with mode=worktree",
-        );
-    }
-    Ok(())
 }

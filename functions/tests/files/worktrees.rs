@@ -267,7 +267,7 @@ async fn nothing_opens_that_the_policy_credential_or_arguments_do_not_allow() {
     .await;
     assert_eq!(kind(&r), "revision_not_found", "{r}");
     let r = call(json!({"client_id": "nobody", "path": path, "instruction": "x"})).await;
-    assert_eq!(kind(&r), "runner_unavailable", "{r}");
+    assert_eq!(kind(&r), "unknown_runner", "{r}");
     let r = call(json!({"client_id": "host1", "path": "allowed/app", "instruction": "x"})).await;
     assert_eq!(kind(&r), "invalid_arguments", "{r}");
     assert!(
@@ -277,25 +277,45 @@ async fn nothing_opens_that_the_policy_credential_or_arguments_do_not_allow() {
             .contains("absolute path"),
         "{r}"
     );
-    for (args, pointer) in [
-        (json!({"path": path, "instruction": "x"}), "/client_id"),
+    for (args, pointer, words) in [
+        (
+            json!({"path": path, "instruction": "x"}),
+            "/project",
+            "client_id+path",
+        ),
         (
             json!({"client_id": "host1", "instruction": "x", "mode": "worktree"}),
-            "/project",
+            "",
+            "mode=worktree opens path",
+        ),
+        (
+            json!({"project": "agent:host1:x", "mode": "worktree", "instruction": "x"}),
+            "",
+            "mode=worktree opens path",
         ),
         (
             json!({"project": "agent:host1:x", "client_id": "host1", "path": path,
-                "instruction": "x"}),
-            "/path",
+                    "instruction": "x"}),
+            "",
+            "not both",
+        ),
+        (
+            json!({"session_id": "wc_sess_0123456789abcdefghijkl", "path": path,
+                   "instruction": "x"}),
+            "",
+            "give one or the other",
         ),
         (
             json!({"project": "agent:host1:x", "base_ref": "main", "instruction": "x"}),
-            "/base_ref",
+            "",
+            "give it with mode=worktree",
         ),
     ] {
         let r = call(args.clone()).await;
         assert_eq!(kind(&r), "invalid_arguments", "{args}: {r}");
         assert_eq!(r["error"]["pointer"], pointer, "{args}: {r}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{args}: {r}");
     }
     // A credential that names its projects cannot make a new one.
     let narrow = o
