@@ -43,15 +43,15 @@ pub const STORED_INSTRUCTION_BYTES: usize = 6_000;
       "properties": { "client_id": { "type": "string" }, "path": { "type": "string" } } },
 ]))]
 #[schemars(extend("allOf" = [
-    { "not": { "anyOf": [ { "required": ["session_id", "path"] }, { "required": ["session_id", "client_id"] } ] },
+    { "type": "object", "not": { "anyOf": [ { "required": ["session_id", "path"] }, { "required": ["session_id", "client_id"] } ] },
       "x-problem": "session_id resumes the session's own project; client_id and path open a new one: give one or the other" },
-    { "not": { "anyOf": [ { "required": ["project", "path"] }, { "required": ["project", "client_id"] } ] },
+    { "type": "object", "not": { "anyOf": [ { "required": ["project", "path"] }, { "required": ["project", "client_id"] } ] },
       "x-problem": "give project, or client_id and path to open a checkout, not both" },
-    { "not": { "required": ["base_ref"],
+    { "type": "object", "not": { "type": "object", "required": ["base_ref"],
                "not": { "anyOf": [ { "required": ["session_id"] },
                                    { "required": ["mode"], "properties": { "mode": { "const": "worktree" } } } ] } },
       "x-problem": "base_ref is the commit a managed worktree starts at: give it with mode=worktree (or session_id to check a worktree's base)" },
-    { "not": { "required": ["mode"], "properties": { "mode": { "const": "worktree" } },
+    { "type": "object", "not": { "type": "object", "required": ["mode"], "properties": { "mode": { "const": "worktree" } },
                "not": { "anyOf": [ { "required": ["path"] }, { "required": ["session_id"] } ] } },
       "x-problem": "mode=worktree opens path as a new managed worktree: give client_id and path (or session_id to resume one)" },
 ]))]
