@@ -19,6 +19,3 @@ ALTER TABLE projects
     ADD CONSTRAINT projects_worktree_base CHECK ((origin = 'worktree') = (base_commit IS NOT NULL)),
     ADD CONSTRAINT projects_removed_worktrees CHECK (removed_at IS NULL OR origin = 'worktree');
 
--- list_managed_worktrees: the live worktrees, newest first.
-CREATE INDEX projects_live_worktrees ON projects (opened_at DESC)
-    WHERE origin = 'worktree' AND removed_at IS NULL;

@@ -110,6 +110,20 @@ pub(crate) fn answered(started: Instant, answer: WorkAnswer) -> WorkOutcome {
 }
 
 /// The outcome of an operation refused before or while it ran.
+/// The op of `item` once the item keeps every bound of the protocol: `pick` takes it out of
+/// the spec. An item that breaks a bound, or is another kind of work, is refused
+/// `invalid_request`, naming why.
+pub(crate) fn op_of<'a, T>(
+    item: &'a WorkItem,
+    kind: &str,
+    pick: impl FnOnce(&'a wc_runner_protocol::WorkSpec) -> Option<&'a T>,
+) -> Result<&'a T, Refusal> {
+    item.validate()
+        .map_err(|e| Refusal::new(OpErrorKind::InvalidRequest, e.to_string()))?;
+    pick(&item.spec)
+        .ok_or_else(|| Refusal::new(OpErrorKind::InvalidRequest, format!("not {kind} work")))
+}
+
 pub(crate) fn rejected(started: Instant, refusal: Refusal) -> WorkOutcome {
     WorkOutcome {
         error_kind: Some(refusal.kind),

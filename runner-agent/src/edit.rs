@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use wc_runner_protocol::{
-    EditConflict, EditOp, OpErrorKind, Termination, WorkAnswer, WorkItem, WorkOutcome, WorkSpec,
+    EditConflict, EditOp, Termination, WorkAnswer, WorkItem, WorkOutcome, WorkSpec,
 };
 
 use crate::answer::{self, Ended, Refusal, rejected};
@@ -50,13 +50,13 @@ pub async fn execute(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>
 
 async fn run(item: &WorkItem, host: &Host, cancel: watch::Receiver<bool>) -> WorkOutcome {
     let started = Instant::now();
-    if let Err(e) = item.validate() {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
-        return rejected(started, refusal);
-    }
-    let WorkSpec::Edit(op) = &item.spec else {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not edit work");
-        return rejected(started, refusal);
+    let picked = answer::op_of(item, "edit", |spec| match spec {
+        WorkSpec::Edit(op) => Some(op),
+        _ => None,
+    });
+    let op = match picked {
+        Ok(op) => op,
+        Err(refusal) => return rejected(started, refusal),
     };
     let root = match explore::open_root(host, &item.project) {
         Ok(root) => root,

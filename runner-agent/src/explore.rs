@@ -70,13 +70,13 @@ async fn run(
     policy: &StopPolicy,
 ) -> WorkOutcome {
     let started = Instant::now();
-    if let Err(e) = item.validate() {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
-        return rejected(started, refusal);
-    }
-    let WorkSpec::Explore(op) = &item.spec else {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not explore work");
-        return rejected(started, refusal);
+    let picked = answer::op_of(item, "explore", |spec| match spec {
+        WorkSpec::Explore(op) => Some(op),
+        _ => None,
+    });
+    let op = match picked {
+        Ok(op) => op,
+        Err(refusal) => return rejected(started, refusal),
     };
     let root = match open_root(host, &item.project) {
         Ok(root) => root,

@@ -79,13 +79,13 @@ async fn run(
     policy: &StopPolicy,
 ) -> WorkOutcome {
     let started = Instant::now();
-    if let Err(e) = item.validate() {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
-        return answer::rejected(started, refusal);
-    }
-    let WorkSpec::Git(op) = &item.spec else {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not git work");
-        return answer::rejected(started, refusal);
+    let picked = answer::op_of(item, "git", |spec| match spec {
+        WorkSpec::Git(op) => Some(op),
+        _ => None,
+    });
+    let op = match picked {
+        Ok(op) => op,
+        Err(refusal) => return answer::rejected(started, refusal),
     };
     let boundary = match host.boundary(&item.project) {
         Ok(boundary) => boundary,

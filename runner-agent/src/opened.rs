@@ -25,8 +25,8 @@ pub struct Workspaces {
     open: Vec<PathBuf>,
     /// Canonical directory the runner makes worktrees in.
     store: PathBuf,
-    /// Held while the manifest is read and rewritten.
-    manifest: Mutex<()>,
+    /// The manifest as last written: read once at start, rewritten whole on each change.
+    manifest: Mutex<Vec<Entry>>,
     /// Held while Git makes a worktree: two `git worktree add` at once in one repository can
     /// race to create its `worktrees/` directory, and making one is rare.
     making: tokio::sync::Mutex<()>,
@@ -85,14 +85,15 @@ impl Workspaces {
                 dir.display()
             );
         }
-        let manifest = store.join(MANIFEST);
-        if !manifest.exists() {
+        let path = store.join(MANIFEST);
+        if !path.exists() {
             write_manifest(&store, &[])?;
         }
+        let entries = read_manifest(&path);
         Ok(Workspaces {
             open,
             store,
-            manifest: Mutex::new(()),
+            manifest: Mutex::new(entries),
             making: tokio::sync::Mutex::new(()),
         })
     }
@@ -122,40 +123,36 @@ impl Workspaces {
         !path.starts_with(&self.store) && self.open.iter().any(|dir| path.starts_with(dir))
     }
 
-    fn entries(&self) -> Vec<Entry> {
-        let path = self.manifest_path();
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "the opened projects' manifest does not read; serving none of them");
-                Vec::new()
-            }),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read the opened projects' manifest");
-                Vec::new()
-            }
-        }
+    fn entries(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        // Every change replaces the whole list: a panic cannot leave half of one.
+        self.manifest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn entry(&self, project: &str) -> Option<Entry> {
-        self.entries().into_iter().find(|e| e.project == project)
+        self.entries()
+            .iter()
+            .find(|e| e.project == project)
+            .cloned()
     }
 
-    /// Rewrites the manifest with `change` applied, under the manifest lock.
+    /// Applies `change` to the manifest and writes it; nothing changes when the write fails.
     pub(crate) fn update(&self, change: impl FnOnce(&mut Vec<Entry>)) -> std::io::Result<()> {
-        let _held = self
-            .manifest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut entries = self.entries();
-        change(&mut entries);
-        write_manifest(&self.store, &entries).map_err(std::io::Error::other)
+        let mut changed = entries.clone();
+        change(&mut changed);
+        write_manifest(&self.store, &changed).map_err(std::io::Error::other)?;
+        *entries = changed;
+        Ok(())
     }
 
     /// The projects opened earlier that the policy still allows, registered as they are now;
     /// the others are no longer served (and said so).
     pub(crate) fn reopen(&self) -> Vec<(String, Project)> {
         let mut served = Vec::new();
-        for entry in self.entries() {
+        let entries = self.entries().clone();
+        for entry in entries {
             let allowed = match (&entry.open_as, &entry.dir) {
                 (OpenAs::Worktree, Some(dir)) => dir.starts_with(&self.store),
                 (OpenAs::Checkout, _) => self.allows(&entry.root),
@@ -179,6 +176,20 @@ impl Workspaces {
             }
         }
         served
+    }
+}
+
+/// The manifest at `path`; unreadable, none (and said so).
+fn read_manifest(path: &Path) -> Vec<Entry> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "the opened projects' manifest does not read; serving none of them");
+            Vec::new()
+        }),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the opened projects' manifest");
+            Vec::new()
+        }
     }
 }
 

@@ -126,13 +126,13 @@ impl Shells {
 
     async fn run(&self, item: &WorkItem, cancel: watch::Receiver<bool>) -> WorkOutcome {
         let started = Instant::now();
-        if let Err(e) = item.validate() {
-            let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
-            return answer::rejected(started, refusal);
-        }
-        let WorkSpec::PersistentShell(op) = &item.spec else {
-            let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not persistent shell work");
-            return answer::rejected(started, refusal);
+        let picked = answer::op_of(item, "persistent shell", |spec| match spec {
+            WorkSpec::PersistentShell(op) => Some(op),
+            _ => None,
+        });
+        let op = match picked {
+            Ok(op) => op,
+            Err(refusal) => return answer::rejected(started, refusal),
         };
         let span = tracing::info_span!(
             "shell",

@@ -51,13 +51,13 @@ async fn run(
     policy: &StopPolicy,
 ) -> WorkOutcome {
     let started = Instant::now();
-    if let Err(e) = item.validate() {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
-        return answer::rejected(started, refusal);
-    }
-    let WorkSpec::Validate(op) = &item.spec else {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not validate work");
-        return answer::rejected(started, refusal);
+    let picked = answer::op_of(item, "validate", |spec| match spec {
+        WorkSpec::Validate(op) => Some(op),
+        _ => None,
+    });
+    let op = match picked {
+        Ok(op) => op,
+        Err(refusal) => return answer::rejected(started, refusal),
     };
     let resolved = host.boundary(&item.project).and_then(|b| {
         let cwd = confine::resolve_cwd(b.root(), item.cwd.as_ref())?;

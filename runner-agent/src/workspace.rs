@@ -75,13 +75,13 @@ async fn run(
     policy: &StopPolicy,
 ) -> WorkOutcome {
     let started = Instant::now();
-    if let Err(e) = item.validate() {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, e.to_string());
-        return answer::rejected(started, refusal);
-    }
-    let WorkSpec::Workspace(op) = &item.spec else {
-        let refusal = Refusal::new(OpErrorKind::InvalidRequest, "not workspace work");
-        return answer::rejected(started, refusal);
+    let picked = answer::op_of(item, "workspace", |spec| match spec {
+        WorkSpec::Workspace(op) => Some(op),
+        _ => None,
+    });
+    let op = match picked {
+        Ok(op) => op,
+        Err(refusal) => return answer::rejected(started, refusal),
     };
     let Some(workspaces) = host.workspaces() else {
         let refusal = Refusal::new(
@@ -207,55 +207,36 @@ async fn open(
     match op.open_as {
         OpenAs::Checkout => {
             // The same checkout is one project, however often it is opened.
-            if let Some(served) = host.served_at(&source) {
-                let item = WorkItem {
-                    project: served.clone(),
-                    ..ctx.item.clone()
-                };
-                let jobs = GitJobs {
-                    item: &item,
-                    ..ctx.jobs(host, &[])
-                };
-                let head = head(&jobs).await?;
-                let entry = workspaces.entry(&served);
-                return Ok(WorkAnswer::OpenProject(OpenedProject {
-                    project: served,
-                    root: source.display().to_string(),
-                    source: entry
-                        .map_or(source.clone(), |e| e.source)
-                        .display()
-                        .to_string(),
-                    open_as: OpenAs::Checkout,
-                    base_commit: None,
-                    head,
-                    base_ref_commit: None,
-                    created: false,
-                }));
-            }
-            let project = Project::register(&source, Vec::new()).map_err(registered)?;
-            let entry = Entry {
-                project: id.to_owned(),
-                root: source.clone(),
-                source: source.clone(),
-                open_as: OpenAs::Checkout,
-                base_commit: None,
-                dir: None,
-                admin: None,
-                git_dirs: project.git_dirs().to_vec(),
+            let served = host.served_at(&source);
+            let project = match served.as_deref().and_then(|s| host.project(s)) {
+                Some(project) => project,
+                None => Project::register(&source, Vec::new()).map_err(registered)?,
             };
             let scratch = host.with_project(id, project.clone());
             let head = head(&ctx.jobs(&scratch, &[])).await?;
-            save(workspaces, entry)?;
-            host.add(id.to_owned(), project);
+            if served.is_none() {
+                let entry = Entry {
+                    project: id.to_owned(),
+                    root: source.clone(),
+                    source: source.clone(),
+                    open_as: OpenAs::Checkout,
+                    base_commit: None,
+                    dir: None,
+                    admin: None,
+                    git_dirs: project.git_dirs().to_vec(),
+                };
+                save(workspaces, entry)?;
+                host.add(id.to_owned(), project);
+            }
             Ok(WorkAnswer::OpenProject(OpenedProject {
-                project: id.to_owned(),
+                created: served.is_none(),
+                project: served.unwrap_or_else(|| id.to_owned()),
                 root: source.display().to_string(),
                 source: source.display().to_string(),
                 open_as: OpenAs::Checkout,
                 base_commit: None,
                 head,
                 base_ref_commit: None,
-                created: true,
             }))
         }
         OpenAs::Worktree => worktree(ctx, host, workspaces, op, source).await,

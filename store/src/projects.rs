@@ -155,43 +155,23 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<Project>, StoreErro
         .collect())
 }
 
-/// Up to `limit` projects, by id, restricted to `only` when given.
+/// Up to `limit` projects by id, restricted to `only` and to `origin` when given.
 pub async fn list_visible(
     client: &impl GenericClient,
     only: Option<&[ProjectId]>,
+    origin: Option<ProjectOrigin>,
     limit: i64,
 ) -> Result<Vec<Project>, StoreError> {
     let stmt = client
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM projects \
              WHERE removed_at IS NULL AND ($1::text[] IS NULL OR id = ANY($1)) \
-             ORDER BY id LIMIT $2"
+                 AND ($2::text IS NULL OR origin = $2) \
+             ORDER BY id LIMIT $3"
         ))
         .await?;
     Ok(client
-        .query(&stmt, &[&only, &limit])
-        .await?
-        .iter()
-        .map(from_row)
-        .collect())
-}
-
-/// Up to `limit` live managed worktrees, newest first, restricted to `only` when given.
-pub async fn list_worktrees(
-    client: &impl GenericClient,
-    only: Option<&[ProjectId]>,
-    limit: i64,
-) -> Result<Vec<Project>, StoreError> {
-    let stmt = client
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM projects \
-             WHERE origin = 'worktree' AND removed_at IS NULL \
-                 AND ($1::text[] IS NULL OR id = ANY($1)) \
-             ORDER BY opened_at DESC, id LIMIT $2"
-        ))
-        .await?;
-    Ok(client
-        .query(&stmt, &[&only, &limit])
+        .query(&stmt, &[&only, &origin, &limit])
         .await?
         .iter()
         .map(from_row)

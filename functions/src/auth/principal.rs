@@ -47,6 +47,19 @@ impl ProjectGrants {
             ProjectGrants::Only(set) => set.contains(project.as_str()),
         }
     }
+
+    /// The reachable project ids, `None` for every project. A grant that is no project id
+    /// names no project.
+    pub fn ids(&self) -> Option<Vec<wc_domain::ProjectId>> {
+        match self {
+            ProjectGrants::All => None,
+            ProjectGrants::Only(set) => Some(
+                set.iter()
+                    .filter_map(|p| wc_domain::ProjectId::parse(p).ok())
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// The authenticated caller of one request.

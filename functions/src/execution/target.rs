@@ -8,7 +8,7 @@ use chrono::Utc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use uuid::Uuid;
-use wc_domain::{ProjectId, SessionId};
+use wc_domain::{ProjectId, ProjectOrigin, SessionId};
 use wc_runner_protocol::WorkKind;
 use wc_store::sessions::SessionRow;
 
@@ -66,6 +66,8 @@ pub struct Target {
     pub client_id: String,
     /// The runner-local project id.
     pub local: String,
+    /// How the project came to be served (one being opened: as what it is opened).
+    pub origin: ProjectOrigin,
     /// The kinds of work its runner's instance executes.
     pub work_kinds: Vec<WorkKind>,
     /// The runner's current instance (the owner of any shell opened now).
@@ -90,23 +92,22 @@ pub async fn resolve_target(ctx: &ToolContext, project: &ProjectId) -> Result<Ta
     let Some(p) = wc_store::projects::get(&client, project).await? else {
         return Err(unknown_project(project));
     };
-    on_runner(ctx, &client, p.id, &p.client_id, p.name).await
+    let runner = wc_store::runners::get(&client, &p.client_id).await?;
+    on_runner(ctx, runner, p.id, &p.client_id, p.name, p.origin)
 }
 
-/// Where work for `project_id`, the runner-local project `local` of runner `client_id`, runs,
-/// refusing a runner that is not connected. A project a caller is opening has no row yet:
-/// its work goes to the runner by this target.
-pub async fn on_runner(
+/// Where work for `project_id`, the runner-local project `local` of `runner` (client
+/// `client_id`, as read), runs, refusing a runner that is not connected. A project a caller
+/// is opening has no row yet: its work goes to the runner by this target.
+pub fn on_runner(
     ctx: &ToolContext,
-    client: &wc_store::Client,
+    runner: Option<wc_store::runners::Runner>,
     project_id: ProjectId,
     client_id: &str,
     local: String,
+    origin: ProjectOrigin,
 ) -> Result<Target, ToolError> {
-    let runner = wc_store::runners::get(client, client_id)
-        .await?
-        .filter(|r| is_online(ctx, r));
-    let Some(runner) = runner else {
+    let Some(runner) = runner.filter(|r| is_online(ctx, r)) else {
         return Err(ToolError::new(
             ErrorKind::RunnerUnavailable,
             "no runner serving this project is connected; nothing was started",
@@ -118,6 +119,7 @@ pub async fn on_runner(
         project_id,
         client_id: client_id.to_owned(),
         local,
+        origin,
         work_kinds: announced_kinds(runner.work_kinds.as_deref()),
         // An online runner has registered an instance.
         instance_id: runner.instance_id.unwrap_or_default(),

@@ -10,7 +10,7 @@ use wc_runner_protocol::{ObserveProjectOp, OpenAs, OpenProjectOp, OpenedProject}
 use wc_store::projects::{self, Opened};
 
 use super::operation;
-use super::target::{on_runner, resolve_target};
+use super::target::on_runner;
 use crate::auth::ProjectGrants;
 use crate::kernel::context::ToolContext;
 use crate::result::{ErrorKind, ToolError};
@@ -73,19 +73,19 @@ pub async fn open(
     let asked = ProjectId::of_runner(req.client_id, &local).map_err(|e| {
         ToolError::new(ErrorKind::InvalidArguments, e.to_string()).with("pointer", "/client_id")
     })?;
-    let client = ctx.deps.client().await?;
-    if wc_store::runners::get(&client, req.client_id)
-        .await?
-        .is_none()
-    {
+    let origin = match req.open_as {
+        OpenAs::Checkout => ProjectOrigin::Checkout,
+        OpenAs::Worktree => ProjectOrigin::Worktree,
+    };
+    let runner = wc_store::runners::get(&ctx.deps.client().await?, req.client_id).await?;
+    if runner.is_none() {
         return Err(ToolError::new(
             ErrorKind::UnknownRunner,
             "no runner has this client id (list_runners names them); nothing was opened",
         )
         .with("client_id", req.client_id.to_owned()));
     }
-    let target = on_runner(ctx, &client, asked, req.client_id, local).await?;
-    drop(client);
+    let target = on_runner(ctx, runner, asked, req.client_id, local, origin)?;
     let op = OpenProjectOp {
         path: req.path.as_str().to_owned(),
         open_as: req.open_as,
@@ -93,10 +93,6 @@ pub async fn open(
     };
     let answer: OpenedProject = operation::run(ctx, &target, ctx.tool, op).await?;
     let id = ProjectId::of_runner(req.client_id, &answer.project).map_err(ToolError::internal)?;
-    let origin = match answer.open_as {
-        OpenAs::Checkout => ProjectOrigin::Checkout,
-        OpenAs::Worktree => ProjectOrigin::Worktree,
-    };
     let client = ctx.deps.client().await?;
     let row = projects::record_opened(
         &client,
@@ -136,13 +132,16 @@ pub async fn observe(
     base_ref: Option<&Revision>,
 ) -> Result<Option<Workspace>, ToolError> {
     let client = ctx.deps.client().await?;
-    let Some(row) = projects::get(&client, project).await? else {
+    let row = match ctx.principal.projects.allows(project) {
+        true => projects::get(&client, project).await?,
+        false => None,
+    };
+    let Some(row) = row else {
         return Err(
             ToolError::new(ErrorKind::UnknownProject, "the session's project is gone")
                 .with("project", project.as_str()),
         );
     };
-    drop(client);
     match (row.origin, base_ref) {
         (ProjectOrigin::Configured, None) => return Ok(None),
         (ProjectOrigin::Worktree, _) => {}
@@ -159,7 +158,11 @@ pub async fn observe(
     let op = ObserveProjectOp {
         base_ref: base_ref.map(|r| r.as_str().to_owned()),
     };
-    let observed = match resolve_target(ctx, project).await {
+    // The row read above says where it is served: no second read of it.
+    let runner = wc_store::runners::get(&client, &row.client_id).await?;
+    drop(client);
+    let target = on_runner(ctx, runner, row.id, &row.client_id, row.name, row.origin);
+    let observed = match target {
         Ok(target) => operation::run(ctx, &target, ctx.tool, op).await,
         Err(e) => Err(e),
     };

@@ -5,7 +5,6 @@ use serde::Serialize;
 use wc_domain::{ProjectId, SessionId, WorkMode};
 use wc_macros::{tool, tool_args};
 
-use crate::auth::ProjectGrants;
 use crate::execution::{self, ExecOutput};
 use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
@@ -47,15 +46,7 @@ async fn list_jobs(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let filter = wc_store::work::ListFilter {
         owner_authority_fingerprint: authority::fingerprint(&ctx.principal),
-        projects: match &ctx.principal.projects {
-            ProjectGrants::All => None,
-            // A grant that is no project id names no project.
-            ProjectGrants::Only(set) => Some(
-                set.iter()
-                    .filter_map(|p| ProjectId::parse(p).ok())
-                    .collect(),
-            ),
-        },
+        projects: ctx.principal.projects.ids(),
         project_id: args.project,
         session_id: args.session_id,
         mode: args

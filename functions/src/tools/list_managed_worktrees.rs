@@ -1,4 +1,4 @@
-//! `list_managed_worktrees`: the managed worktrees callers opened, newest first.
+//! `list_managed_worktrees`: the managed worktrees callers opened, by project id.
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -6,7 +6,6 @@ use serde::Serialize;
 use wc_domain::ProjectId;
 use wc_macros::{tool, tool_args};
 
-use crate::auth::ProjectGrants;
 use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
 
@@ -39,7 +38,7 @@ pub struct ManagedWorktree {
 /// Output of `list_managed_worktrees`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Output {
-    /// The worktrees, newest first.
+    /// The worktrees, by project id.
     pub worktrees: Vec<ManagedWorktree>,
     /// How many were returned.
     pub returned: usize,
@@ -52,16 +51,11 @@ pub struct Output {
 #[tool(reads, Discovery, "List managed worktrees")]
 async fn list_managed_worktrees(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let limit = i64::from(args.limit.unwrap_or(100).clamp(1, 500));
-    let only: Option<Vec<ProjectId>> = match &ctx.principal.projects {
-        ProjectGrants::All => None,
-        ProjectGrants::Only(ids) => Some(
-            ids.iter()
-                .filter_map(|id| ProjectId::parse(id).ok())
-                .collect(),
-        ),
-    };
+    let only = ctx.principal.projects.ids();
     let client = ctx.deps.client().await?;
-    let mut rows = wc_store::projects::list_worktrees(&client, only.as_deref(), limit + 1).await?;
+    let worktrees = Some(wc_domain::ProjectOrigin::Worktree);
+    let mut rows =
+        wc_store::projects::list_visible(&client, only.as_deref(), worktrees, limit + 1).await?;
     let truncated = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
     let worktrees: Vec<ManagedWorktree> = rows

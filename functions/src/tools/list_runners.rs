@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 use wc_domain::ProjectId;
 use wc_macros::tool;
 
-use crate::auth::ProjectGrants;
 use crate::execution;
 use crate::kernel::context::ToolContext;
 use crate::result::ToolError;
@@ -60,15 +59,11 @@ pub struct Output {
 /// projects the caller may use (and only those projects).
 pub async fn visible(ctx: &ToolContext) -> Result<Vec<RunnerView>, ToolError> {
     let client = ctx.deps.client().await?;
-    let only: Option<Vec<String>> = match &ctx.principal.projects {
-        ProjectGrants::All => None,
-        ProjectGrants::Only(set) => Some(
-            set.iter()
-                .filter_map(|p| ProjectId::parse(p).ok())
-                .filter_map(|p| p.runner_parts().map(|(c, _)| c.to_owned()))
-                .collect(),
-        ),
-    };
+    let only: Option<Vec<String>> = ctx.principal.projects.ids().map(|ids| {
+        ids.iter()
+            .filter_map(|p| p.runner_parts().map(|(c, _)| c.to_owned()))
+            .collect()
+    });
     // Work in flight is counted for the caller's authority group only: other callers' work
     // on a shared runner is theirs to see.
     let owner = authority::fingerprint(&ctx.principal);

@@ -38,12 +38,7 @@ pub struct Output {
 #[tool(consequential, Files, "Remove managed worktree", session = Works)]
 async fn remove_managed_worktree(ctx: ToolContext, args: Args) -> Result<Output, ToolError> {
     let (_, target) = args.at.resolve(&ctx).await?;
-    let client = ctx.deps.client().await?;
-    let origin = wc_store::projects::get(&client, &target.project_id)
-        .await?
-        .map(|p| p.origin);
-    drop(client);
-    if origin != Some(ProjectOrigin::Worktree) {
+    if target.origin != ProjectOrigin::Worktree {
         return Err(ToolError::new(
             ErrorKind::InvalidArguments,
             "this project is not a managed worktree (list_managed_worktrees lists them); configured projects and opened checkouts are never removed",
