@@ -157,7 +157,8 @@ impl Workspaces {
                 (OpenAs::Worktree, Some(dir)) => dir.starts_with(&self.store),
                 (OpenAs::Checkout, _) => self.allows(&entry.root),
                 (OpenAs::Worktree, None) => false,
-            } && self.allows(&entry.source);
+            } && self.allows(&entry.source)
+                && entry.git_dirs.iter().all(|d| self.allows(d));
             if !allowed {
                 tracing::warn!(project = entry.project, source = %entry.source.display(), "an opened project is outside the workspace policy now; not served");
                 continue;

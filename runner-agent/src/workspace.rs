@@ -210,7 +210,10 @@ async fn open(
             let served = host.served_at(&source);
             let project = match served.as_deref().and_then(|s| host.project(s)) {
                 Some(project) => project,
-                None => Project::register(&source, Vec::new()).map_err(registered)?,
+                None => allowed_metadata(
+                    workspaces,
+                    Project::register(&source, Vec::new()).map_err(registered)?,
+                )?,
             };
             let scratch = host.with_project(id, project.clone());
             let head = head(&ctx.jobs(&scratch, &[])).await?;
@@ -243,6 +246,24 @@ async fn open(
     }
 }
 
+/// `project` when the Git metadata it registers outside its root lies where a caller may open
+/// too: a `.git` file anyone could have written in the checkout never widens what its jobs may
+/// write beyond the operator's policy.
+fn allowed_metadata(workspaces: &Workspaces, project: Project) -> Result<Project, Ended> {
+    match project.git_dirs().iter().find(|d| !workspaces.allows(d)) {
+        None => Ok(project),
+        Some(dir) => Err(Refusal::new(
+            OpErrorKind::PathNotAllowed,
+            format!(
+                "{}'s .git leads to {}, outside the directories this runner lets callers open",
+                project.root().display(),
+                dir.display()
+            ),
+        )
+        .into()),
+    }
+}
+
 fn save(workspaces: &Workspaces, entry: Entry) -> Result<(), Ended> {
     workspaces
         .update(|entries| {
@@ -272,7 +293,10 @@ async fn worktree(
             format!("cannot register {}: {e}", source.display()),
         ))
     };
-    let checkout = Project::register(&source, Vec::new()).map_err(registered)?;
+    let checkout = allowed_metadata(
+        workspaces,
+        Project::register(&source, Vec::new()).map_err(registered)?,
+    )?;
     let reading = host.with_project(id, checkout.clone());
     let jobs = ctx.jobs(&reading, &[]);
     let prefix = match jobs.prefix().await {

@@ -323,29 +323,8 @@ async fn a_restarted_runner_serves_what_was_opened_and_no_job_reads_its_manifest
     assert_eq!(seen.root, wt.root);
     assert_eq!(seen.base_commit, wt.base_commit);
     // A job of the worktree sees its files, never the manifest beside it.
-    let (_keep, cancel) = watch::channel(false);
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<wc_runner_agent::exec::OutputPiece>(64);
-    let job = item(
-        "wt-a",
-        WorkSpec::Process {
-            argv: vec![
-                "sh".into(),
-                "-c".into(),
-                format!("cat lib.txt; cat {}", manifest.display()),
-            ],
-        },
-    );
-    let drain = tokio::spawn(async move {
-        let mut out = Vec::new();
-        while let Some(p) = rx.recv().await {
-            out.extend_from_slice(&p.data);
-        }
-        out
-    });
-    let outcome =
-        wc_runner_agent::exec::execute(&job, &restarted, cancel, tx, &StopPolicy::default()).await;
-    let out = String::from_utf8(drain.await.unwrap()).unwrap();
-    assert_eq!(outcome.termination, Termination::Exited, "{outcome:?}");
+    let script = format!("cat lib.txt; cat {}", manifest.display());
+    let out = job_output(&restarted, "wt-a", &script).await;
     assert!(out.contains("two"), "{out}");
     assert!(!out.contains("wt-a"), "the manifest's content: {out}");
     // A `.git` a job rewrote to lead elsewhere is not followed after a restart.
@@ -423,4 +402,107 @@ async fn removing_a_worktree_refuses_to_lose_work_unless_forced() {
     assert_eq!(kind, OpErrorKind::InvalidRequest);
     assert!(s.repo.join("lib.txt").exists());
     let _ = git_op(&s.host, "co-1", GitOp::GitStatus(GitStatusOp {})).await;
+}
+
+/// Runs `sh -c script` as a job of `project` on `host`; what it printed on either stream.
+async fn job_output(host: &Host, project: &str, script: &str) -> String {
+    let (_keep, cancel) = watch::channel(false);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<wc_runner_agent::exec::OutputPiece>(64);
+    let job = item(
+        project,
+        WorkSpec::Process {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+        },
+    );
+    let drain = tokio::spawn(async move {
+        let mut out = Vec::new();
+        while let Some(p) = rx.recv().await {
+            out.extend_from_slice(&p.data);
+        }
+        out
+    });
+    let outcome =
+        wc_runner_agent::exec::execute(&job, host, cancel, tx, &StopPolicy::default()).await;
+    assert_eq!(outcome.termination, Termination::Exited, "{outcome:?}");
+    String::from_utf8(drain.await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_git_file_leading_outside_the_policy_opens_nothing() {
+    let s = site();
+    // A checkout whose `.git` file anyone with write access to it could have written: it
+    // names another repository's metadata, which its jobs would then write.
+    let planted = s.base.join("allowed/planted");
+    std::fs::create_dir_all(&planted).unwrap();
+    let elsewhere = s.base.join("outside/other/.git");
+    std::fs::write(
+        planted.join(".git"),
+        format!("gitdir: {}\n", elsewhere.display()),
+    )
+    .unwrap();
+    for open_as in [OpenAs::Checkout, OpenAs::Worktree] {
+        let (kind, words) = refused(&s.host, "co-1", open_op(&planted, open_as, None)).await;
+        assert_eq!(kind, OpErrorKind::PathNotAllowed, "{open_as:?}: {words}");
+        assert!(words.contains(&elsewhere.display().to_string()), "{words}");
+    }
+    assert!(s.host.project_ids().is_empty());
+    assert_eq!(
+        git(&s.base.join("outside/other"), &["worktree", "list"])
+            .lines()
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_worktree_of_a_project_never_reaches_that_projects_files() {
+    let s = site();
+    // The checkout is itself a configured project of the runner.
+    let workspaces = Workspaces::new(&[s.base.join("allowed")], &s.base.join("store2")).unwrap();
+    let hidden = vec![workspaces.manifest_path()];
+    let host = Host::register([("app".to_owned(), s.repo.clone())], sandbox(&hidden))
+        .unwrap()
+        .with_workspaces(Arc::new(workspaces));
+    let wt = opened(&host, "wt-a", open_op(&s.repo, OpenAs::Worktree, None)).await;
+    // Its Git metadata is the source's, and works; the source's files are out of sight.
+    let status = git_op(&host, "wt-a", GitOp::GitStatus(GitStatusOp {})).await;
+    assert_eq!(status.error_kind, None, "{status:?}");
+    let out = job_output(
+        &host,
+        "wt-a",
+        &format!("cat lib.txt; cat {0}/lib.txt; ls {0}", s.repo.display()),
+    )
+    .await;
+    assert_eq!(out.matches("two").count(), 1, "only its own copy: {out}");
+    assert!(!out.contains("lib.txt\n"), "the source's listing: {out}");
+    assert!(
+        wt.root
+            .starts_with(&s.base.join("store2").display().to_string())
+    );
+}
+
+#[tokio::test]
+async fn an_opened_checkout_keeps_hidden_paths_hidden_and_removal_never_follows_a_link() {
+    let s = site();
+    std::fs::write(s.repo.join("secret.env"), "TOKEN=hunter2\n").unwrap();
+    let workspaces = Workspaces::new(&[s.base.join("allowed")], &s.store).unwrap();
+    let hidden = vec![workspaces.manifest_path(), s.repo.join("secret.env")];
+    let host = Host::new([], sandbox(&hidden)).with_workspaces(Arc::new(workspaces));
+    opened(&host, "co-1", open_op(&s.repo, OpenAs::Checkout, None)).await;
+    let out = job_output(&host, "co-1", "cat secret.env; cat lib.txt").await;
+    assert!(out.contains("two") && !out.contains("hunter2"), "{out}");
+
+    // A worktree holding links out of it: removal deletes the links, never their targets.
+    let wt = opened(&host, "wt-a", open_op(&s.repo, OpenAs::Worktree, None)).await;
+    let root = PathBuf::from(&wt.root);
+    std::os::unix::fs::symlink(s.base.join("outside"), root.join("escape")).unwrap();
+    std::os::unix::fs::symlink(s.base.join("outside/other"), root.join("other")).unwrap();
+    let gone = removed(&host, "wt-a", true).await;
+    assert!(gone.removed);
+    assert!(!root.exists());
+    assert!(
+        s.base.join("outside/other/.git").is_dir(),
+        "a link's target survives"
+    );
+    assert!(s.repo.join("secret.env").exists());
 }
